@@ -1,0 +1,26 @@
+"""Small helpers several checks share (kept here so each check module stays a page long)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+SAMPLE = 10
+
+
+def sample(items: Sequence[str], limit: int = SAMPLE) -> list[str]:
+    """At most ``limit`` ids for evidence; the full count goes beside it."""
+    return list(items[:limit])
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    return f"{count} {word if count == 1 else (many or word + 's')}"
+
+
+def id_list(ids: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def nodes_phrase(count: int) -> str:
+    """'1 node has' / '3 nodes have': subject and verb agree in generated summaries."""
+    return f"{plural(count, 'node')} {'has' if count == 1 else 'have'}"

@@ -1,0 +1,3 @@
+from fmdoctor.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,41 @@
+"""``fmdoctor check``: one-shot diagnosis with monitoring-plugin exit codes (0 ok, 1 warning, 2 critical, 3 unknown)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fmdoctor.cli.common import add_connection_args, add_target_args, open_target, split_ids
+from fmdoctor.cli.progress import StderrProgress
+from fmdoctor.report import RENDERERS
+from fmdoctor.report.text import make_console, write_text
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="run the checks against a cluster",
+        description="Run deterministic checks against a cluster. Exit status: 0 ok, 1 warning, 2 critical, "
+        "3 unknown (could not run).",
+    )
+    add_target_args(parser)
+    add_connection_args(parser)
+    parser.add_argument("--only", action="append", metavar="ID[,ID]",
+                        help="run only these check ids or families (repeatable)")
+    parser.add_argument("--format", choices=sorted(RENDERERS), default="text")
+    parser.add_argument("--no-progress", action="store_true", help="never print progress on stderr")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    progress = StderrProgress(enabled=not args.no_progress)
+    with open_target(args) as target:
+        try:
+            report = target.doctor.check(target.cluster, only=split_ids(args.only), progress=progress)
+        finally:
+            progress.close()
+    if args.format == "text":
+        write_text(report, make_console(sys.stdout))
+    else:
+        sys.stdout.write(RENDERERS[args.format](report) + "\n")
+    return report.exit_code

@@ -1,0 +1,72 @@
+"""Flags and set-up every command shares, so each command module stays about its own job."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from fmdoctor.config import Settings, load_settings
+from fmdoctor.engine.api import Connection, Doctor
+from fmdoctor.engine.errors import UsageError
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """Bad usage exits 3 ('unknown'): exit 2 means 'critical' to monitoring systems and CI."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message, hint=f"see '{self.prog} --help'")
+
+
+def add_connection_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("AWS connection")
+    group.add_argument("--region", help="AWS region (default: config, then AWS_REGION / profile)")
+    group.add_argument("--profile", help="AWS named profile (default: AWS_PROFILE)")
+    group.add_argument("--endpoint-url", help="send every AWS call here (e.g. a moto server); AWS_ENDPOINT_URL too")
+    group.add_argument("--config", help="fmdoctor.yaml to read (default: FMDOCTOR_CONFIG, ./fmdoctor.yaml, "
+                       "~/.config/fmdoctor/fmdoctor.yaml)")
+
+
+def add_target_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster", help="cluster name: the tag value on its instances (FMDOCTOR_CLUSTER)")
+    parser.add_argument("--demo", action="store_true",
+                        help="run against the embedded demo cluster (moto in-process; no AWS account needed)")
+
+
+def split_ids(values: list[str] | None) -> list[str] | None:
+    """'--only a,b --only c' -> ['a', 'b', 'c']."""
+    if not values:
+        return None
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+@dataclass
+class Target:
+    doctor: Doctor
+    cluster: str
+    demo: bool = False
+
+
+@contextlib.contextmanager
+def open_target(args: argparse.Namespace) -> Iterator[Target]:
+    """Settings + connection + cluster name from flags/env/config; with --demo, the seeded demo cluster."""
+    if getattr(args, "demo", False):
+        from fmdoctor.demo.runtime import demo_environment, demo_settings
+
+        with demo_environment() as world:
+            settings = demo_settings(world)
+            doctor = Doctor(settings=settings, connection=Connection(region=world.region))
+            doctor.extras["demo"] = world
+            yield Target(doctor, args.cluster or world.cluster, demo=True)
+        return
+    settings: Settings = load_settings(getattr(args, "config", None))
+    connection = Connection(
+        region=getattr(args, "region", None) or os.environ.get("FMDOCTOR_REGION"),
+        profile=getattr(args, "profile", None),
+        endpoint_url=getattr(args, "endpoint_url", None),
+    )
+    doctor = Doctor(settings=settings, connection=connection)
+    cluster = doctor.resolve_cluster(getattr(args, "cluster", None) or os.environ.get("FMDOCTOR_CLUSTER"))
+    yield Target(doctor, cluster)

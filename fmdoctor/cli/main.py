@@ -1,0 +1,53 @@
+"""The ``fmdoctor`` command. Each sub-command lives in its own module and registers itself here."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from fmdoctor import __version__
+from fmdoctor.cli import check_cmd, checks_cmd
+from fmdoctor.cli.common import ArgumentParser
+from fmdoctor.engine.errors import FmdoctorError
+
+COMMANDS = (check_cmd, checks_cmd)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(
+        prog="fmdoctor",
+        description="Diagnose and safely fix foundation-model training and inference clusters on AWS.",
+    )
+    parser.add_argument("--version", action="version", version=f"fmdoctor {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr (-vv: debug)")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
+    for command in COMMANDS:
+        command.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        logging.basicConfig(
+            level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
+            format="fmdoctor: %(levelname)s %(name)s: %(message)s",
+            stream=sys.stderr,
+        )
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 0
+        return int(args.func(args))
+    except FmdoctorError as exc:
+        sys.stderr.write(f"fmdoctor: error: {exc.message}\n")
+        if exc.hint:
+            sys.stderr.write(f"  hint: {exc.hint}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("fmdoctor: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0

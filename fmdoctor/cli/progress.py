@@ -1,0 +1,45 @@
+"""Progress on stderr (never stdout) for runs that take longer than a second."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import TextIO
+
+from fmdoctor.engine.runner import CheckEvent
+
+
+class StderrProgress:
+    """Silent for the first second; then one line per finished check (rewritten in place on a terminal)."""
+
+    def __init__(self, stream: TextIO | None = None, delay_s: float = 1.0, enabled: bool = True):
+        self.stream = stream or sys.stderr
+        self.delay_s = delay_s
+        self.enabled = enabled
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+        self._tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self._dirty = False
+
+    def __call__(self, event: CheckEvent) -> None:
+        if not self.enabled or event.phase != "finished" or time.monotonic() - self.started < self.delay_s:
+            return
+        outcome = "skipped" if event.skipped else f"{event.findings} finding{'' if event.findings == 1 else 's'}"
+        if event.errors:
+            outcome += f", {event.errors} errors"
+        line = f"fmdoctor: [{event.done}/{event.total}] {event.check_id}: {outcome} ({event.duration_s:.1f}s)"
+        with self._lock:
+            if self._tty:
+                self.stream.write("\r\x1b[2K" + line[:79])
+                self._dirty = True
+            else:
+                self.stream.write(line + "\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._dirty:
+                self.stream.write("\r\x1b[2K")
+                self.stream.flush()
+                self._dirty = False

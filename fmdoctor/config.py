@@ -1,0 +1,290 @@
+"""Configuration: ``fmdoctor.yaml``, environment and flags, validated with messages that name key and line.
+
+Precedence, highest first: command-line flags, environment (``FMDOCTOR_*`` and the standard AWS
+variables, which boto3 reads itself), the cluster's own section, the file's top-level defaults.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError, field_validator
+
+from fmdoctor.durations import format_duration, parse_duration
+from fmdoctor.engine.errors import ConfigError
+
+Duration = Annotated[
+    timedelta,
+    BeforeValidator(parse_duration),
+    PlainSerializer(format_duration, return_type=str, when_used="json"),
+]
+
+DEFAULT_TAG_KEYS = ("fmdoctor:cluster", "parallelcluster:cluster-name", "eks:cluster-name")
+CONFIG_FILE_NAME = "fmdoctor.yaml"
+
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_FSX_ID = re.compile(r"^fs-[0-9a-f]{8,17}$")
+
+
+def validate_checkpoint_location(value: str) -> str:
+    """Accept ``s3://bucket[/prefix]``, ``fsx://fs-id[/path]`` (or a bare FSx id) and absolute local paths."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("a checkpoint location must be a non-empty string")
+    value = value.strip()
+    if value.startswith("s3://"):
+        bucket = value[5:].split("/", 1)[0]
+        if not _BUCKET.match(bucket) or ".." in bucket:
+            raise ValueError(f"{value!r} is not a valid S3 URI: bad bucket name {bucket!r}")
+        return value
+    if value.startswith("fsx://") or _FSX_ID.match(value):
+        fs_id = value[6:].split("/", 1)[0] if value.startswith("fsx://") else value
+        if not _FSX_ID.match(fs_id):
+            raise ValueError(f"{value!r} is not a valid FSx location: expected fsx://fs-0123456789abcdef0[/path]")
+        return value
+    if value.startswith("file://"):
+        value = value[7:]
+    if value.startswith("/"):
+        return value
+    raise ValueError(f"{value!r} is not a checkpoint location: use s3://bucket/prefix, fsx://fs-id/path or /abs/path")
+
+
+CheckpointLocation = Annotated[str, BeforeValidator(validate_checkpoint_location)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class NetworkSettings(_Section):
+    admin_cidrs: list[str] = Field(default_factory=list, description="Where people SSH from (CIDRs or IPs).")
+    ssh_port: int = Field(22, ge=1, le=65535)
+
+    @field_validator("admin_cidrs")
+    @classmethod
+    def _cidrs(cls, values: list[str]) -> list[str]:
+        for value in values:
+            try:
+                ipaddress.ip_network(value, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"{value!r} is not a CIDR or IP address") from exc
+        return values
+
+
+class GpuSettings(_Section):
+    window: Duration = timedelta(minutes=30)
+    period: Duration = timedelta(minutes=5)
+    idle_percent: float = Field(10.0, ge=0, le=100)
+    memory_pressure_percent: float = Field(95.0, ge=0, le=100)
+    straggler_robust_z: float = Field(3.5, gt=0, description="Modified z-score (MAD) below the median.")
+    straggler_min_gap_percent: float = Field(15.0, ge=0, le=100)
+    namespace: str = "CWAgent"
+    utilization_metric: str = "nvidia_smi_utilization_gpu"
+    memory_used_metric: str = "nvidia_smi_memory_used"
+    memory_total_metric: str = "nvidia_smi_memory_total"
+    neuron_namespace: str = "NeuronMonitor"
+    neuron_utilization_metric: str = "neuroncore_utilization"
+    efa_metrics: list[str] = Field(
+        default_factory=lambda: [
+            "efa_retrans_timeout_events",
+            "efa_impaired_remote_conn_events",
+            "efa_unresponsive_remote_events",
+            "efa_rx_dropped",
+        ]
+    )
+
+
+class CheckpointSettings(_Section):
+    locations: list[CheckpointLocation] = Field(default_factory=list)
+    max_age: Duration = timedelta(hours=2)
+    incomplete_size_ratio: float = Field(0.5, gt=0, le=1, description="Newest smaller than this x previous.")
+
+
+class SpotSettings(_Section):
+    queue_url: str | None = None
+    use_imds: bool = False
+
+
+class HyperPodSettings(_Section):
+    cluster_name: str | None = Field(None, description="SageMaker HyperPod cluster name, if not the same.")
+
+
+class InferenceSettings(_Section):
+    endpoints: list[str] = Field(default_factory=list)
+    window: Duration = timedelta(minutes=15)
+    latency_p90_ms: float = Field(500.0, gt=0)
+    latency_p99_ms: float = Field(2000.0, gt=0)
+    error_rate_percent: float = Field(1.0, ge=0, le=100)
+    saturation_percent: float = Field(90.0, ge=0, le=100)
+    stuck_after: Duration = timedelta(minutes=60)
+    latency_metric: str | None = Field(None, description="For EC2/EKS fleets: namespace/metric of latency.")
+
+
+class ClusterSettings(_Section):
+    """Everything that can differ per cluster; top-level values are the defaults."""
+
+    region: str | None = None
+    profile: str | None = None
+    tag_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_TAG_KEYS), min_length=1)
+    head_nodes: list[str] = Field(default_factory=list)
+    network: NetworkSettings = Field(default_factory=NetworkSettings)
+    gpu: GpuSettings = Field(default_factory=GpuSettings)
+    checkpoints: CheckpointSettings = Field(default_factory=CheckpointSettings)
+    spot: SpotSettings = Field(default_factory=SpotSettings)
+    hyperpod: HyperPodSettings = Field(default_factory=HyperPodSettings)
+    inference: InferenceSettings = Field(default_factory=InferenceSettings)
+
+
+_CLUSTER_KEYS = set(ClusterSettings.model_fields)
+
+
+class AgentSettings(_Section):
+    model: str | None = Field(None, description="Provider string, e.g. 'bedrock_converse:...'; unset = offline.")
+    max_tool_calls: int = Field(12, ge=1, le=100)
+    max_tokens: int = Field(4096, ge=256)
+    redact: list[str] = Field(default_factory=list, description="Extra regexes to redact before sending.")
+
+
+class SlackSettings(_Section):
+    approvers: list[str] = Field(default_factory=list, description="Slack user or user-group ids that may approve.")
+    channel_clusters: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class Settings(_Section):
+    """The whole file. Cluster-level keys at the top are defaults for every cluster."""
+
+    region: str | None = None
+    profile: str | None = None
+    endpoint_url: str | None = None
+    tag_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_TAG_KEYS), min_length=1)
+    head_nodes: list[str] = Field(default_factory=list)
+    network: NetworkSettings = Field(default_factory=NetworkSettings)
+    gpu: GpuSettings = Field(default_factory=GpuSettings)
+    checkpoints: CheckpointSettings = Field(default_factory=CheckpointSettings)
+    spot: SpotSettings = Field(default_factory=SpotSettings)
+    hyperpod: HyperPodSettings = Field(default_factory=HyperPodSettings)
+    inference: InferenceSettings = Field(default_factory=InferenceSettings)
+    clusters: dict[str, ClusterSettings] = Field(default_factory=dict)
+    max_workers: int = Field(8, ge=1, le=64)
+    runbooks_dir: str | None = None
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    slack: SlackSettings = Field(default_factory=SlackSettings)
+    source: str | None = Field(None, exclude=True, description="Path the settings were read from.")
+
+    @field_validator("clusters", mode="before")
+    @classmethod
+    def _empty_clusters(cls, clusters: Any) -> Any:
+        # 'llm-train:' with nothing under it is a cluster that takes every default.
+        if isinstance(clusters, dict):
+            return {name: ({} if body is None else body) for name, body in clusters.items()}
+        return clusters
+
+    def cluster(self, name: str) -> ClusterSettings:
+        """The effective settings of one cluster: top-level defaults deep-merged with its own section."""
+        base = self.model_dump(include=_CLUSTER_KEYS, exclude_unset=True)
+        own = self.clusters[name].model_dump(exclude_unset=True) if name in self.clusters else {}
+        merged = _deep_merge(base, own)
+        return ClusterSettings.model_validate(merged)
+
+    def default_cluster(self) -> str | None:
+        return next(iter(self.clusters)) if len(self.clusters) == 1 else None
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def find_config_file(explicit: str | None = None, cwd: Path | None = None) -> Path | None:
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"config file {explicit!r} does not exist")
+        return path
+    env = os.environ.get("FMDOCTOR_CONFIG")
+    if env:
+        path = Path(env).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"FMDOCTOR_CONFIG points to {env!r}, which does not exist")
+        return path
+    candidates = [(cwd or Path.cwd()) / CONFIG_FILE_NAME]
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    candidates.append(Path(xdg) / "fmdoctor" / CONFIG_FILE_NAME)
+    return next((p for p in candidates if p.is_file()), None)
+
+
+def load_settings(explicit: str | None = None) -> Settings:
+    path = find_config_file(explicit)
+    if path is None:
+        return Settings()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    settings = parse_settings(text, str(path))
+    return settings.model_copy(update={"source": str(path)})
+
+
+def parse_settings(text: str, source: str = "fmdoctor.yaml") -> Settings:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{source}{where}: not valid YAML ({problem})") from exc
+    if data is None:
+        return Settings()
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping of keys, not {type(data).__name__}")
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe_validation(exc, root, source)) from None
+
+
+def _describe_validation(exc: ValidationError, root: yaml.Node | None, source: str) -> str:
+    lines = []
+    for error in exc.errors()[:5]:
+        loc = _yaml_path(error["loc"])
+        line = _line_of(root, loc)
+        where = f"{source}:{line}" if line else source
+        key = ".".join(str(p) for p in loc) or "(top level)"
+        if error["type"] == "extra_forbidden":
+            lines.append(f"{where}: unknown key '{key}'")
+        else:
+            message = error["msg"].removeprefix("Value error, ")
+            lines.append(f"{where}: {key}: {message}")
+    return "invalid configuration: " + "; ".join(lines)
+
+
+def _yaml_path(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    # Strip pydantic's internal tags (e.g. 'function-after[...]') so the path matches the YAML keys.
+    return tuple(p for p in loc if not (isinstance(p, str) and "[" in p))
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    best = node
+    for part in loc:
+        if isinstance(best, yaml.MappingNode):
+            match = next((v for k, v in best.value if getattr(k, "value", None) == str(part)), None)
+            key_node = next((k for k, _ in best.value if getattr(k, "value", None) == str(part)), None)
+            if match is None:
+                break
+            best = key_node if part == loc[-1] else match
+        elif isinstance(best, yaml.SequenceNode) and isinstance(part, int) and part < len(best.value):
+            best = best.value[part]
+        else:
+            break
+    return best.start_mark.line + 1 if best is not None else None

@@ -1,0 +1,124 @@
+"""Scenario builders: plain boto3 calls that lay out a cluster's network and nodes.
+
+Shared by the demo, the tests and the benchmarks so no two of them set up a VPC by hand. The calls are
+the ones a person would make against real AWS (moto is taught the missing bits in ``moto_compat``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+DEMO_AMI = "ami-12c6146b"  # an image moto knows
+
+
+@dataclass
+class ClusterBuilder:
+    ec2: Any
+    cluster: str
+    tag_key: str = "fmdoctor:cluster"
+    vpc_id: str = ""
+    subnets: dict[str, str] = field(default_factory=dict)
+    groups: dict[str, str] = field(default_factory=dict)
+    nodes: dict[str, str] = field(default_factory=dict)  # Name tag -> instance id
+
+    def vpc(self, cidr: str = "10.0.0.0/16") -> str:
+        self.vpc_id = self.ec2.create_vpc(CidrBlock=cidr)["Vpc"]["VpcId"]
+        self.ec2.create_tags(Resources=[self.vpc_id], Tags=[{"Key": "Name", "Value": f"{self.cluster}-vpc"}])
+        return self.vpc_id
+
+    def subnet(self, name: str, cidr: str, az: str) -> str:
+        subnet_id = self.ec2.create_subnet(VpcId=self.vpc_id, CidrBlock=cidr, AvailabilityZone=az)["Subnet"][
+            "SubnetId"
+        ]
+        self.ec2.create_tags(Resources=[subnet_id], Tags=[{"Key": "Name", "Value": name}])
+        self.subnets[name] = subnet_id
+        return subnet_id
+
+    def security_group(
+        self,
+        name: str,
+        *,
+        self_ingress: bool = False,
+        self_egress: bool = False,
+        keep_default_egress: bool = True,
+        ingress: Sequence[dict[str, Any]] = (),
+        egress: Sequence[dict[str, Any]] = (),
+    ) -> str:
+        """A group; ``self_*`` add the all-traffic self-referencing rules EFA needs."""
+        description = f"{name} ({self.cluster})"
+        group_id = self.ec2.create_security_group(GroupName=name, Description=description, VpcId=self.vpc_id)["GroupId"]
+        self.groups[name] = group_id
+        if not keep_default_egress:
+            self.ec2.revoke_security_group_egress(
+                GroupId=group_id, IpPermissions=[{"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}]
+            )
+        self_rule = {"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group_id}]}
+        ingress_rules = [*ingress, *([self_rule] if self_ingress else [])]
+        egress_rules = [*egress, *([self_rule] if self_egress else [])]
+        if ingress_rules:
+            self.ec2.authorize_security_group_ingress(GroupId=group_id, IpPermissions=ingress_rules)
+        if egress_rules:
+            self.ec2.authorize_security_group_egress(GroupId=group_id, IpPermissions=egress_rules)
+        return group_id
+
+    def placement_group(self, name: str, strategy: str = "cluster") -> str:
+        self.ec2.create_placement_group(GroupName=name, Strategy=strategy)
+        return name
+
+    def launch(
+        self,
+        names: Sequence[str],
+        instance_type: str,
+        subnet: str,
+        groups: Sequence[str],
+        *,
+        efa_interfaces: int = 0,
+        placement_group: str | None = None,
+        spot: bool = False,
+        role: str | None = None,
+        public_ip: bool = False,
+        extra_tags: dict[str, str] | None = None,
+    ) -> list[str]:
+        """Launch one instance per name; EFA interfaces go one per network card, as AWS recommends."""
+        subnet_id = self.subnets.get(subnet, subnet)
+        group_ids = [self.groups.get(g, g) for g in groups]
+        if efa_interfaces:
+            interfaces = [
+                {
+                    "DeviceIndex": card,
+                    "NetworkCardIndex": card,
+                    "SubnetId": subnet_id,
+                    "Groups": group_ids,
+                    "InterfaceType": "efa",
+                }
+                for card in range(efa_interfaces)
+            ]
+        else:
+            interfaces = [
+                {"DeviceIndex": 0, "SubnetId": subnet_id, "Groups": group_ids, "AssociatePublicIpAddress": public_ip}
+            ]
+        ids = []
+        for name in names:
+            tags = {self.tag_key: self.cluster, "Name": name, **(extra_tags or {})}
+            if role:
+                tags["fmdoctor:role"] = role
+            kwargs: dict[str, Any] = {
+                "ImageId": DEMO_AMI,
+                "InstanceType": instance_type,
+                "MinCount": 1,
+                "MaxCount": 1,
+                "NetworkInterfaces": interfaces,
+                "TagSpecifications": [
+                    {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+                ],
+            }
+            if placement_group:
+                kwargs["Placement"] = {"GroupName": placement_group}
+            if spot:
+                kwargs["InstanceMarketOptions"] = {"MarketType": "spot"}
+            instance_id = self.ec2.run_instances(**kwargs)["Instances"][0]["InstanceId"]
+            self.nodes[name] = instance_id
+            ids.append(instance_id)
+        return ids

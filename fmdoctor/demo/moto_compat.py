@@ -1,0 +1,176 @@
+"""Teach moto the few EC2/FSx facts the checks read and moto drops, so the demo looks like real AWS.
+
+moto ignores ``InterfaceType`` and ``NetworkCardIndex`` of network interfaces, ``Placement.GroupName``
+of instances, has no placement-group API and gives FSx file systems no network interfaces. Scenario
+builders make ordinary boto3 calls (they would work against real AWS); this module makes moto honour
+those parameters. Real AWS needs none of it. :func:`install` is idempotent and patches classes only.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+_installed = False
+_lock = threading.Lock()
+
+
+def install() -> None:
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        _patch_network_interfaces()
+        _patch_instance_placement()
+        _add_placement_group_api()
+        _patch_fsx_interfaces()
+        _installed = True
+
+
+def _patch_network_interfaces() -> None:
+    from moto.ec2.models import elastic_network_interfaces as eni_models
+    from moto.ec2.models.instances import Instance
+    from moto.ec2.responses.elastic_network_interfaces import ElasticNetworkInterfaces
+
+    original_prep = Instance.prep_nics
+
+    @functools.wraps(original_prep)
+    def prep_nics(self: Any, nic_spec: list[dict[str, Any]], *args: Any, **kwargs: Any) -> None:
+        original_prep(self, nic_spec, *args, **kwargs)
+        for spec in nic_spec or []:
+            nic = self.nics.get(int(spec.get("DeviceIndex", 0)))
+            if nic is None:
+                continue
+            if spec.get("InterfaceType"):
+                nic.interface_type = spec["InterfaceType"]
+            nic._fmdoctor_card = int(spec.get("NetworkCardIndex", 0) or 0)
+
+    Instance.prep_nics = prep_nics
+
+    original_attachment_init = eni_models.Attachment.__init__
+
+    @functools.wraps(original_attachment_init)
+    def attachment_init(self: Any, eni: Any) -> None:
+        original_attachment_init(self, eni)
+        self.network_card_index = getattr(eni, "_fmdoctor_card", 0)
+
+    eni_models.Attachment.__init__ = attachment_init
+
+    original_create = ElasticNetworkInterfaces.create_network_interface
+
+    @functools.wraps(original_create)
+    def create_network_interface(self: Any) -> Any:
+        result = original_create(self)
+        interface_type = self._get_param("InterfaceType")
+        if interface_type:
+            result.result["NetworkInterface"].interface_type = interface_type
+        return result
+
+    ElasticNetworkInterfaces.create_network_interface = create_network_interface
+
+
+def _patch_instance_placement() -> None:
+    from moto.ec2.responses.instances import InstanceResponse
+
+    original_run = InstanceResponse.run_instances
+
+    @functools.wraps(original_run)
+    def run_instances(self: Any) -> Any:
+        group = self._get_param("Placement.GroupName")
+        if group and group not in _placement_groups(self.ec2_backend):
+            from moto.ec2.exceptions import EC2ClientError
+
+            raise EC2ClientError("InvalidPlacementGroup.Unknown", f"The Placement Group '{group}' is unknown.")
+        result = original_run(self)
+        if group:
+            for instance in result.result.instances:
+                instance.placement.group_name = group
+        return result
+
+    InstanceResponse.run_instances = run_instances
+
+
+def _placement_groups(backend: Any) -> dict[str, dict[str, Any]]:
+    groups = getattr(backend, "_fmdoctor_placement_groups", None)
+    if groups is None:
+        groups = {}
+        backend._fmdoctor_placement_groups = groups
+    return groups
+
+
+def _add_placement_group_api() -> None:
+    from moto.core.responses import ActionResult
+    from moto.ec2.exceptions import EC2ClientError
+    from moto.ec2.responses import EC2Response
+    from moto.ec2.utils import random_id
+
+    def create_placement_group(self: Any) -> Any:
+        name = self._get_param("GroupName")
+        strategy = self._get_param("Strategy", "cluster")
+        self.error_on_dryrun()
+        groups = _placement_groups(self.ec2_backend)
+        if name in groups:
+            raise EC2ClientError("InvalidPlacementGroup.Duplicate", f"The placement group '{name}' already exists.")
+        group = {
+            "GroupName": name,
+            "GroupId": f"pg-{random_id(size=17)}",
+            "Strategy": strategy,
+            "State": "available",
+        }
+        if strategy == "partition":
+            group["PartitionCount"] = int(self._get_param("PartitionCount", 2))
+        groups[name] = group
+        return ActionResult({"PlacementGroup": group})
+
+    def describe_placement_groups(self: Any) -> Any:
+        names = self._get_param("GroupNames", [])
+        groups = _placement_groups(self.ec2_backend)
+        unknown = [n for n in names if n not in groups]
+        if unknown:
+            raise EC2ClientError("InvalidPlacementGroup.Unknown", f"The Placement Group '{unknown[0]}' is unknown.")
+        selected = [groups[n] for n in names] if names else list(groups.values())
+        return ActionResult({"PlacementGroups": selected})
+
+    EC2Response.create_placement_group = create_placement_group
+    EC2Response.describe_placement_groups = describe_placement_groups
+
+
+def _patch_fsx_interfaces() -> None:
+    from moto.ec2.models import ec2_backends
+    from moto.fsx.models import FileSystem, FSxBackend
+
+    original_create = FSxBackend.create_file_system
+
+    @functools.wraps(original_create)
+    def create_file_system(self: Any, *args: Any, **kwargs: Any) -> Any:
+        file_system = original_create(self, *args, **kwargs)
+        ec2 = ec2_backends[self.account_id][self.region_name]
+        file_system._fmdoctor_enis = []
+        file_system._fmdoctor_vpc = None
+        for subnet_id in (file_system.subnet_ids or [])[:1]:
+            eni = ec2.create_network_interface(
+                ec2.get_subnet(subnet_id),
+                None,
+                group_ids=list(file_system.security_group_ids or []),
+                description=f"ENI for Amazon FSx file system {file_system.file_system_id}",
+            )
+            eni.requester_managed = True
+            file_system._fmdoctor_enis.append(eni.id)
+            file_system._fmdoctor_vpc = ec2.get_subnet(subnet_id).vpc_id
+        return file_system
+
+    FSxBackend.create_file_system = create_file_system
+
+    original_to_dict = FileSystem.to_dict
+
+    @functools.wraps(original_to_dict)
+    def to_dict(self: Any) -> dict[str, Any]:
+        data = original_to_dict(self)
+        data["Lifecycle"] = "AVAILABLE"
+        if getattr(self, "_fmdoctor_enis", None):
+            data["NetworkInterfaceIds"] = list(self._fmdoctor_enis)
+            data["VpcId"] = self._fmdoctor_vpc
+        return data
+
+    FileSystem.to_dict = to_dict

@@ -1,0 +1,47 @@
+"""Run fmdoctor against the demo: moto in-process, no AWS account, no network."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from unittest import mock
+
+import boto3
+
+from fmdoctor.config import Settings
+from fmdoctor.demo.scenario import DEMO_CLUSTER, DemoWorld, seed_demo
+from fmdoctor.engine.errors import FmdoctorError
+
+# Variables that would point the demo at a real account or endpoint.
+_SCRUBBED = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "AWS_ROLE_ARN",
+             "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
+_FAKE = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-west-2"}
+
+
+@contextlib.contextmanager
+def demo_environment() -> Iterator[DemoWorld]:
+    """Start moto in-process, seed the demo cluster and yield it; everything is gone on exit."""
+    try:
+        from moto import mock_aws
+    except ImportError as exc:
+        raise FmdoctorError(
+            "the embedded demo needs moto", hint="pip install 'fmdoctor[demo]'"
+        ) from exc
+    from fmdoctor.demo import moto_compat
+
+    moto_compat.install()
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED and not k.startswith("AWS_ENDPOINT_URL_")}
+    env.update(_FAKE)
+    env["AWS_CONFIG_FILE"] = os.devnull
+    env["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
+    with mock.patch.dict(os.environ, env, clear=True), mock_aws():
+        yield seed_demo(boto3.Session(region_name="us-west-2"))
+
+
+def demo_settings(world: DemoWorld) -> Settings:
+    """Settings naming only the demo cluster, so ``--cluster`` may be omitted."""
+    return Settings.model_validate({"region": world.region, "clusters": {world.cluster: world.settings}})
+
+
+__all__ = ["DEMO_CLUSTER", "demo_environment", "demo_settings"]

@@ -1,0 +1,83 @@
+"""The demo cluster: a small p5/p4d training cluster with the faults an on-call engineer meets.
+
+Every fault is planted on purpose and each check family finds its own; the healthy parts are there
+too, so false positives would show. Seeding steps are listed in :data:`SEEDERS`, one per family.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+
+from fmdoctor.demo.builders import ClusterBuilder
+
+DEMO_CLUSTER = "demo-llm-train"
+DEMO_REGION = "us-west-2"
+DEMO_ADMIN_CIDR = "203.0.113.0/24"  # TEST-NET-3: "the on-call engineer's office"
+
+
+@dataclass
+class DemoWorld:
+    """What seeding produced: ids the tests and the front ends may want to point at."""
+
+    session: boto3.Session
+    cluster: str = DEMO_CLUSTER
+    region: str = DEMO_REGION
+    builder: ClusterBuilder | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)  # the demo cluster's fmdoctor.yaml section
+
+
+def seed_network_and_nodes(world: DemoWorld) -> None:
+    ec2 = world.session.client("ec2", region_name=world.region)
+    b = ClusterBuilder(ec2, world.cluster)
+    world.builder = b
+    b.vpc("10.0.0.0/16")
+    b.subnet("private-a", "10.0.0.0/20", f"{world.region}a")
+    b.subnet("private-b", "10.0.16.0/20", f"{world.region}b")
+    b.subnet("public-a", "10.0.128.0/24", f"{world.region}a")
+    # Fault: the EFA group admits itself inbound but keeps only the default 0.0.0.0/0 egress,
+    # the classic cause of NCCL hangs and failed HyperPod EFA health checks.
+    b.security_group("demo-efa", self_ingress=True)
+    b.security_group(
+        "demo-head",
+        ingress=[{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": "10.0.0.0/16"}]}],
+    )
+    b.placement_group("demo-llm-pg", "cluster")
+
+    b.launch(["head-node"], "m5.8xlarge", "public-a", ["demo-head"], role="head", public_ip=True)
+    b.launch(
+        ["gpu-node-1", "gpu-node-2", "gpu-node-3"], "p5.48xlarge", "private-a", ["demo-efa"],
+        efa_interfaces=32, placement_group="demo-llm-pg",
+    )
+    # Fault: relaunched by hand with only 4 of its 32 EFA interfaces.
+    b.launch(["gpu-node-4"], "p5.48xlarge", "private-a", ["demo-efa"], efa_interfaces=4, placement_group="demo-llm-pg")
+    # Fault: a p4d added from a launch template that forgot EFA.
+    b.launch(["gpu-node-5"], "p4d.24xlarge", "private-a", ["demo-efa"], placement_group="demo-llm-pg")
+    # Fault: a replacement node launched in the other AZ's subnet, outside the placement group.
+    b.launch(["gpu-node-6"], "p5.48xlarge", "private-b", ["demo-efa"], efa_interfaces=32)
+    world.facts.update(
+        vpc=b.vpc_id,
+        subnets=dict(b.subnets),
+        groups=dict(b.groups),
+        nodes=dict(b.nodes),
+        placement_group="demo-llm-pg",
+    )
+    world.settings.setdefault("network", {})["admin_cidrs"] = [DEMO_ADMIN_CIDR]
+
+
+Seeder = Callable[[DemoWorld], None]
+
+# One step per check family; each adds its part of the story (and its faults) to the same cluster.
+SEEDERS: tuple[Seeder, ...] = (seed_network_and_nodes,)
+
+
+def seed_demo(session: boto3.Session, seeders: tuple[Seeder, ...] = SEEDERS) -> DemoWorld:
+    world = DemoWorld(session=session)
+    world.settings["region"] = world.region
+    for seeder in seeders:
+        seeder(world)
+    return world

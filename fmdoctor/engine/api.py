@@ -1,0 +1,178 @@
+"""The engine's front door. The CLI, the agent's tools, the TUI, Slack and MCP all call :class:`Doctor`."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import botocore.session
+from botocore.loaders import Loader
+
+from fmdoctor.config import ClusterSettings, Settings
+from fmdoctor.engine.aws import Aws, AwsOptions
+from fmdoctor.engine.context import RunScope
+from fmdoctor.engine.discovery import fetch_inventory
+from fmdoctor.engine.errors import (
+    AwsUnavailable,
+    ConfigError,
+    CredentialsError,
+    TargetNotFound,
+    describe_aws_failure,
+)
+from fmdoctor.engine.inventory import Inventory
+from fmdoctor.engine.model import CheckError, Report, RunStats, Status, status_for
+from fmdoctor.engine.registry import Registry, default_registry
+from fmdoctor.engine.runner import ProgressCallback, run_checks
+
+INVENTORY = "inventory"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Connection flags shared by every command (``--region``, ``--profile``, ``--endpoint-url``)."""
+
+    region: str | None = None
+    profile: str | None = None
+    endpoint_url: str | None = None
+
+
+# Parsing botocore's service models is the slow part of making clients; one loader serves every session.
+_SHARED_LOADER = Loader()
+
+
+def new_aws(options: AwsOptions) -> Aws:
+    """A fresh session (its own call counter) that reuses the process-wide model loader."""
+    core = botocore.session.Session(profile=options.profile)
+    core.register_component("data_loader", _SHARED_LOADER)
+    if options.region:
+        core.set_config_variable("region", options.region)
+    return Aws(boto3.Session(botocore_session=core), options)
+
+
+@dataclass
+class Doctor:
+    settings: Settings = field(default_factory=Settings)
+    connection: Connection = field(default_factory=Connection)
+    registry: Registry = field(default_factory=default_registry)
+    aws_factory: Callable[[AwsOptions], Aws] = new_aws
+    clock: Callable[[], datetime] = utc_now
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def resolve_cluster(self, cluster: str | None) -> str:
+        if cluster:
+            return cluster
+        default = self.settings.default_cluster()
+        if default:
+            return default
+        known = ", ".join(self.settings.clusters) or "none configured"
+        raise ConfigError("no cluster given", hint=f"pass --cluster NAME (clusters in config: {known})")
+
+    def cluster_settings(self, cluster: str) -> ClusterSettings:
+        return self.settings.cluster(cluster)
+
+    def connect(self, cluster_settings: ClusterSettings) -> Aws:
+        options = AwsOptions(
+            # botocore reads AWS_DEFAULT_REGION itself; AWS_REGION is what most other SDKs and Lambda set.
+            region=self.connection.region or cluster_settings.region or os.environ.get("AWS_REGION"),
+            profile=self.connection.profile or cluster_settings.profile,
+            endpoint_url=self.connection.endpoint_url or self.settings.endpoint_url,
+            max_pool_connections=max(10, self.settings.max_workers * 4),
+        )
+        try:
+            aws = self.aws_factory(options)
+            _ = aws.region
+        except Exception as exc:
+            failure = describe_aws_failure(exc)
+            if failure is None:
+                raise
+            raise CredentialsError(f"cannot set up AWS access: {failure.message}") from None
+        return aws
+
+    def inventory(self, cluster: str | None = None, aws: Aws | None = None) -> Inventory:
+        name = self.resolve_cluster(cluster)
+        settings = self.cluster_settings(name)
+        aws = aws or self.connect(settings)
+        try:
+            inventory = fetch_inventory(aws, name, settings.tag_keys, settings.head_nodes)
+        except Exception as exc:
+            failure = describe_aws_failure(exc)
+            if failure is None:
+                raise
+            if failure.kind == "credentials":
+                raise CredentialsError(
+                    f"AWS rejected the credentials ({failure.code}): {failure.message}",
+                    hint="check AWS_PROFILE / --profile, or run 'aws sts get-caller-identity'",
+                ) from None
+            error = CheckError(
+                check=INVENTORY,
+                code=failure.code,
+                iam_action=failure.iam_action,
+                unverified="the cluster's instances, interfaces and security groups, so no check could run",
+                message=failure.message,
+            )
+            raise _InventoryFailed(error) from None
+        if not inventory.instances:
+            keys = ", ".join(settings.tag_keys)
+            raise TargetNotFound(
+                f"no running or pending instances tagged with cluster {name!r} in {aws.region}",
+                hint=f"tag keys searched: {keys}; check --region and the tag_keys setting",
+            )
+        return inventory
+
+    def check(
+        self,
+        cluster: str | None = None,
+        only: Sequence[str] | None = None,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Report:
+        """Run the selected checks against one cluster; AWS trouble becomes ``errors[]``, not exceptions."""
+        name = self.resolve_cluster(cluster)
+        checks = self.registry.select(only)
+        settings = self.cluster_settings(name)
+        aws = self.connect(settings)
+        started = time.perf_counter()
+        now = self.clock()
+        try:
+            inventory = self.inventory(name, aws)
+        except _InventoryFailed as failed:
+            return Report(
+                cluster=name,
+                region=aws.region,
+                generated_at=now,
+                status=Status.UNKNOWN,
+                errors=[failed.error],
+                stats=RunStats(api_calls=aws.calls.snapshot(), duration_s=time.perf_counter() - started),
+            )
+        scope = RunScope(cluster=name, settings=settings, aws=aws, inventory=inventory, now=now, extras=self.extras)
+        outcome = run_checks(scope, checks, self.settings.max_workers, progress, cancel)
+        return Report(
+            cluster=name,
+            region=aws.region,
+            generated_at=now,
+            status=status_for(outcome.findings, outcome.errors, ran_any=bool(outcome.completed)),
+            findings=outcome.findings,
+            errors=outcome.errors,
+            skipped=outcome.skipped,
+            stats=RunStats(
+                api_calls=aws.calls.snapshot(),
+                duration_s=round(time.perf_counter() - started, 3),
+                checks_run=outcome.completed,
+            ),
+        )
+
+
+class _InventoryFailed(AwsUnavailable):
+    def __init__(self, error: CheckError):
+        super().__init__(f"could not read the cluster inventory: {error.code}: {error.message}")
+        self.error = error

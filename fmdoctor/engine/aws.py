@@ -1,0 +1,98 @@
+"""One boto3 session per run, with standard retries, bounded timeouts and a count of every API call.
+
+Checks never build clients themselves: they ask :meth:`Aws.client`, so tests inject moto or a Stubber
+and the report can show ``stats.api_calls`` by ``service.Operation``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.client import BaseClient
+from botocore.config import Config
+
+from fmdoctor import __version__
+from fmdoctor.engine.errors import ConfigError, remember_call
+
+
+@dataclass(frozen=True)
+class AwsOptions:
+    region: str | None = None
+    profile: str | None = None
+    endpoint_url: str | None = None
+    max_attempts: int = 5
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+    max_pool_connections: int = 32
+
+
+class ApiCallCounter:
+    """Thread-safe tally of API calls (one per operation invoked, retries not double-counted)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def record(self, service: str, operation: str) -> None:
+        with self._lock:
+            self._counts[f"{service}.{operation}"] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(sorted(self._counts.items()))
+
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+
+class Aws:
+    """Clients for one account/region, created lazily, shared by every check of a run (they are thread-safe)."""
+
+    def __init__(self, session: boto3.Session, options: AwsOptions | None = None):
+        self.options = options or AwsOptions()
+        self.session = session
+        self.calls = ApiCallCounter()
+        self._clients: dict[str, BaseClient] = {}
+        self._lock = threading.Lock()
+        self._config = Config(
+            retries={"mode": "standard", "total_max_attempts": self.options.max_attempts},
+            connect_timeout=self.options.connect_timeout,
+            read_timeout=self.options.read_timeout,
+            max_pool_connections=self.options.max_pool_connections,
+            user_agent_extra=f"fmdoctor/{__version__}",
+        )
+        # Registered before any client exists: clients copy the session's handlers when created.
+        session.events.register("before-call", self._on_before_call)
+
+    @classmethod
+    def from_options(cls, options: AwsOptions) -> Aws:
+        session = boto3.Session(profile_name=options.profile, region_name=options.region)
+        return cls(session, options)
+
+    @property
+    def region(self) -> str:
+        region = self.options.region or self.session.region_name
+        if not region:
+            raise ConfigError("no AWS region", hint="pass --region, set AWS_REGION, or set region in fmdoctor.yaml")
+        return region
+
+    def client(self, service: str) -> BaseClient:
+        with self._lock:
+            client = self._clients.get(service)
+            if client is None:
+                kwargs: dict[str, Any] = {"region_name": self.region, "config": self._config}
+                if self.options.endpoint_url:
+                    kwargs["endpoint_url"] = self.options.endpoint_url
+                client = self.session.client(service, **kwargs)  # type: ignore[call-overload]
+                self._clients[service] = client
+            return client
+
+    def _on_before_call(self, model: Any, **_: Any) -> None:
+        service = model.service_model.service_name
+        self.calls.record(service, model.name)
+        remember_call(service, model.name)

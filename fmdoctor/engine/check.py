@@ -1,0 +1,88 @@
+"""The contract every check fulfils.
+
+A check is a small stateless class: a stable ``id``, a docstring whose first paragraph says what it
+proves, the IAM actions it needs (they feed ``fmdoctor iam-policy`` and error messages), and a pure
+``run(ctx)`` over the injected clients and the shared inventory. It returns findings; it never prints,
+exits or builds its own clients. ``raise NotApplicable(reason)`` when the target has nothing to check.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from fmdoctor.engine.model import Finding, Severity
+
+if TYPE_CHECKING:
+    from fmdoctor.engine.context import CheckContext
+
+CHECK_ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+IAM_ACTION = re.compile(r"^[a-z0-9-]+:[A-Z][A-Za-z0-9]+$")
+
+
+class NotApplicable(Exception):
+    """The target has nothing this check looks at (no EFA interfaces, no checkpoint configured...)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Check(ABC):
+    id: ClassVar[str]
+    family: ClassVar[str]
+    severity: ClassVar[Severity]
+    iam_actions: ClassVar[tuple[str, ...]]
+    runbook: ClassVar[str] = ""  # defaults to the check id
+
+    @abstractmethod
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        """Inspect the target and return what is wrong; an empty list means verified healthy."""
+
+    @classmethod
+    def runbook_id(cls) -> str:
+        return cls.runbook or cls.id
+
+    @classmethod
+    def proves(cls) -> str:
+        """First paragraph of the docstring, on one line: what a passing run of this check proves."""
+        doc = inspect.cleandoc(cls.__dict__.get("__doc__") or "")  # the check's own, never inherited
+        return " ".join(doc.split("\n\n", 1)[0].split())
+
+    def finding(
+        self,
+        resource: str,
+        summary: str,
+        evidence: dict[str, Any],
+        severity: Severity | None = None,
+    ) -> Finding:
+        return Finding(
+            check=self.id,
+            severity=severity or self.severity,
+            resource=resource,
+            summary=summary,
+            evidence=evidence,
+            runbook=self.runbook_id(),
+        )
+
+
+def validate_check_class(cls: type[Check]) -> list[str]:
+    """Problems with a check's declaration; the registry refuses to load a check that has any."""
+    problems = []
+    for attr in ("id", "family", "severity", "iam_actions"):
+        if not hasattr(cls, attr):
+            problems.append(f"{cls.__name__} lacks '{attr}'")
+    if problems:
+        return problems
+    if not CHECK_ID.match(cls.id):
+        problems.append(f"{cls.__name__}: id {cls.id!r} is not kebab-case")
+    if not cls.proves():
+        problems.append(f"{cls.id}: no docstring saying what it proves")
+    if not isinstance(cls.severity, Severity):
+        problems.append(f"{cls.id}: severity must be a Severity")
+    for action in cls.iam_actions:
+        if not IAM_ACTION.match(action):
+            problems.append(f"{cls.id}: {action!r} is not an IAM action like 'ec2:DescribeInstances'")
+    return problems

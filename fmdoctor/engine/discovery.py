@@ -1,0 +1,228 @@
+"""Fetch a cluster's :class:`Inventory` with the fewest AWS calls the APIs allow.
+
+One paginated DescribeInstances (filtered by tag value and state) yields the instances *and* their
+interfaces; groups, rules, subnets and instance types then come in batched describes, in parallel.
+The call count grows with pages, never with instances.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from fmdoctor.engine.aws import Aws
+from fmdoctor.engine.inventory import (
+    COMPUTE,
+    HEAD,
+    LOGIN,
+    Instance,
+    InstanceTypeInfo,
+    Inventory,
+    NetworkInterface,
+    SecurityGroup,
+    SgRule,
+    Subnet,
+    chunked,
+)
+
+# EC2 accepts at most 200 values in one filter; DescribeInstanceTypes at most 100 types per call.
+FILTER_VALUES_MAX = 200
+INSTANCE_TYPES_MAX = 100
+PAGE_SIZE = 1000
+
+HEAD_NODE_TAGS = {("parallelcluster:node-type", "HeadNode"), ("fmdoctor:role", "head")}
+LOGIN_NODE_TAGS = {("parallelcluster:node-type", "LoginNode"), ("fmdoctor:role", "login")}
+
+
+def fetch_inventory(
+    aws: Aws,
+    cluster: str,
+    tag_keys: Sequence[str],
+    head_node_ids: Sequence[str] = (),
+) -> Inventory:
+    ec2 = aws.client("ec2")
+    instances, interfaces = _fetch_instances(ec2, cluster, tag_keys, set(head_node_ids))
+    group_ids = sorted({g for eni in interfaces.values() for g in eni.security_group_ids})
+    subnet_ids = sorted({eni.subnet_id for eni in interfaces.values() if eni.subnet_id})
+    type_names = sorted({i.instance_type for i in instances})
+
+    jobs: dict[str, Callable[[], Any]] = {
+        "groups": lambda: fetch_security_groups(ec2, group_ids),
+        "subnets": lambda: _fetch_subnets(ec2, subnet_ids),
+        "types": lambda: _fetch_instance_types(ec2, type_names),
+    }
+    with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="fmdoctor-inventory") as pool:
+        futures = {name: pool.submit(job) for name, job in jobs.items()}
+        results = {name: future.result() for name, future in futures.items()}
+
+    return Inventory(
+        cluster=cluster,
+        region=aws.region,
+        instances=tuple(instances),
+        interfaces=interfaces,
+        security_groups=results["groups"],
+        subnets=results["subnets"],
+        instance_types=results["types"],
+    )
+
+
+def _fetch_instances(
+    ec2: Any, cluster: str, tag_keys: Sequence[str], head_node_ids: set[str]
+) -> tuple[list[Instance], dict[str, NetworkInterface]]:
+    # EC2 filters cannot OR across tag keys, but 'tag-value' matches any key: one listing, then keep the
+    # instances whose configured keys carry the value.
+    paginator = ec2.get_paginator("describe_instances")
+    pages = paginator.paginate(
+        Filters=[
+            {"Name": "tag-value", "Values": [cluster]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]},
+        ],
+        PaginationConfig={"PageSize": PAGE_SIZE},
+    )
+    keys = set(tag_keys)
+    instances: list[Instance] = []
+    interfaces: dict[str, NetworkInterface] = {}
+    for page in pages:
+        for reservation in page.get("Reservations", []):
+            for raw in reservation.get("Instances", []):
+                tags = {t["Key"]: t.get("Value", "") for t in raw.get("Tags", [])}
+                if not any(tags.get(k) == cluster for k in keys):
+                    continue
+                enis = [_interface(raw["InstanceId"], n) for n in raw.get("NetworkInterfaces", [])]
+                enis.sort(key=lambda e: (e.network_card_index or 0, e.device_index or 0, e.id))
+                interfaces.update({e.id: e for e in enis})
+                instances.append(_instance(raw, tags, enis, head_node_ids))
+    instances.sort(key=lambda i: (i.role != HEAD, i.tags.get("Name", ""), i.id))
+    return instances, interfaces
+
+
+def _instance(raw: dict[str, Any], tags: dict[str, str], enis: list[NetworkInterface], heads: set[str]) -> Instance:
+    tag_pairs = set(tags.items())
+    if raw["InstanceId"] in heads or tag_pairs & HEAD_NODE_TAGS:
+        role = HEAD
+    elif tag_pairs & LOGIN_NODE_TAGS:
+        role = LOGIN
+    else:
+        role = COMPUTE
+    placement = raw.get("Placement", {})
+    return Instance(
+        id=raw["InstanceId"],
+        instance_type=raw.get("InstanceType", "unknown"),
+        state=raw.get("State", {}).get("Name", "unknown"),
+        subnet_id=raw.get("SubnetId"),
+        vpc_id=raw.get("VpcId"),
+        availability_zone=placement.get("AvailabilityZone"),
+        private_ip=raw.get("PrivateIpAddress"),
+        public_ip=raw.get("PublicIpAddress"),
+        placement_group=placement.get("GroupName") or None,
+        lifecycle=raw.get("InstanceLifecycle") or "on-demand",
+        spot_request_id=raw.get("SpotInstanceRequestId"),
+        launch_time=raw.get("LaunchTime"),
+        role=role,
+        tags=tags,
+        interface_ids=tuple(e.id for e in enis),
+    )
+
+
+def _interface(instance_id: str, raw: dict[str, Any]) -> NetworkInterface:
+    attachment = raw.get("Attachment", {})
+    private_ips = [p["PrivateIpAddress"] for p in raw.get("PrivateIpAddresses", []) if p.get("PrivateIpAddress")]
+    if not private_ips and raw.get("PrivateIpAddress"):
+        private_ips = [raw["PrivateIpAddress"]]
+    return NetworkInterface(
+        id=raw["NetworkInterfaceId"],
+        subnet_id=raw.get("SubnetId", ""),
+        vpc_id=raw.get("VpcId"),
+        security_group_ids=tuple(sorted(g["GroupId"] for g in raw.get("Groups", []))),
+        private_ips=tuple(private_ips),
+        public_ip=(raw.get("Association") or {}).get("PublicIp"),
+        interface_type=raw.get("InterfaceType") or "interface",
+        instance_id=instance_id,
+        device_index=attachment.get("DeviceIndex"),
+        network_card_index=attachment.get("NetworkCardIndex"),
+        description=raw.get("Description", ""),
+    )
+
+
+def fetch_security_groups(ec2: Any, group_ids: Sequence[str]) -> dict[str, SecurityGroup]:
+    """Groups with their rules (rule ids come only from DescribeSecurityGroupRules), batched by filter size."""
+    if not group_ids:
+        return {}
+    names: dict[str, tuple[str, str | None]] = {}
+    rules: dict[str, list[SgRule]] = {g: [] for g in group_ids}
+    for batch in chunked(group_ids, FILTER_VALUES_MAX):
+        for page in ec2.get_paginator("describe_security_groups").paginate(
+            Filters=[{"Name": "group-id", "Values": batch}]
+        ):
+            for sg in page.get("SecurityGroups", []):
+                names[sg["GroupId"]] = (sg.get("GroupName", ""), sg.get("VpcId"))
+        for page in ec2.get_paginator("describe_security_group_rules").paginate(
+            Filters=[{"Name": "group-id", "Values": batch}], PaginationConfig={"PageSize": PAGE_SIZE}
+        ):
+            for raw in page.get("SecurityGroupRules", []):
+                rules.setdefault(raw["GroupId"], []).append(_rule(raw))
+    return {
+        gid: SecurityGroup(id=gid, name=names[gid][0], vpc_id=names[gid][1], rules=tuple(rules.get(gid, ())))
+        for gid in group_ids
+        if gid in names
+    }
+
+
+def _rule(raw: dict[str, Any]) -> SgRule:
+    protocol = str(raw.get("IpProtocol", "-1"))
+    return SgRule(
+        id=raw.get("SecurityGroupRuleId", "?"),
+        group_id=raw["GroupId"],
+        egress=bool(raw.get("IsEgress")),
+        protocol={"6": "tcp", "17": "udp", "1": "icmp", "58": "icmpv6"}.get(protocol, protocol),
+        from_port=raw.get("FromPort"),
+        to_port=raw.get("ToPort"),
+        cidr_ipv4=raw.get("CidrIpv4"),
+        cidr_ipv6=raw.get("CidrIpv6"),
+        prefix_list_id=raw.get("PrefixListId"),
+        referenced_group_id=(raw.get("ReferencedGroupInfo") or {}).get("GroupId"),
+        description=raw.get("Description", ""),
+    )
+
+
+def _fetch_subnets(ec2: Any, subnet_ids: Sequence[str]) -> dict[str, Subnet]:
+    subnets: dict[str, Subnet] = {}
+    for batch in chunked(subnet_ids, FILTER_VALUES_MAX):
+        for page in ec2.get_paginator("describe_subnets").paginate(
+            Filters=[{"Name": "subnet-id", "Values": batch}]
+        ):
+            for raw in page.get("Subnets", []):
+                subnets[raw["SubnetId"]] = Subnet(
+                    id=raw["SubnetId"],
+                    vpc_id=raw["VpcId"],
+                    availability_zone=raw.get("AvailabilityZone", ""),
+                    cidr=raw.get("CidrBlock", ""),
+                )
+    return subnets
+
+
+def _fetch_instance_types(ec2: Any, names: Sequence[str]) -> dict[str, InstanceTypeInfo]:
+    infos: dict[str, InstanceTypeInfo] = {}
+    for batch in chunked(names, INSTANCE_TYPES_MAX):
+        for page in ec2.get_paginator("describe_instance_types").paginate(InstanceTypes=batch):
+            for raw in page.get("InstanceTypes", []):
+                infos[raw["InstanceType"]] = instance_type_info(raw)
+    return infos
+
+
+def instance_type_info(raw: dict[str, Any]) -> InstanceTypeInfo:
+    gpus = (raw.get("GpuInfo") or {}).get("Gpus") or []
+    neuron = (raw.get("NeuronInfo") or {}).get("NeuronDevices") or []
+    network = raw.get("NetworkInfo") or {}
+    return InstanceTypeInfo(
+        name=raw["InstanceType"],
+        gpus=sum(g.get("Count", 0) for g in gpus),
+        gpu_model=gpus[0].get("Name") if gpus else None,
+        gpu_memory_mib=gpus[0].get("MemoryInfo", {}).get("SizeInMiB", 0) if gpus else 0,
+        neuron_devices=sum(d.get("Count", 0) for d in neuron),
+        neuron_cores=sum(d.get("Count", 0) * d.get("CoreInfo", {}).get("Count", 0) for d in neuron),
+        efa_supported=bool(network.get("EfaSupported")),
+        max_efa_interfaces=int((network.get("EfaInfo") or {}).get("MaximumEfaInterfaces", 0)),
+        max_network_cards=int(network.get("MaximumNetworkCards", 1) or 1),
+    )

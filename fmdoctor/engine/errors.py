@@ -1,0 +1,158 @@
+"""Typed errors, and the one place that turns botocore exceptions into something a person can act on.
+
+Front ends catch :class:`FmdoctorError` (exit 3, one clear message). A failed AWS call inside a check
+becomes a :class:`~fmdoctor.engine.model.CheckError` via :func:`describe_aws_failure`; it never escapes
+as a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+
+from botocore import exceptions as bex
+
+
+class FmdoctorError(Exception):
+    """Anything fmdoctor reports as a plain message with exit status 3 ('unknown: could not run')."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class ConfigError(FmdoctorError):
+    """Bad configuration file, flag or environment value."""
+
+
+class UsageError(FmdoctorError):
+    """Bad command-line input (unknown check id, malformed argument)."""
+
+
+class TargetNotFound(FmdoctorError):
+    """The cluster/endpoint named does not exist in this account and region."""
+
+
+class CredentialsError(FmdoctorError):
+    """No usable AWS credentials, or they were rejected."""
+
+
+class AwsUnavailable(FmdoctorError):
+    """An AWS call needed before any check could run failed (inventory), so nothing could be verified."""
+
+
+ACCESS_DENIED_CODES = frozenset(
+    {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedAccess", "Forbidden"}
+)
+THROTTLING_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "SlowDown",
+        "ProvisionedThroughputExceededException",
+    }
+)
+BAD_CREDENTIAL_CODES = frozenset(
+    {"AuthFailure", "InvalidClientTokenId", "ExpiredToken", "ExpiredTokenException", "SignatureDoesNotMatch",
+     "UnrecognizedClientException", "InvalidAccessKeyId"}
+)
+
+# IAM actions whose name differs from the API operation (S3 is the usual offender).
+_IAM_ACTION_OVERRIDES = {
+    ("s3", "ListObjectsV2"): "s3:ListBucket",
+    ("s3", "ListObjects"): "s3:ListBucket",
+    ("s3", "HeadBucket"): "s3:ListBucket",
+    ("s3", "HeadObject"): "s3:GetObject",
+    ("s3", "GetBucketLocation"): "s3:GetBucketLocation",
+}
+_NOT_AUTHORIZED = re.compile(r"not authorized to perform:?\s+([a-z0-9-]+:[A-Za-z0-9]+)")
+
+
+def iam_action_for(service: str, operation: str) -> str:
+    """The IAM action an API call needs: boto3's service name is the IAM prefix for every service we use."""
+    return _IAM_ACTION_OVERRIDES.get((service, operation), f"{service}:{operation}")
+
+
+_last_call = threading.local()
+
+
+def remember_call(service: str, operation: str) -> None:
+    """Called by the session's before-call hook so a ClientError (which lacks the service) can be named."""
+    _last_call.value = (service, operation)
+
+
+def _service_of(operation: str | None) -> str | None:
+    last = getattr(_last_call, "value", None)
+    if last and (operation is None or last[1] == operation):
+        return last[0]
+    return None
+
+
+@dataclass(frozen=True)
+class AwsFailure:
+    """What went wrong with one AWS call, in the terms an error entry needs."""
+
+    code: str
+    message: str
+    iam_action: str | None = None
+    kind: str = "error"  # access-denied | throttled | timeout | credentials | not-found | bad-input | error
+
+    @property
+    def fatal_for_run(self) -> bool:
+        """Credential problems affect every call: no point running the other checks."""
+        return self.kind == "credentials"
+
+
+def describe_aws_failure(exc: BaseException) -> AwsFailure | None:
+    """Classify a botocore/boto3 exception; ``None`` means it is not an AWS failure (a bug: let it surface)."""
+    if isinstance(exc, bex.ClientError):
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code") or "ClientError")
+        message = str(error.get("Message") or exc)
+        operation = getattr(exc, "operation_name", None)
+        service = _service_of(operation)
+        action = iam_action_for(service, operation) if service and operation else None
+        match = _NOT_AUTHORIZED.search(message)
+        if match:
+            action = match.group(1)
+        if code in ACCESS_DENIED_CODES:
+            return AwsFailure(code, message, action, "access-denied")
+        if code in THROTTLING_CODES:
+            return AwsFailure(code, f"still throttled after retries: {message}", action, "throttled")
+        if code in BAD_CREDENTIAL_CODES:
+            return AwsFailure(code, message, action, "credentials")
+        if code.endswith(("NotFound", ".NotFound", "NoSuchBucket", "NoSuchKey")) or "NonExistent" in code:
+            return AwsFailure(code, message, action, "not-found")
+        if code.startswith(("InvalidParameter", "ValidationError", "ValidationException", "Invalid")):
+            return AwsFailure(code, message, action, "bad-input")
+        return AwsFailure(code, message, action, "error")
+    if isinstance(exc, bex.NoCredentialsError | bex.PartialCredentialsError | bex.NoRegionError):
+        return AwsFailure(type(exc).__name__, str(exc), None, "credentials")
+    if isinstance(exc, bex.ProfileNotFound):
+        return AwsFailure("ProfileNotFound", str(exc), None, "credentials")
+    if isinstance(exc, bex.ConnectTimeoutError | bex.ReadTimeoutError):
+        return AwsFailure("Timeout", str(exc), None, "timeout")
+    if isinstance(exc, bex.EndpointConnectionError | bex.ConnectionClosedError | bex.ConnectionError):
+        return AwsFailure("ConnectionError", str(exc), None, "timeout")
+    if isinstance(exc, bex.ParamValidationError):
+        return AwsFailure("ParamValidationError", str(exc), None, "bad-input")
+    if isinstance(exc, bex.BotoCoreError):
+        return AwsFailure(type(exc).__name__, str(exc), None, "error")
+    if isinstance(exc, NotImplementedError):
+        # moto (the demo and tests) raises this for APIs it does not emulate.
+        last = getattr(_last_call, "value", None)
+        action = iam_action_for(*last) if last else None
+        return AwsFailure("NotImplemented", str(exc) or "API not implemented by this endpoint", action, "error")
+    return None

@@ -1,0 +1,203 @@
+"""The cluster as fetched once per run: instances, their interfaces, groups, subnets and type facts.
+
+Plain frozen data, so every check is a pure function over it and most logic is tested without AWS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+EFA_INTERFACE_TYPES = frozenset({"efa", "efa-only"})
+
+
+@dataclass(frozen=True)
+class SgRule:
+    """One security-group rule as DescribeSecurityGroupRules returns it (one peer per rule)."""
+
+    id: str
+    group_id: str
+    egress: bool
+    protocol: str  # "-1" (all), "tcp", "udp", "icmp", "icmpv6" or a protocol number
+    from_port: int | None = None
+    to_port: int | None = None
+    cidr_ipv4: str | None = None
+    cidr_ipv6: str | None = None
+    prefix_list_id: str | None = None
+    referenced_group_id: str | None = None
+    description: str = ""
+
+    @property
+    def all_traffic(self) -> bool:
+        return self.protocol == "-1"
+
+    @property
+    def peer(self) -> str:
+        return (self.referenced_group_id or self.cidr_ipv4 or self.cidr_ipv6 or self.prefix_list_id or "?")
+
+    def describe(self) -> str:
+        """A one-line, human form used in evidence: 'sgr-1 egress all traffic to sg-2'."""
+        direction = "egress" if self.egress else "ingress"
+        towards = "to" if self.egress else "from"
+        if self.all_traffic:
+            what = "all traffic"
+        elif self.from_port is None or (self.from_port, self.to_port) in {(-1, -1), (0, 65535)}:
+            what = f"{self.protocol} all ports"
+        elif self.from_port == self.to_port:
+            what = f"{self.protocol}/{self.from_port}"
+        else:
+            what = f"{self.protocol}/{self.from_port}-{self.to_port}"
+        return f"{self.id} {direction} {what} {towards} {self.peer}"
+
+
+@dataclass(frozen=True)
+class SecurityGroup:
+    id: str
+    name: str
+    vpc_id: str | None
+    rules: tuple[SgRule, ...] = ()
+
+    def ingress(self) -> tuple[SgRule, ...]:
+        return tuple(r for r in self.rules if not r.egress)
+
+    def egress(self) -> tuple[SgRule, ...]:
+        return tuple(r for r in self.rules if r.egress)
+
+
+@dataclass(frozen=True)
+class NetworkInterface:
+    id: str
+    subnet_id: str
+    vpc_id: str | None
+    security_group_ids: tuple[str, ...]
+    private_ips: tuple[str, ...] = ()
+    public_ip: str | None = None
+    interface_type: str = "interface"
+    instance_id: str | None = None
+    device_index: int | None = None
+    network_card_index: int | None = None
+    description: str = ""
+
+    @property
+    def is_efa(self) -> bool:
+        return self.interface_type in EFA_INTERFACE_TYPES
+
+    @property
+    def primary_ip(self) -> str | None:
+        return self.private_ips[0] if self.private_ips else None
+
+
+@dataclass(frozen=True)
+class Subnet:
+    id: str
+    vpc_id: str
+    availability_zone: str
+    cidr: str
+
+
+@dataclass(frozen=True)
+class InstanceTypeInfo:
+    name: str
+    gpus: int = 0
+    gpu_model: str | None = None
+    gpu_memory_mib: int = 0
+    neuron_devices: int = 0
+    neuron_cores: int = 0
+    efa_supported: bool = False
+    max_efa_interfaces: int = 0
+    max_network_cards: int = 1
+
+    @property
+    def accelerated(self) -> bool:
+        return self.gpus > 0 or self.neuron_devices > 0
+
+
+HEAD = "head"
+LOGIN = "login"
+COMPUTE = "compute"
+
+
+@dataclass(frozen=True)
+class Instance:
+    id: str
+    instance_type: str
+    state: str
+    subnet_id: str | None
+    vpc_id: str | None
+    availability_zone: str | None
+    private_ip: str | None = None
+    public_ip: str | None = None
+    placement_group: str | None = None
+    lifecycle: str = "on-demand"  # "spot", "scheduled", "capacity-block" or "on-demand"
+    spot_request_id: str | None = None
+    launch_time: datetime | None = None
+    role: str = COMPUTE
+    tags: dict[str, str] = field(default_factory=dict)
+    interface_ids: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.tags.get("Name", self.id)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    cluster: str
+    region: str
+    instances: tuple[Instance, ...] = ()
+    interfaces: dict[str, NetworkInterface] = field(default_factory=dict)
+    security_groups: dict[str, SecurityGroup] = field(default_factory=dict)
+    subnets: dict[str, Subnet] = field(default_factory=dict)
+    instance_types: dict[str, InstanceTypeInfo] = field(default_factory=dict)
+
+    def instance(self, instance_id: str) -> Instance | None:
+        return self._by_id().get(instance_id)
+
+    def _by_id(self) -> dict[str, Instance]:
+        index = self.__dict__.get("_index")
+        if index is None:
+            index = {i.id: i for i in self.instances}
+            object.__setattr__(self, "_index", index)  # frozen dataclass: cache the lookup table once
+        return index
+
+    def type_of(self, instance: Instance) -> InstanceTypeInfo:
+        return self.instance_types.get(instance.instance_type) or InstanceTypeInfo(instance.instance_type)
+
+    def interfaces_of(self, instance: Instance) -> list[NetworkInterface]:
+        return [self.interfaces[e] for e in instance.interface_ids if e in self.interfaces]
+
+    def efa_interfaces(self) -> list[NetworkInterface]:
+        return [eni for inst in self.instances for eni in self.interfaces_of(inst) if eni.is_efa]
+
+    def compute_nodes(self) -> list[Instance]:
+        return [i for i in self.instances if i.role == COMPUTE]
+
+    def head_nodes(self) -> list[Instance]:
+        return [i for i in self.instances if i.role == HEAD]
+
+    def accelerated_nodes(self) -> list[Instance]:
+        """Compute nodes with GPUs or Neuron devices: the ones training (or serving) runs on."""
+        return [i for i in self.compute_nodes() if self.type_of(i).accelerated]
+
+    def groups_of(self, eni: NetworkInterface) -> list[SecurityGroup]:
+        return [self.security_groups[g] for g in eni.security_group_ids if g in self.security_groups]
+
+    def label(self, instance_id: str) -> str:
+        """'gpu-node-6 (i-0abc...)' when the node has a Name tag, else the id: for summaries people read."""
+        instance = self.instance(instance_id)
+        return f"{instance.name} ({instance.id})" if instance and instance.name != instance.id else instance_id
+
+    def vpc_ids(self) -> set[str]:
+        return {i.vpc_id for i in self.instances if i.vpc_id}
+
+
+def chunked(items: Iterable[str], size: int) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

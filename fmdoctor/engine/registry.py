@@ -1,0 +1,78 @@
+"""The one catalogue of checks. Every front end selects checks here, by id or family."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+from fmdoctor.engine.check import Check, validate_check_class
+from fmdoctor.engine.errors import UsageError
+
+
+class Registry:
+    def __init__(self, check_classes: Iterable[type[Check]]):
+        self._checks: dict[str, Check] = {}
+        problems: list[str] = []
+        for cls in check_classes:
+            problems.extend(validate_check_class(cls))
+            if getattr(cls, "id", None) in self._checks:
+                problems.append(f"duplicate check id {cls.id!r}")
+            elif hasattr(cls, "id"):
+                self._checks[cls.id] = cls()
+        if problems:
+            raise ValueError("invalid check registry: " + "; ".join(problems))
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._checks.values())
+
+    def __len__(self) -> int:
+        return len(self._checks)
+
+    def ids(self) -> list[str]:
+        return list(self._checks)
+
+    def families(self) -> list[str]:
+        return list(dict.fromkeys(c.family for c in self._checks.values()))
+
+    def get(self, check_id: str) -> Check:
+        try:
+            return self._checks[check_id]
+        except KeyError:
+            raise UsageError(self._unknown_message(check_id)) from None
+
+    def select(self, only: Sequence[str] | None = None) -> list[Check]:
+        """Checks by id or family name; ``None``/empty means all of them, in catalogue order."""
+        if not only:
+            return list(self._checks.values())
+        wanted: list[Check] = []
+        for name in only:
+            name = name.strip()
+            if not name:
+                continue
+            if name in self._checks:
+                matched = [self._checks[name]]
+            else:
+                matched = [c for c in self._checks.values() if c.family == name]
+                if not matched:
+                    raise UsageError(self._unknown_message(name))
+            wanted.extend(c for c in matched if c not in wanted)
+        if not wanted:
+            raise UsageError("--only names no check")
+        return wanted
+
+    def iam_actions(self, checks: Iterable[Check] | None = None) -> list[str]:
+        actions = {a for c in (checks if checks is not None else self) for a in c.iam_actions}
+        return sorted(actions)
+
+    def _unknown_message(self, name: str) -> str:
+        close = difflib.get_close_matches(name, self.ids() + self.families(), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see 'fmdoctor checks list'"
+        return f"unknown check id or family {name!r}{hint}"
+
+
+@lru_cache(maxsize=1)
+def default_registry() -> Registry:
+    from fmdoctor.checks import ALL_CHECKS
+
+    return Registry(ALL_CHECKS)

@@ -1,0 +1,124 @@
+"""Run checks concurrently (bounded) over one shared scope; a failing check never sinks the others."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+
+from fmdoctor.engine.check import Check, NotApplicable
+from fmdoctor.engine.context import CheckContext, RunScope
+from fmdoctor.engine.errors import describe_aws_failure
+from fmdoctor.engine.model import CheckError, Finding, Skipped
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CheckEvent:
+    """Progress: ``phase`` is 'started' or 'finished'; finished events carry the outcome."""
+
+    check_id: str
+    phase: str
+    findings: int = 0
+    errors: int = 0
+    skipped: bool = False
+    duration_s: float = 0.0
+    done: int = 0
+    total: int = 0
+
+
+ProgressCallback = Callable[[CheckEvent], None]
+
+
+@dataclass
+class RunOutcome:
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[CheckError] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    completed: list[str] = field(default_factory=list)  # checks that ran to the end (maybe partially)
+
+
+def run_checks(
+    scope: RunScope,
+    checks: Sequence[Check],
+    max_workers: int = 8,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> RunOutcome:
+    outcome = RunOutcome()
+    lock = threading.Lock()
+    total = len(checks)
+
+    def one(check: Check) -> None:
+        if cancel is not None and cancel.is_set():
+            with lock:
+                outcome.skipped.append(Skipped(check=check.id, reason="cancelled"))
+            return
+        if progress:
+            progress(CheckEvent(check.id, "started", total=total))
+        started = time.perf_counter()
+        ctx = CheckContext(scope=scope, check_id=check.id)
+        findings: list[Finding] = []
+        skipped: Skipped | None = None
+        completed = False
+        try:
+            findings = list(check.run(ctx))
+            completed = True
+        except NotApplicable as exc:
+            skipped = Skipped(check=check.id, reason=exc.reason)
+        except Exception as exc:
+            ctx.errors.append(_error_entry(check, exc))
+        with lock:
+            outcome.findings.extend(findings)
+            outcome.errors.extend(ctx.errors)
+            if skipped:
+                outcome.skipped.append(skipped)
+            if completed:
+                outcome.completed.append(check.id)
+            done = len(outcome.completed) + len(outcome.skipped) + len({e.check for e in outcome.errors})
+        if progress:
+            progress(
+                CheckEvent(
+                    check.id,
+                    "finished",
+                    findings=len(findings),
+                    errors=len(ctx.errors),
+                    skipped=skipped is not None,
+                    duration_s=time.perf_counter() - started,
+                    done=min(done, total),
+                    total=total,
+                )
+            )
+
+    workers = max(1, min(max_workers, total or 1))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fmdoctor-check") as pool:
+        for future in as_completed([pool.submit(one, c) for c in checks]):
+            future.result()
+
+    order = {c.id: i for i, c in enumerate(checks)}
+    outcome.findings.sort(key=lambda f: (-f.severity.rank, order.get(f.check, 0), f.resource))
+    outcome.errors.sort(key=lambda e: order.get(e.check, 0))
+    outcome.skipped.sort(key=lambda s: order.get(s.check, 0))
+    outcome.completed.sort(key=lambda c: order.get(c, 0))
+    return outcome
+
+
+def _error_entry(check: Check, exc: Exception) -> CheckError:
+    everything = f"everything {check.id} checks ({check.proves()})"
+    failure = describe_aws_failure(exc)
+    if failure is not None:
+        action = failure.iam_action
+        if action is None and len(check.iam_actions) == 1:
+            action = check.iam_actions[0]
+        return CheckError(
+            check=check.id, code=failure.code, iam_action=action, unverified=everything, message=failure.message
+        )
+    # A bug in a check must not take the report down with it; it is logged with its traceback.
+    log.exception("check %s failed", check.id)
+    return CheckError(
+        check=check.id, code="InternalError", unverified=everything, message=f"{type(exc).__name__}: {exc}"
+    )

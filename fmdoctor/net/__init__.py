@@ -1,0 +1,1 @@
+"""Network semantics shared by the EFA checks and the reachability engine."""

@@ -1,0 +1,21 @@
+"""Renderers of a :class:`~fmdoctor.engine.model.Report`: text (people), JSON (machines), Markdown (tickets)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from fmdoctor.engine.model import Report
+from fmdoctor.report.markdown import render_markdown
+from fmdoctor.report.text import render_text
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report.to_json_dict(), indent=2, ensure_ascii=False)
+
+
+RENDERERS: dict[str, Callable[[Report], str]] = {
+    "text": render_text,
+    "json": render_json,
+    "markdown": render_markdown,
+}

@@ -1,0 +1,96 @@
+"""The human report: grouped by severity, at most 80 columns, colour only on a terminal without NO_COLOR."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+import textwrap
+from typing import TextIO
+
+from rich.console import Console
+from rich.text import Text
+
+from fmdoctor.engine.model import Report, Severity, Status
+from fmdoctor.report.evidence import evidence_lines
+
+WIDTH = 80
+STATUS_STYLE = {Status.OK: "bold green", Status.WARNING: "bold yellow", Status.CRITICAL: "bold red",
+                Status.UNKNOWN: "bold magenta"}
+SEVERITY_STYLE = {Severity.CRITICAL: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+SEVERITY_MARK = {Severity.CRITICAL: "✗", Severity.WARNING: "!", Severity.INFO: "i"}
+
+
+def make_console(file: TextIO | None = None, color: bool | None = None) -> Console:
+    """A console that never exceeds 80 columns; colour follows the terminal and NO_COLOR."""
+    file = file or sys.stdout
+    is_tty = hasattr(file, "isatty") and file.isatty()
+    if color is None:
+        color = is_tty and "NO_COLOR" not in os.environ
+    width = WIDTH
+    if is_tty:
+        with contextlib.suppress(OSError, ValueError):
+            width = min(WIDTH, os.get_terminal_size(file.fileno()).columns)
+    return Console(file=file, width=width, no_color=not color, color_system="auto" if color else None,
+                   highlight=False, emoji=False, soft_wrap=False)
+
+
+def render_text(report: Report, color: bool = False) -> str:
+    buffer = io.StringIO()
+    write_text(report, make_console(buffer, color=color))
+    return buffer.getvalue()
+
+
+def write_text(report: Report, console: Console) -> None:
+    counts = {s: sum(1 for f in report.findings if f.severity == s) for s in Severity}
+    title = Text()
+    title.append("fmdoctor check ", style="bold")
+    title.append(f"{report.cluster} ({report.region}) ")
+    title.append(report.status.value.upper(), style=STATUS_STYLE[report.status])
+    console.print(title)
+    summary = ", ".join(f"{n} {s.value}" for s, n in counts.items() if n) or "no findings"
+    calls = sum(report.stats.api_calls.values())
+    console.print(
+        f"{summary} · {len(report.stats.checks_run)} checks · {calls} API calls · {report.stats.duration_s:.1f}s",
+        style="dim",
+    )
+    for severity in Severity:
+        group = [f for f in report.findings if f.severity == severity]
+        if not group:
+            continue
+        console.print()
+        console.print(severity.value.upper(), style=f"bold {SEVERITY_STYLE[severity]}")
+        for finding in group:
+            head = Text("  ")
+            head.append(SEVERITY_MARK[severity] + " ", style=SEVERITY_STYLE[severity])
+            head.append(finding.check, style="bold")
+            head.append(f"  {finding.resource}")
+            console.print(head, overflow="fold")
+            _indented(console, finding.summary, 4)
+            for line in evidence_lines(finding, width=console.width - 6):
+                _indented(console, line, 6, style="dim")
+            _indented(console, f"runbook: fmdoctor runbook show {finding.runbook}", 4, style="dim")
+    if report.errors:
+        console.print()
+        console.print("COULD NOT VERIFY", style="bold magenta")
+        for error in report.errors:
+            action = f" (needs {error.iam_action})" if error.iam_action else ""
+            console.print(Text(f"  ? {error.check}: {error.code}{action}"), overflow="fold")
+            _indented(console, f"not verified: {error.unverified}", 4)
+            if error.message:
+                _indented(console, error.message, 4, style="dim")
+    if report.skipped:
+        console.print()
+        console.print("SKIPPED", style="bold dim")
+        for skipped in report.skipped:
+            _indented(console, f"{skipped.check}: {skipped.reason}", 2, style="dim")
+    if report.status == Status.OK:
+        console.print()
+        console.print("All checks passed.", style="green")
+
+
+def _indented(console: Console, text: str, indent: int, style: str = "") -> None:
+    width = max(20, console.width - indent)
+    for line in textwrap.wrap(text, width=width, break_long_words=True, break_on_hyphens=False) or [""]:
+        console.print(Text(" " * indent + line, style=style), overflow="crop", no_wrap=True)

@@ -1,0 +1,121 @@
+"""Shared fixtures: fake credentials, no traffic beyond 127.0.0.1, moto, and scenario builders."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+
+from fmdoctor.config import Settings
+from fmdoctor.demo import moto_compat
+from fmdoctor.demo.builders import ClusterBuilder
+from fmdoctor.engine.api import Connection, Doctor
+from fmdoctor.engine.model import Report
+
+REGION = "us-west-2"
+CLUSTER = "test-cluster"
+
+moto_compat.install()
+
+_real_connect = socket.socket.connect
+_LOOPBACK = ("127.", "::1", "localhost")
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> Any:
+    host = address[0] if isinstance(address, tuple) else str(address)
+    if self.family in (socket.AF_INET, socket.AF_INET6) and not str(host).startswith(_LOOPBACK):
+        raise RuntimeError(f"test tried to reach {address!r}: only 127.0.0.1 is allowed")
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """Fake credentials, no profile or endpoint from the developer's shell, no real network."""
+    for key in list(os.environ):
+        if key.startswith(("AWS_", "FMDOCTOR_", "SLACK_")):
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+
+
+@pytest.fixture
+def aws() -> Iterator[boto3.Session]:
+    """moto's in-process mock for one test; clients made inside it never leave the process."""
+    from moto import mock_aws
+
+    with mock_aws():
+        yield boto3.Session(region_name=REGION)
+
+
+@pytest.fixture
+def builder(aws: boto3.Session) -> ClusterBuilder:
+    """A VPC with two private subnets (two AZs) and a public one, ready for groups and nodes."""
+    b = ClusterBuilder(aws.client("ec2"), CLUSTER)
+    b.vpc("10.0.0.0/16")
+    b.subnet("private-a", "10.0.0.0/20", f"{REGION}a")
+    b.subnet("private-b", "10.0.16.0/20", f"{REGION}b")
+    b.subnet("public-a", "10.0.128.0/24", f"{REGION}a")
+    return b
+
+
+@pytest.fixture
+def healthy_efa_cluster(builder: ClusterBuilder) -> ClusterBuilder:
+    """Head node plus three p5 nodes with all 32 EFA interfaces, self-referencing group, one placement group."""
+    builder.security_group("efa", self_ingress=True, self_egress=True)
+    builder.placement_group("pg")
+    builder.launch(["head"], "m5.8xlarge", "public-a", ["efa"], role="head")
+    builder.launch(["gpu-1", "gpu-2", "gpu-3"], "p5.48xlarge", "private-a", ["efa"], efa_interfaces=32,
+                   placement_group="pg")
+    return builder
+
+
+@pytest.fixture
+def run_checks() -> Callable[..., Report]:
+    """Run the real engine (real boto3, moto behind it) and return the report."""
+
+    def run(only: list[str] | None = None, cluster: str = CLUSTER, **cluster_settings: Any) -> Report:
+        settings = Settings.model_validate({"clusters": {cluster: cluster_settings}})
+        return Doctor(settings=settings, connection=Connection(region=REGION)).check(cluster, only=only)
+
+    return run
+
+
+
+@pytest.fixture
+def retry_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """botocore's retry back-off sleeps, recorded instead of slept (the retry logic itself still runs)."""
+    import botocore.endpoint
+
+    sleeps: list[float] = []
+    monkeypatch.setattr(botocore.endpoint.time, "sleep", sleeps.append)
+    return sleeps
+
+
+@pytest.fixture
+def faults(retry_sleeps: list[float]):
+    from fmdoctor.testing import FaultInjector
+
+    return FaultInjector()
+
+
+@pytest.fixture
+def run_with_faults(faults) -> Callable[..., Report]:
+    """Like run_checks, with ``faults`` attached to every session the engine opens."""
+
+    def run(only: list[str] | None = None, cluster: str = CLUSTER, **cluster_settings: Any) -> Report:
+        settings = Settings.model_validate({"clusters": {cluster: cluster_settings}})
+        doctor = Doctor(settings=settings, connection=Connection(region=REGION), aws_factory=faults.aws_factory)
+        return doctor.check(cluster, only=only)
+
+    return run

@@ -1,0 +1,37 @@
+"""The wheel installs everything under fmdoctor.* and no generic top-level package."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import fmdoctor
+
+ROOT = Path(fmdoctor.__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(not (ROOT / "pyproject.toml").exists(), reason="needs the source tree")
+def test_wheel_contents(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path), str(ROOT)],
+        check=True, capture_output=True, cwd=tmp_path,
+    )
+    [wheel] = tmp_path.glob("fmdoctor-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top_level = {n.split("/", 1)[0] for n in names}
+    assert top_level == {"fmdoctor", next(n for n in top_level if n.endswith(".dist-info"))}
+    for source_dir, package in [("checks", "fmdoctor/checks"), ("assistant", "fmdoctor/assistant"),
+                                ("tui", "fmdoctor/tui"), ("runbooks", "fmdoctor/runbooks")]:
+        for path in (ROOT / source_dir).rglob("*.py"):
+            if "__pycache__" in path.parts:
+                continue
+            assert f"{package}/{path.relative_to(ROOT / source_dir).as_posix()}" in names
+    for path in (ROOT / "fmdoctor").rglob("*.py"):
+        if "__pycache__" not in path.parts:
+            assert path.relative_to(ROOT).as_posix() in names, f"{path} missing from the wheel"
+    for path in (ROOT / "runbooks").glob("*.md"):
+        assert f"fmdoctor/runbooks/{path.name}" in names

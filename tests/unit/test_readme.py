@@ -1,0 +1,38 @@
+"""The README's two set-up commands stay true: CI runs the test one verbatim, the demo one is a real command."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import fmdoctor
+
+ROOT = Path(fmdoctor.__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+pytestmark = pytest.mark.skipif(not README.exists(), reason="needs the source tree")
+
+
+def shell_blocks(text: str) -> list[str]:
+    return [b.strip() for b in re.findall(r"```sh\n(.*?)```", text, re.S)]
+
+
+def test_ci_runs_the_readme_test_command():
+    blocks = shell_blocks(README.read_text())
+    test_command = next(b for b in blocks if "pytest" in b)
+    assert test_command in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def test_readme_demo_command_runs_the_demo():
+    demo = next(b for b in shell_blocks(README.read_text()) if "--demo" in b)
+    assert demo.endswith("fmdoctor check --demo")
+
+
+def test_every_check_has_a_readme_line():
+    from fmdoctor.engine.registry import default_registry
+
+    text = README.read_text()
+    missing = [c.id for c in default_registry() if f"| `{c.id}` |" not in text]
+    assert missing == []

@@ -1,0 +1,53 @@
+"""The catalogue: unique kebab ids, docstrings, IAM actions, module named after the id, runbook ids."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from fmdoctor.engine.check import Check, NotApplicable
+from fmdoctor.engine.errors import UsageError
+from fmdoctor.engine.model import Severity
+from fmdoctor.engine.registry import Registry, default_registry
+
+
+def test_every_check_is_well_declared():
+    registry = default_registry()
+    assert len(registry) >= 5
+    for check in registry:
+        module = type(check).__module__
+        assert module == "fmdoctor.checks." + check.id.replace("-", "_"), f"{check.id} lives in {module}"
+        assert check.proves().endswith(".")
+        assert check.iam_actions
+        assert importlib.import_module(module)
+
+
+def test_select_by_id_family_and_unknown():
+    registry = default_registry()
+    assert [c.id for c in registry.select(["placement-group"])] == ["placement-group"]
+    assert {c.family for c in registry.select(["efa"])} == {"efa"}
+    with pytest.raises(UsageError, match="did you mean placement-group"):
+        registry.select(["placement-grop"])
+
+
+def test_registry_refuses_bad_declarations():
+    class NoDoc(Check):
+        id = "Bad_Id"
+        family = "x"
+        severity = Severity.INFO
+        iam_actions = ("ec2.describe",)
+
+        def run(self, ctx):
+            raise NotApplicable("never")
+
+    with pytest.raises(ValueError) as caught:
+        Registry([NoDoc])
+    message = str(caught.value)
+    assert "not kebab-case" in message and "no docstring" in message and "not an IAM action" in message
+
+
+def test_iam_actions_union_is_sorted_and_unique():
+    actions = default_registry().iam_actions()
+    assert actions == sorted(set(actions))
+    assert "ec2:DescribeInstances" in actions
