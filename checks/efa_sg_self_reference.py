@@ -78,7 +78,8 @@ class EfaSgSelfReference(Check):
                         "efa_interfaces": len(enis),
                         "efa_interface_sample": sample([e.id for e in enis]),
                         "fix": [
-                            {"direction": d, "group_id": target, "ip_protocol": "-1", "peer_group_id": target}
+                            {"action": f"authorize-security-group-{d}", "group_id": target, "ip_protocol": "-1",
+                             "peer_group_id": target}
                             for d in missing
                         ],
                     },

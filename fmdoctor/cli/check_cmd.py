@@ -7,6 +7,8 @@ import sys
 
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target, split_ids
 from fmdoctor.cli.progress import StderrProgress
+from fmdoctor.config import load_settings
+from fmdoctor.engine.api import Doctor
 from fmdoctor.report import RENDERERS
 from fmdoctor.report.text import make_console, write_text
 
@@ -24,16 +26,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="run only these check ids or families (repeatable)")
     parser.add_argument("--format", choices=sorted(RENDERERS), default="text")
     parser.add_argument("--no-progress", action="store_true", help="never print progress on stderr")
+    parser.add_argument("--local", action="store_true",
+                        help="run the on-node checks on this machine (GPU driver, Xid errors, EFA provider, IMDS)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     progress = StderrProgress(enabled=not args.no_progress)
-    with open_target(args) as target:
-        try:
-            report = target.doctor.check(target.cluster, only=split_ids(args.only), progress=progress)
-        finally:
-            progress.close()
+    try:
+        if args.local:
+            report = Doctor(settings=load_settings(args.config)).check_local(split_ids(args.only), progress)
+        else:
+            with open_target(args) as target:
+                report = target.doctor.check(target.cluster, only=split_ids(args.only), progress=progress)
+    finally:
+        progress.close()
     if args.format == "text":
         write_text(report, make_console(sys.stdout))
     else:

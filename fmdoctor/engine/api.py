@@ -25,10 +25,11 @@ from fmdoctor.engine.errors import (
     TargetNotFound,
     describe_aws_failure,
 )
+from fmdoctor.engine.host import Host, LocalHost
 from fmdoctor.engine.inventory import Inventory
 from fmdoctor.engine.model import CheckError, Report, RunStats, Status, status_for
 from fmdoctor.engine.registry import Registry, default_registry
-from fmdoctor.engine.runner import ProgressCallback, run_checks
+from fmdoctor.engine.runner import ProgressCallback, RunOutcome, run_checks
 
 INVENTORY = "inventory"
 
@@ -121,7 +122,7 @@ class Doctor:
                 message=failure.message,
             )
             raise _InventoryFailed(error) from None
-        if not inventory.instances:
+        if inventory.is_empty():
             keys = ", ".join(settings.tag_keys)
             raise TargetNotFound(
                 f"no running or pending instances tagged with cluster {name!r} in {aws.region}",
@@ -156,20 +157,43 @@ class Doctor:
             )
         scope = RunScope(cluster=name, settings=settings, aws=aws, inventory=inventory, now=now, extras=self.extras)
         outcome = run_checks(scope, checks, self.settings.max_workers, progress, cancel)
-        return Report(
-            cluster=name,
-            region=aws.region,
-            generated_at=now,
-            status=status_for(outcome.findings, outcome.errors, ran_any=bool(outcome.completed)),
-            findings=outcome.findings,
-            errors=outcome.errors,
-            skipped=outcome.skipped,
-            stats=RunStats(
-                api_calls=aws.calls.snapshot(),
-                duration_s=round(time.perf_counter() - started, 3),
-                checks_run=outcome.completed,
-            ),
-        )
+        return _report(scope, outcome, started)
+
+
+    def check_local(
+        self,
+        only: Sequence[str] | None = None,
+        progress: ProgressCallback | None = None,
+        host: Host | None = None,
+    ) -> Report:
+        """Run the on-node checks (GPU driver, Xid, EFA provider, IMDS Spot notices) on this machine."""
+        checks = self.registry.select(only, target="node")
+        host = host or self.extras.get("host") or LocalHost()
+        name = f"node/{host.name}"
+        settings = self.cluster_settings(self.settings.default_cluster() or name)
+        started = time.perf_counter()
+        now = self.clock()
+        scope = RunScope(cluster=name, settings=settings, aws=None, inventory=Inventory(name, "local"), now=now,
+                         host=host, extras=self.extras)
+        outcome = run_checks(scope, checks, self.settings.max_workers, progress)
+        return _report(scope, outcome, started)
+
+
+def _report(scope: RunScope, outcome: RunOutcome, started: float) -> Report:
+    return Report(
+        cluster=scope.cluster,
+        region=scope.aws.region if scope.aws else "local",
+        generated_at=scope.now,
+        status=status_for(outcome.findings, outcome.errors, ran_any=bool(outcome.completed)),
+        findings=outcome.findings,
+        errors=outcome.errors,
+        skipped=outcome.skipped,
+        stats=RunStats(
+            api_calls=scope.aws.calls.snapshot() if scope.aws else {},
+            duration_s=round(time.perf_counter() - started, 3),
+            checks_run=outcome.completed,
+        ),
+    )
 
 
 class _InventoryFailed(AwsUnavailable):

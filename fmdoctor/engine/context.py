@@ -11,7 +11,8 @@ from typing import Any, TypeVar
 
 from fmdoctor.config import ClusterSettings
 from fmdoctor.engine.aws import Aws
-from fmdoctor.engine.errors import describe_aws_failure
+from fmdoctor.engine.errors import FmdoctorError, describe_aws_failure
+from fmdoctor.engine.host import Host
 from fmdoctor.engine.inventory import Inventory
 from fmdoctor.engine.model import CheckError
 
@@ -51,11 +52,12 @@ class RunScope:
 
     cluster: str
     settings: ClusterSettings
-    aws: Aws
+    aws: Aws | None
     inventory: Inventory
     now: datetime
     shared: SharedData = field(default_factory=SharedData)
-    extras: dict[str, Any] = field(default_factory=dict)  # e.g. an IMDS client in on-node mode
+    host: Host | None = None  # the node itself, in on-node mode (fmdoctor check --local)
+    extras: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -84,9 +86,17 @@ class CheckContext:
 
     @property
     def region(self) -> str:
-        return self.scope.aws.region
+        return self.scope.aws.region if self.scope.aws else "local"
+
+    @property
+    def host(self) -> Host:
+        if self.scope.host is None:
+            raise FmdoctorError(f"{self.check_id} needs the node itself: run it with fmdoctor check --local")
+        return self.scope.host
 
     def client(self, service: str) -> Any:
+        if self.scope.aws is None:
+            raise FmdoctorError(f"{self.check_id} needs AWS access, which this on-node run does not have")
         return self.scope.aws.client(service)
 
     def shared(self, key: str, loader: Callable[[], T]) -> T:

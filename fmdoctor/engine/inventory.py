@@ -151,6 +151,10 @@ class Inventory:
     subnets: dict[str, Subnet] = field(default_factory=dict)
     instance_types: dict[str, InstanceTypeInfo] = field(default_factory=dict)
 
+    def is_empty(self) -> bool:
+        """Nothing of the cluster was found: the name is wrong, or the region, or the tag keys."""
+        return not self.instances
+
     def instance(self, instance_id: str) -> Instance | None:
         return self._by_id().get(instance_id)
 

@@ -41,10 +41,10 @@ class Registry:
         except KeyError:
             raise UsageError(self._unknown_message(check_id)) from None
 
-    def select(self, only: Sequence[str] | None = None) -> list[Check]:
-        """Checks by id or family name; ``None``/empty means all of them, in catalogue order."""
+    def select(self, only: Sequence[str] | None = None, target: str = "cluster") -> list[Check]:
+        """Checks by id or family name for one target kind; ``None``/empty means all of that kind."""
         if not only:
-            return list(self._checks.values())
+            return [c for c in self._checks.values() if c.target == target]
         wanted: list[Check] = []
         for name in only:
             name = name.strip()
@@ -56,7 +56,11 @@ class Registry:
                 matched = [c for c in self._checks.values() if c.family == name]
                 if not matched:
                     raise UsageError(self._unknown_message(name))
-            wanted.extend(c for c in matched if c not in wanted)
+            wrong = [c.id for c in matched if c.target != target]
+            if wrong and len(wrong) == len(matched):
+                where = "on the node itself (fmdoctor check --local)" if target == "cluster" else "against a cluster"
+                raise UsageError(f"{', '.join(wrong)} runs only {where}")
+            wanted.extend(c for c in matched if c not in wanted and c.target == target)
         if not wanted:
             raise UsageError("--only names no check")
         return wanted

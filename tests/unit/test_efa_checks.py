@@ -51,7 +51,8 @@ def test_efa_sg_self_reference_detects_missing_direction(builder, run_checks, in
     assert finding.evidence["missing_directions"] == missing
     assert finding.evidence["instance_count"] == 2
     assert finding.evidence["efa_interfaces"] == 8
-    assert [f["direction"] for f in finding.evidence["fix"]] == missing
+    assert [f["action"] for f in finding.evidence["fix"]] == [f"authorize-security-group-{d}" for d in missing]
+    assert all(f["group_id"] == f["peer_group_id"] == sg and f["ip_protocol"] == "-1" for f in finding.evidence["fix"])
     assert report.exit_code == 2
 
 
