@@ -184,12 +184,20 @@ class Settings(_Section):
             return {name: ({} if body is None else body) for name, body in clusters.items()}
         return clusters
 
-    def cluster(self, name: str) -> ClusterSettings:
-        """The effective settings of one cluster: top-level defaults deep-merged with its own section."""
+    def cluster(self, name: str, overrides: dict[str, Any] | None = None) -> ClusterSettings:
+        """One cluster's effective settings: top-level defaults, then its own section, then ``overrides``
+        (flags). Bad override values raise :class:`ConfigError` naming the setting."""
         base = self.model_dump(include=_CLUSTER_KEYS, exclude_unset=True)
         own = self.clusters[name].model_dump(exclude_unset=True) if name in self.clusters else {}
-        merged = _deep_merge(base, own)
-        return ClusterSettings.model_validate(merged)
+        merged = _deep_merge(_deep_merge(base, own), overrides or {})
+        try:
+            return ClusterSettings.model_validate(merged)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in _yaml_path(e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
+                for e in exc.errors()[:5]
+            )
+            raise ConfigError(f"invalid setting: {problems}") from None
 
     def default_cluster(self) -> str | None:
         return next(iter(self.clusters)) if len(self.clusters) == 1 else None

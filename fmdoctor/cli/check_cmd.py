@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target, split_ids
 from fmdoctor.cli.progress import StderrProgress
@@ -31,13 +32,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """Flags that override the cluster's settings for this run, as a nested settings mapping."""
+    overrides: dict[str, Any] = {}
+    return overrides
+
+
 def run(args: argparse.Namespace) -> int:
     progress = StderrProgress(enabled=not args.no_progress)
     try:
         if args.local:
             report = Doctor(settings=load_settings(args.config)).check_local(split_ids(args.only), progress)
         else:
-            with open_target(args) as target:
+            with open_target(args, settings_from_flags(args)) as target:
                 report = target.doctor.check(target.cluster, only=split_ids(args.only), progress=progress)
     finally:
         progress.close()

@@ -7,6 +7,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from fmdoctor.config import Settings, load_settings
 from fmdoctor.engine.api import Connection, Doctor
@@ -50,14 +51,14 @@ class Target:
 
 
 @contextlib.contextmanager
-def open_target(args: argparse.Namespace) -> Iterator[Target]:
+def open_target(args: argparse.Namespace, overrides: dict[str, Any] | None = None) -> Iterator[Target]:
     """Settings + connection + cluster name from flags/env/config; with --demo, the seeded demo cluster."""
     if getattr(args, "demo", False):
         from fmdoctor.demo.runtime import demo_environment, demo_settings
 
         with demo_environment() as world:
             settings = demo_settings(world)
-            doctor = Doctor(settings=settings, connection=Connection(region=world.region))
+            doctor = Doctor(settings=settings, connection=Connection(region=world.region), overrides=overrides or {})
             doctor.extras["demo"] = world
             yield Target(doctor, args.cluster or world.cluster, demo=True)
         return
@@ -67,6 +68,6 @@ def open_target(args: argparse.Namespace) -> Iterator[Target]:
         profile=getattr(args, "profile", None),
         endpoint_url=getattr(args, "endpoint_url", None),
     )
-    doctor = Doctor(settings=settings, connection=connection)
+    doctor = Doctor(settings=settings, connection=connection, overrides=overrides or {})
     cluster = doctor.resolve_cluster(getattr(args, "cluster", None) or os.environ.get("FMDOCTOR_CLUSTER"))
     yield Target(doctor, cluster)

@@ -68,6 +68,8 @@ class Doctor:
     aws_factory: Callable[[AwsOptions], Aws] = new_aws
     clock: Callable[[], datetime] = utc_now
     extras: dict[str, Any] = field(default_factory=dict)
+    # Per-run settings from flags (e.g. {"checkpoints": {"locations": [...]}}), deep-merged over the config.
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     def resolve_cluster(self, cluster: str | None) -> str:
         if cluster:
@@ -79,7 +81,7 @@ class Doctor:
         raise ConfigError("no cluster given", hint=f"pass --cluster NAME (clusters in config: {known})")
 
     def cluster_settings(self, cluster: str) -> ClusterSettings:
-        return self.settings.cluster(cluster)
+        return self.settings.cluster(cluster, self.overrides)
 
     def connect(self, cluster_settings: ClusterSettings) -> Aws:
         options = AwsOptions(

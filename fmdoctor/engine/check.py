@@ -36,8 +36,10 @@ class Check(ABC):
     severity: ClassVar[Severity]
     iam_actions: ClassVar[tuple[str, ...]]
     runbook: ClassVar[str] = ""  # defaults to the check id
-    # "cluster": runs against AWS for a whole cluster; "node": runs on the node itself (fmdoctor check --local).
-    target: ClassVar[str] = "cluster"
+    # Where it runs: "cluster" (against AWS, for a whole cluster) and/or "node" (on the node itself, with
+    # fmdoctor check --local). A check with both uses what the mode offers (e.g. Spot notices from
+    # EC2/SQS for a cluster, from IMDS on a node).
+    targets: ClassVar[frozenset[str]] = frozenset({"cluster"})
 
     @abstractmethod
     def run(self, ctx: CheckContext) -> list[Finding]:
@@ -82,8 +84,8 @@ def validate_check_class(cls: type[Check]) -> list[str]:
         problems.append(f"{cls.__name__}: id {cls.id!r} is not kebab-case")
     if not cls.proves():
         problems.append(f"{cls.id}: no docstring saying what it proves")
-    if cls.target not in ("cluster", "node"):
-        problems.append(f"{cls.id}: target must be 'cluster' or 'node'")
+    if not cls.targets or not set(cls.targets) <= {"cluster", "node"}:
+        problems.append(f"{cls.id}: targets must be a non-empty subset of {{'cluster', 'node'}}")
     if not isinstance(cls.severity, Severity):
         problems.append(f"{cls.id}: severity must be a Severity")
     for action in cls.iam_actions:

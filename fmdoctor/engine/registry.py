@@ -44,7 +44,7 @@ class Registry:
     def select(self, only: Sequence[str] | None = None, target: str = "cluster") -> list[Check]:
         """Checks by id or family name for one target kind; ``None``/empty means all of that kind."""
         if not only:
-            return [c for c in self._checks.values() if c.target == target]
+            return [c for c in self._checks.values() if target in c.targets]
         wanted: list[Check] = []
         for name in only:
             name = name.strip()
@@ -56,11 +56,11 @@ class Registry:
                 matched = [c for c in self._checks.values() if c.family == name]
                 if not matched:
                     raise UsageError(self._unknown_message(name))
-            wrong = [c.id for c in matched if c.target != target]
+            wrong = [c.id for c in matched if target not in c.targets]
             if wrong and len(wrong) == len(matched):
                 where = "on the node itself (fmdoctor check --local)" if target == "cluster" else "against a cluster"
                 raise UsageError(f"{', '.join(wrong)} runs only {where}")
-            wanted.extend(c for c in matched if c not in wanted and c.target == target)
+            wanted.extend(c for c in matched if c not in wanted and target in c.targets)
         if not wanted:
             raise UsageError("--only names no check")
         return wanted

@@ -99,3 +99,12 @@ def test_format_duration():
     assert format_duration(timedelta(seconds=5400)) == "1h30m"
     assert format_duration(timedelta(days=3, hours=4, minutes=5)) == "3d4h"
     assert format_duration(timedelta(0)) == "0s"
+
+
+def test_flag_overrides_win_and_are_validated():
+    settings = parse_settings(GOOD)
+    cluster = settings.cluster("llm-train", {"checkpoints": {"max_age": "10m"}})
+    assert cluster.checkpoints.max_age == timedelta(minutes=10)
+    assert cluster.checkpoints.locations == ["s3://ckpt-bucket/llm/", "fsx://fs-0123456789abcdef0/ckpt"]
+    with pytest.raises(ConfigError, match="checkpoints.max_age"):
+        settings.cluster("llm-train", {"checkpoints": {"max_age": "whenever"}})

@@ -35,7 +35,7 @@ class ToolPresent(Check):
     family = "node"
     severity = Severity.WARNING
     iam_actions = ("ec2:DescribeInstances",)
-    target = "node"
+    targets = frozenset({"node"})
 
     def run(self, ctx):
         result = ctx.host.run(["probe"])
@@ -48,7 +48,7 @@ class ClusterOnly(ToolPresent):
     """A cluster check that must not run on the node."""
 
     id = "cluster-only"
-    target = "cluster"
+    targets = frozenset({"cluster"})
 
 
 def test_local_runs_only_node_checks_against_the_host():
@@ -58,3 +58,13 @@ def test_local_runs_only_node_checks_against_the_host():
     assert missing.stats.checks_run == ["probe-present"] and missing.stats.api_calls == {}
     healthy = doctor.check_local(host=FakeHost({"probe": "ok"}))
     assert healthy.status is Status.OK and healthy.cluster == "node/gpu-node-1"
+
+
+def test_selecting_a_cluster_check_in_local_mode_is_a_usage_error():
+    import pytest
+
+    from fmdoctor.engine.errors import UsageError
+
+    doctor = Doctor(settings=Settings(), registry=Registry([ToolPresent, ClusterOnly]))
+    with pytest.raises(UsageError, match="cluster-only runs only against a cluster"):
+        doctor.check_local(only=["cluster-only"], host=FakeHost({}))
