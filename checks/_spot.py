@@ -25,16 +25,16 @@ class Interruption:
     seconds_left: int
     notices: tuple[SpotNotice, ...]
 
-    def when(self, now: datetime) -> str:
-        """'in about 1m40s (at 12:02:00+00:00)' or 'now (its time passed 3m ago)'."""
+    def sentence(self, now: datetime) -> str:
+        """'gpu-3 (i-...) will be terminated by EC2 Spot in about 1m40s (at ...)', or 'is being ... now' once
+        the interruption time has passed."""
         stamp = self.action_time.isoformat(timespec="seconds")
+        verb = _DONE.get(self.action, self.action)
         if self.seconds_left > 0:
-            return f"in about {format_duration(timedelta(seconds=self.seconds_left))} (at {stamp})"
-        return f"now (its time, {stamp}, passed {format_duration(now - self.action_time)} ago)"
-
-    @property
-    def verb(self) -> str:
-        return _DONE.get(self.action, self.action)
+            left = format_duration(timedelta(seconds=self.seconds_left))
+            return f"{self.label} will be {verb} by EC2 Spot in about {left} (at {stamp})"
+        ago = format_duration(max(now - self.action_time, timedelta(0)))
+        return f"{self.label} is being {verb} by EC2 Spot now (its interruption time, {stamp}, passed {ago} ago)"
 
     def evidence(self, ctx: CheckContext, facts: SpotFacts) -> dict[str, Any]:
         return {

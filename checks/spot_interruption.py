@@ -29,8 +29,8 @@ class SpotInterruption(Check):
             self.finding(
                 resource=item.instance_id,
                 summary=(
-                    f"{item.label} will be {item.verb} by EC2 Spot {item.when(ctx.now)}: checkpoint now, drain it "
-                    "from the scheduler and let the job resume elsewhere."
+                    f"{item.sentence(ctx.now)}: checkpoint now, drain it from the scheduler and let the job "
+                    "resume elsewhere."
                 ),
                 evidence={**item.evidence(ctx, facts), "ignored_notices": dict(facts.ignored)},
             )

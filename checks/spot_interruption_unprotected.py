@@ -46,7 +46,7 @@ class SpotInterruptionUnprotected(Check):
         for item in items:
             if best is None:
                 where = ", ".join(s.location for s in facts.scans)
-                lost_min, risk = None, f"no checkpoint exists at {where}: all the job's work is at risk"
+                lost_min, risk = None, f"no checkpoint exists at {where}, so all the job's work is at risk"
                 cp_facts = {"checkpoint": None, "checkpoint_step": None, "checkpoint_last_modified": None,
                             "location": where}
             else:
@@ -55,16 +55,15 @@ class SpotInterruptionUnprotected(Check):
                 if lost <= settings.max_age:
                     continue
                 lost_min = int(lost.total_seconds() // 60)
-                risk = (f"the newest usable checkpoint ({checkpoint.uri}) will then be {lost_min} minutes old: about "
-                        f"{lost_min} minutes of work will be lost")
+                risk = (f"its newest usable checkpoint ({checkpoint.uri}) will then be {lost_min} minutes old, "
+                        f"so about {lost_min} minutes of work will be lost")
                 cp_facts = {"checkpoint": checkpoint.uri, "checkpoint_step": checkpoint.step,
                             "checkpoint_last_modified": checkpoint.last_modified.isoformat(), "location": scan.location}
             findings.append(
                 self.finding(
                     resource=item.instance_id,
                     summary=(
-                        f"{item.label} will be {item.verb} by EC2 Spot {item.when(ctx.now)} and {risk}: trigger a "
-                        "checkpoint now."
+                        f"{item.sentence(ctx.now)}; {risk}: trigger a checkpoint now."
                     ),
                     evidence={
                         "instance": item.instance_id,

@@ -132,7 +132,7 @@ def _from_queue(facts: SpotFacts, sqs: Any, url: str, ctx: CheckContext) -> None
     seen: dict[str, dict[str, Any]] = {}
     for _ in range(MAX_RECEIVES):
         reply = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=RECEIVE_BATCH, VisibilityTimeout=0,
-                                    WaitTimeSeconds=0, MessageSystemAttributeNames=["SentTimestamp"])
+                                    WaitTimeSeconds=0)
         new = [m for m in reply.get("Messages", []) if m.get("MessageId") not in seen]
         seen.update({m["MessageId"]: m for m in new})
         if not new or len(seen) >= visible:

@@ -82,6 +82,14 @@ def test_ec2_spot_request_marked_for_termination(cluster, aws, run_checks):
     assert notice["detail"].startswith("marked-for-termination")
 
 
+def test_an_interruption_under_way_says_so(cluster, aws, run_checks):
+    mark_spot_request(aws, REGION, cluster.nodes["gpu-2"], "instance-terminated-by-price", "terminated",
+                      datetime.now(UTC) - timedelta(seconds=30))
+    [finding] = run_checks(["spot-interruption"]).findings
+    assert finding.evidence["seconds_left"] == 0
+    assert "is being terminated by EC2 Spot now (its interruption time" in finding.summary
+
+
 def test_only_current_notices_for_this_clusters_instances_count(cluster, aws, run_checks):
     send(aws, cluster.queue_url,
          warning("i-0f1e2d3c4b5a69788"),  # another cluster's node
