@@ -103,6 +103,7 @@ class CheckpointSettings(_Section):
     locations: list[CheckpointLocation] = Field(default_factory=list)
     max_age: Duration = timedelta(hours=2)
     incomplete_size_ratio: float = Field(0.5, gt=0, le=1, description="Newest smaller than this x previous.")
+    write_grace: Duration = Field(timedelta(minutes=15), description="Newer than this may still be being written.")
 
 
 class SpotSettings(_Section):

@@ -29,12 +29,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-progress", action="store_true", help="never print progress on stderr")
     parser.add_argument("--local", action="store_true",
                         help="run the on-node checks on this machine (GPU driver, Xid errors, EFA provider, IMDS)")
+    parser.add_argument("--checkpoint", action="append", metavar="URI",
+                        help="checkpoint location: s3://bucket/prefix, fsx://fs-id/path or /abs/path (repeatable; "
+                        "replaces checkpoints.locations)")
+    parser.add_argument("--checkpoint-max-age", metavar="DURATION",
+                        help="newest checkpoint allowed age, e.g. 90s, 30m, 2h (checkpoints.max_age)")
+    parser.add_argument("--spot-queue", metavar="URL",
+                        help="SQS queue an EventBridge rule feeds with Spot events (spot.queue_url)")
     parser.set_defaults(func=run)
 
 
 def settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     """Flags that override the cluster's settings for this run, as a nested settings mapping."""
     overrides: dict[str, Any] = {}
+    checkpoints = {"locations": args.checkpoint, "max_age": args.checkpoint_max_age}
+    if any(v is not None for v in checkpoints.values()):
+        overrides["checkpoints"] = {k: v for k, v in checkpoints.items() if v is not None}
+    if args.spot_queue:
+        overrides["spot"] = {"queue_url": args.spot_queue}
     return overrides
 
 
@@ -42,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     progress = StderrProgress(enabled=not args.no_progress)
     try:
         if args.local:
-            report = Doctor(settings=load_settings(args.config)).check_local(split_ids(args.only), progress)
+            doctor = Doctor(settings=load_settings(args.config), overrides=settings_from_flags(args))
+            report = doctor.check_local(split_ids(args.only), progress)
         else:
             with open_target(args, settings_from_flags(args)) as target:
                 report = target.doctor.check(target.cluster, only=split_ids(args.only), progress=progress)

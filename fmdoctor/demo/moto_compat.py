@@ -3,7 +3,8 @@
 moto ignores ``InterfaceType`` and ``NetworkCardIndex`` of network interfaces, ``Placement.GroupName``
 of instances, has no placement-group API and gives FSx file systems no network interfaces. Scenario
 builders make ordinary boto3 calls (they would work against real AWS); this module makes moto honour
-those parameters. Real AWS needs none of it. :func:`install` is idempotent and patches classes only.
+those parameters (and :mod:`fmdoctor.demo.moto_health` the Spot and HyperPod bits). Real AWS needs none
+of it. :func:`install` is idempotent and patches classes only.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import functools
 import threading
 from typing import Any
+
+from fmdoctor.demo import moto_health
 
 _installed = False
 _lock = threading.Lock()
@@ -25,6 +28,7 @@ def install() -> None:
         _patch_instance_placement()
         _add_placement_group_api()
         _patch_fsx_interfaces()
+        moto_health.install()
         _installed = True
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 
 from fmdoctor.demo.builders import ClusterBuilder
+from fmdoctor.demo.seed_health import seed_checkpoints, seed_hyperpod, seed_spot
 
 DEMO_CLUSTER = "demo-llm-train"
 DEMO_REGION = "us-west-2"
@@ -50,15 +51,19 @@ def seed_network_and_nodes(world: DemoWorld) -> None:
 
     b.launch(["head-node"], "m5.8xlarge", "public-a", ["demo-head"], role="head", public_ip=True)
     b.launch(
-        ["gpu-node-1", "gpu-node-2", "gpu-node-3"], "p5.48xlarge", "private-a", ["demo-efa"],
+        ["gpu-node-1", "gpu-node-2"], "p5.48xlarge", "private-a", ["demo-efa"],
         efa_interfaces=32, placement_group="demo-llm-pg",
     )
+    # Spot capacity, like gpu-node-6 below: seed_health gives both their Spot notices.
+    b.launch(["gpu-node-3"], "p5.48xlarge", "private-a", ["demo-efa"], efa_interfaces=32,
+             placement_group="demo-llm-pg", spot=True)
     # Fault: relaunched by hand with only 4 of its 32 EFA interfaces.
     b.launch(["gpu-node-4"], "p5.48xlarge", "private-a", ["demo-efa"], efa_interfaces=4, placement_group="demo-llm-pg")
     # Fault: a p4d added from a launch template that forgot EFA.
     b.launch(["gpu-node-5"], "p4d.24xlarge", "private-a", ["demo-efa"], placement_group="demo-llm-pg")
-    # Fault: a replacement node launched in the other AZ's subnet, outside the placement group.
-    b.launch(["gpu-node-6"], "p5.48xlarge", "private-b", ["demo-efa"], efa_interfaces=32)
+    # Fault: a replacement node launched in the other AZ's subnet (where Spot capacity was), outside the
+    # placement group.
+    b.launch(["gpu-node-6"], "p5.48xlarge", "private-b", ["demo-efa"], efa_interfaces=32, spot=True)
     world.facts.update(
         vpc=b.vpc_id,
         subnets=dict(b.subnets),
@@ -72,7 +77,7 @@ def seed_network_and_nodes(world: DemoWorld) -> None:
 Seeder = Callable[[DemoWorld], None]
 
 # One step per check family; each adds its part of the story (and its faults) to the same cluster.
-SEEDERS: tuple[Seeder, ...] = (seed_network_and_nodes,)
+SEEDERS: tuple[Seeder, ...] = (seed_network_and_nodes, seed_checkpoints, seed_spot, seed_hyperpod)
 
 
 def seed_demo(session: boto3.Session, seeders: tuple[Seeder, ...] = SEEDERS) -> DemoWorld:

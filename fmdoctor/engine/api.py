@@ -106,7 +106,8 @@ class Doctor:
         settings = self.cluster_settings(name)
         aws = aws or self.connect(settings)
         try:
-            inventory = fetch_inventory(aws, name, settings.tag_keys, settings.head_nodes)
+            inventory = fetch_inventory(aws, name, settings.tag_keys, settings.head_nodes,
+                                        hyperpod_name=settings.hyperpod.cluster_name)
         except Exception as exc:
             failure = describe_aws_failure(exc)
             if failure is None:

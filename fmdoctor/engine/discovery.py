@@ -2,7 +2,8 @@
 
 One paginated DescribeInstances (filtered by tag value and state) yields the instances *and* their
 interfaces; groups, rules, subnets and instance types then come in batched describes, in parallel.
-The call count grows with pages, never with instances.
+The call count grows with pages, never with instances. A name no instance carries is looked up as a
+SageMaker HyperPod cluster (one DescribeCluster).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fmdoctor.engine.aws import Aws
+from fmdoctor.engine.hyperpod import probe_hyperpod_cluster
 from fmdoctor.engine.inventory import (
     COMPUTE,
     HEAD,
@@ -40,9 +42,13 @@ def fetch_inventory(
     cluster: str,
     tag_keys: Sequence[str],
     head_node_ids: Sequence[str] = (),
+    hyperpod_name: str | None = None,
 ) -> Inventory:
     ec2 = aws.client("ec2")
     instances, interfaces = _fetch_instances(ec2, cluster, tag_keys, set(head_node_ids))
+    if not instances:
+        hyperpod = probe_hyperpod_cluster(aws, hyperpod_name or cluster)
+        return Inventory(cluster=cluster, region=aws.region, hyperpod=hyperpod)
     group_ids = sorted({g for eni in interfaces.values() for g in eni.security_group_ids})
     subnet_ids = sorted({eni.subnet_id for eni in interfaces.values() if eni.subnet_id})
     type_names = sorted({i.instance_type for i in instances})

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from fmdoctor.engine.hyperpod import HyperPodCluster
+
 EFA_INTERFACE_TYPES = frozenset({"efa", "efa-only"})
 
 
@@ -150,10 +152,12 @@ class Inventory:
     security_groups: dict[str, SecurityGroup] = field(default_factory=dict)
     subnets: dict[str, Subnet] = field(default_factory=dict)
     instance_types: dict[str, InstanceTypeInfo] = field(default_factory=dict)
+    # Found by name when no EC2 instance carries it: HyperPod's nodes are not instances of this account.
+    hyperpod: HyperPodCluster | None = None
 
     def is_empty(self) -> bool:
         """Nothing of the cluster was found: the name is wrong, or the region, or the tag keys."""
-        return not self.instances
+        return not self.instances and self.hyperpod is None
 
     def instance(self, instance_id: str) -> Instance | None:
         return self._by_id().get(instance_id)

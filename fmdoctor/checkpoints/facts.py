@@ -1,0 +1,105 @@
+"""The checkpoint facts of one run: every configured location scanned once, shared by the checkpoint checks
+and by ``spot-interruption-unprotected`` through ``ctx.shared``.
+
+S3 and FSx locations are read against AWS (``fmdoctor check``); local paths only on the node itself
+(``fmdoctor check --local``). A location the current mode cannot read is left to the other mode and never
+judged here; when no location is readable in this mode, the checks are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from botocore.exceptions import ClientError
+
+from fmdoctor.checkpoints.fsx import resolve_fsx
+from fmdoctor.checkpoints.local import LocalLister, PathMissing
+from fmdoctor.checkpoints.model import Checkpoint, Lister, LocationScan, scan_location, usable
+from fmdoctor.checkpoints.s3 import S3Lister
+from fmdoctor.engine.check import NotApplicable
+from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.gaps import Gaps
+
+SHARED_KEY = "checkpoints"
+# S3 and file-system clocks may run ahead of this machine's: a checkpoint "from the future" within this is
+# fresh; beyond it the evidence says the clocks disagree.
+CLOCK_SKEW = timedelta(minutes=5)
+
+
+@dataclass
+class CheckpointFacts:
+    configured: list[str]
+    scans: list[LocationScan] = field(default_factory=list)
+    gaps: Gaps = field(default_factory=Gaps)
+    elsewhere: list[str] = field(default_factory=list)  # locations this mode cannot read, and why
+
+    def newest_usable(self, min_ratio: float) -> tuple[LocationScan, Checkpoint] | None:
+        """Across all locations, the most recent checkpoint a restart could resume from."""
+        found = [(scan, cp) for scan in self.scans if (cp := usable(scan, min_ratio)) is not None]
+        return max(found, key=lambda pair: pair[1].last_modified) if found else None
+
+
+def checkpoint_facts(ctx: CheckContext) -> CheckpointFacts:
+    return ctx.shared(SHARED_KEY, lambda: load_checkpoint_facts(ctx))
+
+
+def facts_or_not_applicable(ctx: CheckContext) -> CheckpointFacts:
+    """The facts, with their gaps reported under this check; NotApplicable where nothing here can be read."""
+    if not ctx.settings.checkpoints.locations:
+        raise NotApplicable("no checkpoint location configured (checkpoints.locations in fmdoctor.yaml, "
+                            "or --checkpoint URI)")
+    facts = checkpoint_facts(ctx)
+    facts.gaps.report(ctx)
+    if not facts.scans and not facts.gaps:
+        raise NotApplicable("; ".join(facts.elsewhere))
+    return facts
+
+
+def age_of(checkpoint: Checkpoint, ctx: CheckContext) -> tuple[timedelta, bool]:
+    """Age at ``ctx.now`` (never negative) and whether the timestamps are further ahead than clock skew allows."""
+    age = ctx.now - checkpoint.last_modified
+    return max(age, timedelta(0)), age < -CLOCK_SKEW
+
+
+def load_checkpoint_facts(ctx: CheckContext) -> CheckpointFacts:
+    locations = list(ctx.settings.checkpoints.locations)
+    facts = CheckpointFacts(configured=locations)
+    local = [loc for loc in locations if loc.startswith("/")]
+    s3 = [loc for loc in locations if loc.startswith("s3://")]
+    fsx = [loc for loc in locations if loc not in local and loc not in s3]
+    if ctx.scope.aws is None:  # on the node: local paths only
+        facts.elsewhere += [f"{loc} is read through AWS: run fmdoctor check without --local" for loc in s3 + fsx]
+        for loc in local:
+            _scan(facts, loc, LocalLister(ctx.host, loc))
+        return facts
+    facts.elsewhere += [f"{loc} is a path on the nodes: run fmdoctor check --local on a node" for loc in local]
+    s3_client = ctx.client("s3") if s3 or fsx else None
+    if fsx:
+        for target in resolve_fsx(ctx.client("fsx"), fsx, facts.gaps):
+            if target.s3_uri is None:
+                facts.gaps.add(
+                    f"the newest checkpoint at {target.location} ({target.unreadable})",
+                    "FsxContentsUnreadable",
+                    f"the FSx API cannot list files; run fmdoctor check --local --checkpoint <mount>{target.path} "
+                    "on a node that mounts it",
+                )
+            else:
+                _scan(facts, target.location, S3Lister(s3_client, target.s3_uri), via=target.via)
+    for loc in s3:
+        _scan(facts, loc, S3Lister(s3_client, loc))
+    return facts
+
+
+def _scan(facts: CheckpointFacts, location: str, lister: Lister, via: str | None = None) -> None:
+    with facts.gaps.guard(f"checkpoints at {location}"):
+        try:
+            scan = scan_location(lister, location, via)
+        except PathMissing as exc:
+            scan = LocationScan(location, lister.root, via=via, problem=exc.message)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "NoSuchBucket":
+                raise
+            bucket = lister.root.removeprefix("s3://").split("/", 1)[0]
+            scan = LocationScan(location, lister.root, via=via, problem=f"bucket {bucket} does not exist")
+        facts.scans.append(scan)

@@ -1,0 +1,114 @@
+"""SageMaker HyperPod clusters: DescribeCluster and the paginated ListClusterNodes, as plain data.
+
+A HyperPod cluster's nodes run in a SageMaker service account, not as EC2 instances of the customer's, so
+discovery looks a cluster name up here when no tagged instance carries it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from fmdoctor.engine.aws import Aws
+from fmdoctor.engine.errors import describe_aws_failure
+
+NODE_PAGE_SIZE = 100  # ListClusterNodes' maximum
+
+
+@dataclass(frozen=True)
+class HyperPodGroup:
+    name: str
+    instance_type: str
+    current_count: int
+    target_count: int
+
+
+@dataclass(frozen=True)
+class HyperPodCluster:
+    name: str
+    arn: str
+    status: str
+    node_recovery: str | None = None  # 'Automatic': HyperPod replaces failed nodes itself
+    orchestrator: str | None = None  # 'Slurm' or 'Eks'
+    failure_message: str = ""
+    groups: tuple[HyperPodGroup, ...] = ()
+
+
+@dataclass(frozen=True)
+class HyperPodNode:
+    node_id: str  # the InstanceId ListClusterNodes returns, i-... in a SageMaker-owned account
+    group: str
+    instance_type: str
+    status: str
+    message: str = ""
+    launch_time: datetime | None = None
+
+
+def is_not_found(exc: BaseException) -> bool:
+    """DescribeCluster's 'no such cluster' (ResourceNotFound; moto answers ValidationException 'Could not find')."""
+    if not isinstance(exc, ClientError):
+        return False
+    error = exc.response.get("Error", {})
+    code, message = error.get("Code", ""), error.get("Message", "")
+    return code in {"ResourceNotFound", "ResourceNotFoundException"} or (
+        code.startswith("Validation") and "could not find" in message.lower()
+    )
+
+
+def describe_hyperpod_cluster(sagemaker: Any, name: str) -> HyperPodCluster | None:
+    """The cluster, or None when no HyperPod cluster has that name; other AWS failures propagate."""
+    try:
+        raw = sagemaker.describe_cluster(ClusterName=name)
+    except ClientError as exc:
+        if is_not_found(exc):
+            return None
+        raise
+    orchestrator = raw.get("Orchestrator") or {}
+    return HyperPodCluster(
+        name=raw.get("ClusterName", name),
+        arn=raw.get("ClusterArn", ""),
+        status=raw.get("ClusterStatus", "?"),
+        node_recovery=raw.get("NodeRecovery"),
+        orchestrator=next(iter(orchestrator), None) if isinstance(orchestrator, dict) else None,
+        failure_message=raw.get("FailureMessage") or "",
+        groups=tuple(
+            HyperPodGroup(g.get("InstanceGroupName", "?"), g.get("InstanceType", "?"), int(g.get("CurrentCount", 0)),
+                          int(g.get("TargetCount", 0)))
+            for g in raw.get("InstanceGroups", [])
+        ),
+    )
+
+
+def probe_hyperpod_cluster(aws: Aws, name: str) -> HyperPodCluster | None:
+    """Discovery's look-up: any AWS failure (no SageMaker permission, say) means 'not found here', so a
+    mistyped EC2 cluster name still reads as an unknown cluster rather than a SageMaker error."""
+    try:
+        return describe_hyperpod_cluster(aws.client("sagemaker"), name)
+    except Exception as exc:
+        if describe_aws_failure(exc) is None:
+            raise
+        return None
+
+
+def list_hyperpod_nodes(sagemaker: Any, name: str) -> list[HyperPodNode]:
+    nodes = []
+    pages = sagemaker.get_paginator("list_cluster_nodes").paginate(
+        ClusterName=name, PaginationConfig={"PageSize": NODE_PAGE_SIZE}
+    )
+    for page in pages:
+        for raw in page.get("ClusterNodeSummaries", []):
+            status = raw.get("InstanceStatus") or {}
+            nodes.append(
+                HyperPodNode(
+                    node_id=raw.get("InstanceId", "?"),
+                    group=raw.get("InstanceGroupName", "?"),
+                    instance_type=raw.get("InstanceType", "?"),
+                    status=status.get("Status", "?"),
+                    message=status.get("Message") or "",
+                    launch_time=raw.get("LaunchTime"),
+                )
+            )
+    return nodes

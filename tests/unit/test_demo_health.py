@@ -1,0 +1,33 @@
+"""The demo's checkpoint, Spot and HyperPod story: each planted fault found once, the healthy parts silent."""
+
+from __future__ import annotations
+
+from fmdoctor.demo.runtime import demo_environment, demo_settings
+from fmdoctor.engine.api import Connection, Doctor
+
+HEALTH_CHECKS = ["checkpoint", "spot", "hyperpod"]
+
+
+def test_demo_health_faults():
+    with demo_environment() as world:
+        doctor = Doctor(settings=demo_settings(world), connection=Connection(region=world.region))
+        report = doctor.check(world.cluster, only=HEALTH_CHECKS)
+        hyperpod_only = doctor.check(world.facts["hyperpod"]["cluster"], only=["hyperpod-node-unhealthy"])
+    found = sorted((f.check, f.resource) for f in report.findings)
+    ckpt, spot, hp = world.facts["checkpoints"], world.facts["spot"], world.facts["hyperpod"]
+    assert found == sorted([
+        ("checkpoint-stale", ckpt["location"]),
+        ("checkpoint-incomplete", ckpt["incomplete"]),
+        ("spot-interruption", spot["interrupted"]),
+        ("spot-interruption-unprotected", spot["interrupted"]),
+        ("spot-rebalance", spot["rebalance"]),
+        ("hyperpod-node-unhealthy", hp["failed_node"]),
+    ])
+    assert report.errors == [] and report.skipped == []
+    interruption = report.findings_for("spot-interruption")[0]
+    assert {n["source"] for n in interruption.evidence["notices"]} == {"ec2", "sqs"}
+    assert interruption.evidence["ignored_notices"] == {"other instances": 1, "other events": 1}
+    unprotected = report.findings_for("spot-interruption-unprotected")[0]
+    assert unprotected.evidence["checkpoint"] == ckpt["usable"] and unprotected.evidence["minutes_lost"] >= 125
+    # The HyperPod cluster is also a target of its own: discovery finds it though no EC2 instance is tagged.
+    assert [f.resource for f in hyperpod_only.findings] == [hp["failed_node"]]

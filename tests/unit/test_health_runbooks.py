@@ -1,0 +1,70 @@
+"""The checkpoint, Spot and HyperPod runbooks: front matter that matches the check, and bodies that render
+(sandboxed Jinja2, StrictUndefined, as issue 4's renderer will) from the demo's real findings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+import pytest
+import yaml
+from jinja2.sandbox import SandboxedEnvironment
+
+import fmdoctor
+from fmdoctor.demo.runtime import demo_environment, demo_settings
+from fmdoctor.engine.api import Connection, Doctor
+from fmdoctor.engine.registry import default_registry
+
+RUNBOOKS = Path(fmdoctor.__file__).resolve().parent.parent / "runbooks"
+IDS = ["checkpoint-stale", "checkpoint-missing", "checkpoint-incomplete", "spot-interruption", "spot-rebalance",
+       "spot-interruption-unprotected", "hyperpod-node-unhealthy"]
+
+
+def split(path: Path) -> tuple[dict, str]:
+    _, front, body = path.read_text(encoding="utf-8").split("---\n", 2)
+    return yaml.safe_load(front), body
+
+
+@pytest.fixture(scope="module")
+def demo_findings():
+    with demo_environment() as world:
+        doctor = Doctor(settings=demo_settings(world), connection=Connection(region=world.region))
+        report = doctor.check(world.cluster, only=["checkpoint", "spot", "hyperpod"])
+    return {f.check: f for f in report.findings}
+
+
+@pytest.mark.parametrize("check_id", IDS)
+def test_front_matter_matches_the_check(check_id):
+    meta, body = split(RUNBOOKS / f"{check_id}.md")
+    check = default_registry().get(check_id)
+    assert meta["id"] == check.runbook_id() == check_id and meta["checks"] == [check_id]
+    assert meta["severity"] == check.severity.value and isinstance(meta["remediation_iam_actions"], list)
+    assert [line for line in body.splitlines() if line.startswith("## ")] == [
+        "## What it means", "## Confirm by hand", "## Fix", "## Verify"]
+
+
+def render(check_id, finding):
+    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined)
+    _, body = split(RUNBOOKS / f"{check_id}.md")
+    data = finding.model_dump(mode="json")
+    return env.from_string(body).render(finding=data, evidence=data["evidence"], cluster="demo-llm-train",
+                                        region="us-west-2")
+
+
+@pytest.mark.parametrize("check_id", [i for i in IDS if i != "checkpoint-missing"])
+def test_runbook_renders_the_real_values(check_id, demo_findings):
+    finding = demo_findings[check_id]
+    text = render(check_id, finding)
+    assert finding.evidence.get("instance", finding.evidence.get("node_id", finding.resource)) in text
+    assert "<" not in text.replace("<!--", "")  # no placeholders left for a person to fill in
+
+
+def test_missing_runbook_renders_for_s3_and_local():
+    from fmdoctor.engine.model import Finding, Severity
+
+    for listed, problem in (("s3://b/run/", "bucket b does not exist"), ("/fsx/ckpt/", None)):
+        finding = Finding(check="checkpoint-missing", severity=Severity.WARNING, resource=listed, summary="x",
+                          runbook="checkpoint-missing",
+                          evidence={"location": listed, "listed": listed, "found_by": "x", "checkpoints_seen": 0,
+                                    "problem": problem})
+        assert listed in render("checkpoint-missing", finding)

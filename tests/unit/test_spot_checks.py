@@ -1,0 +1,189 @@
+"""spot-interruption, spot-rebalance and spot-interruption-unprotected against moto EC2 and SQS."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from fmdoctor.demo.moto_health import mark_spot_request
+from fmdoctor.demo.seed_health import dcp_files, eventbridge_event, write_checkpoint
+from fmdoctor.engine.model import Severity, Status
+from fmdoctor.spot import sources
+from fmdoctor.spot.notices import INTERRUPTION_EVENT, REBALANCE_EVENT
+
+from ..conftest import CLUSTER, REGION
+
+IDS = ["spot-interruption", "spot-rebalance", "spot-interruption-unprotected"]
+
+
+@pytest.fixture
+def cluster(builder, aws):
+    """gpu-1 on demand, gpu-2 and gpu-3 on Spot; a queue an EventBridge rule would feed."""
+    builder.security_group("efa", self_ingress=True, self_egress=True)
+    builder.launch(["gpu-1"], "p4d.24xlarge", "private-a", ["efa"])
+    builder.launch(["gpu-2", "gpu-3"], "p4d.24xlarge", "private-a", ["efa"], spot=True)
+    sqs = aws.client("sqs")
+    builder.queue_url = sqs.create_queue(QueueName="spot-events")["QueueUrl"]
+    return builder
+
+
+def send(aws, url, *bodies):
+    for body in bodies:
+        aws.client("sqs").send_message(QueueUrl=url, MessageBody=body)
+
+
+def warning(instance_id, seconds_ago=20, kind=INTERRUPTION_EVENT, **detail):
+    if kind == INTERRUPTION_EVENT:
+        detail.setdefault("instance-action", "terminate")
+    time = datetime.now(UTC) - timedelta(seconds=seconds_ago)
+    return eventbridge_event(kind, instance_id, time, REGION, "123456789012", **detail)
+
+
+def visible_to_another_consumer(aws, url):
+    """What a second consumer (the node termination handler) receives after fmdoctor ran."""
+    reply = aws.client("sqs").receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30)
+    return sorted(json.loads(m["Body"])["detail"]["instance-id"] for m in reply.get("Messages", []))
+
+
+def test_no_notices_is_healthy_and_reads_each_source_once(cluster, aws, run_checks):
+    report = run_checks(IDS, spot={"queue_url": cluster.queue_url})
+    assert report.findings == [] and report.errors == [] and report.status is Status.OK
+    calls = report.stats.api_calls
+    assert calls["ec2.DescribeSpotInstanceRequests"] == 1  # both Spot nodes in one filtered call
+    assert calls["sqs.GetQueueAttributes"] == 1 and calls["sqs.ReceiveMessage"] == 1
+    assert not any("Delete" in op or "ChangeMessageVisibility" in op for op in calls)
+
+
+def test_interruption_warning_in_the_queue_stays_visible_to_other_consumers(cluster, aws, run_checks):
+    gpu2 = cluster.nodes["gpu-2"]
+    send(aws, cluster.queue_url, warning(gpu2), warning(cluster.nodes["gpu-3"], kind=REBALANCE_EVENT))
+    report = run_checks(IDS, spot={"queue_url": cluster.queue_url})
+    [finding] = report.findings_for("spot-interruption")
+    assert (finding.resource, finding.severity) == (gpu2, Severity.CRITICAL)
+    assert finding.evidence["action"] == "terminate" and 95 <= finding.evidence["seconds_left"] <= 100
+    assert [n["source"] for n in finding.evidence["notices"]] == ["sqs"]
+    assert "gpu-2" in finding.summary and "will be terminated by EC2 Spot in about 1m" in finding.summary
+    [rebalance] = report.findings_for("spot-rebalance")
+    assert (rebalance.resource, rebalance.severity) == (cluster.nodes["gpu-3"], Severity.WARNING)
+    # Nothing consumed, nothing hidden: the other consumer still gets both events, right away.
+    assert visible_to_another_consumer(aws, cluster.queue_url) == sorted([gpu2, cluster.nodes["gpu-3"]])
+    assert report.errors[0].check == "spot-interruption-unprotected"  # no checkpoint configured: unverified
+
+
+def test_ec2_spot_request_marked_for_termination(cluster, aws, run_checks):
+    gpu3 = cluster.nodes["gpu-3"]
+    request = mark_spot_request(aws, REGION, gpu3, "marked-for-termination", "marked", datetime.now(UTC))
+    [finding] = run_checks(["spot-interruption"]).findings
+    assert finding.resource == gpu3
+    [notice] = finding.evidence["notices"]
+    assert (notice["source"], notice["reference"]) == ("ec2", request)
+    assert notice["detail"].startswith("marked-for-termination")
+
+
+def test_an_interruption_under_way_says_so(cluster, aws, run_checks):
+    mark_spot_request(aws, REGION, cluster.nodes["gpu-2"], "instance-terminated-by-price", "terminated",
+                      datetime.now(UTC) - timedelta(seconds=30))
+    [finding] = run_checks(["spot-interruption"]).findings
+    assert finding.evidence["seconds_left"] == 0
+    assert "is being terminated by EC2 Spot now (its interruption time" in finding.summary
+
+
+def test_only_current_notices_for_this_clusters_instances_count(cluster, aws, run_checks):
+    send(aws, cluster.queue_url,
+         warning("i-0f1e2d3c4b5a69788"),  # another cluster's node
+         warning(cluster.nodes["gpu-2"], seconds_ago=3600),  # acted on an hour ago: history
+         warning(cluster.nodes["gpu-1"], kind="EC2 Instance State-change Notification", state="running"))
+    report = run_checks(IDS, spot={"queue_url": cluster.queue_url})
+    assert report.findings == [] and report.errors == []
+
+
+def test_malformed_messages_are_reported_and_the_rest_still_read(cluster, aws, run_checks):
+    send(aws, cluster.queue_url, "{not json", json.dumps({"detail-type": INTERRUPTION_EVENT, "detail": {}}),
+         warning(cluster.nodes["gpu-2"]))
+    report = run_checks(["spot-interruption"], spot={"queue_url": cluster.queue_url})
+    assert [f.resource for f in report.findings] == [cluster.nodes["gpu-2"]]
+    [error] = report.errors
+    assert error.code == "MalformedEvent" and error.unverified.startswith("2 messages")
+    assert report.status is Status.CRITICAL
+
+
+def test_a_queue_that_does_not_exist_is_an_error_entry(cluster, aws, run_checks):
+    mark_spot_request(aws, REGION, cluster.nodes["gpu-2"], "marked-for-stop", "marked", datetime.now(UTC))
+    missing = cluster.queue_url.replace("spot-events", "no-such-queue")
+    report = run_checks(["spot-interruption"], spot={"queue_url": missing})
+    [error] = report.errors
+    assert "NonExistentQueue" in error.code or error.code == "QueueDoesNotExist"
+    assert error.iam_action == "sqs:GetQueueAttributes" and missing in error.unverified
+    # The EC2 source still answered.
+    assert [f.evidence["action"] for f in report.findings] == ["stop"]
+
+
+def test_a_queue_with_a_redrive_policy_is_not_read(cluster, aws, run_checks):
+    sqs = aws.client("sqs")
+    dlq = sqs.create_queue(QueueName="spot-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    url = sqs.create_queue(QueueName="spot-with-dlq", Attributes={"RedrivePolicy": json.dumps(
+        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "1"})})["QueueUrl"]
+    send(aws, url, warning(cluster.nodes["gpu-2"]))
+    report = run_checks(["spot-interruption"], spot={"queue_url": url})
+    assert [e.code for e in report.errors] == ["QueueHasRedrivePolicy"]
+    assert "sqs.ReceiveMessage" not in report.stats.api_calls
+    assert visible_to_another_consumer(aws, url) == [cluster.nodes["gpu-2"]]  # not pushed to the DLQ
+
+
+def test_more_messages_than_one_receive_says_what_it_could_not_see(cluster, aws, run_checks):
+    send(aws, cluster.queue_url, *[warning(f"i-0f1e2d3c4b5a6{n:04d}") for n in range(14)])
+    report = run_checks(["spot-interruption"], spot={"queue_url": cluster.queue_url})
+    [error] = report.errors
+    assert error.code == "QueuePartiallyRead" and "4 of about 14" in error.unverified
+    assert report.stats.api_calls["sqs.ReceiveMessage"] == 2  # the second receive brought nothing new
+
+
+def test_spot_requests_are_batched_by_filter_size(cluster, aws, run_checks, monkeypatch):
+    monkeypatch.setattr(sources, "FILTER_VALUES_MAX", 1)
+    report = run_checks(["spot-interruption"])
+    assert report.stats.api_calls["ec2.DescribeSpotInstanceRequests"] == 2 and report.findings == []
+
+
+def test_no_spot_instances_is_not_applicable(builder, run_checks):
+    builder.launch(["gpu-1"], "p4d.24xlarge", "private-a", [builder.security_group("sg")])
+    report = run_checks(IDS)
+    assert {s.check for s in report.skipped} == set(IDS)
+    assert "no Spot instances" in report.skipped[0].reason and report.stats.api_calls.get("sqs.ReceiveMessage") is None
+
+
+def _checkpoints(aws, minutes_ago):
+    aws.client("s3").create_bucket(Bucket="ckpt", CreateBucketConfiguration={"LocationConstraint": REGION})
+    for step, age in ((100, minutes_ago + 30), (200, minutes_ago)):
+        write_checkpoint(aws, "ckpt", "run/", f"step-{step}", dcp_files(2), datetime.now(UTC) - timedelta(minutes=age))
+    return {"locations": ["s3://ckpt/run/"], "max_age": "30m"}
+
+
+def test_interruption_with_an_old_checkpoint_is_unprotected(cluster, aws, run_checks):
+    send(aws, cluster.queue_url, warning(cluster.nodes["gpu-2"]))
+    report = run_checks(IDS, spot={"queue_url": cluster.queue_url}, checkpoints=_checkpoints(aws, 50))
+    [finding] = report.findings_for("spot-interruption-unprotected")
+    assert finding.severity is Severity.CRITICAL and finding.resource == cluster.nodes["gpu-2"]
+    assert finding.evidence["minutes_lost"] == 51  # at the interruption time, in 1m40s
+    assert finding.evidence["checkpoint"] == "s3://ckpt/run/step-200/"
+    assert "about 51 minutes of work will be lost" in finding.summary
+    assert report.errors == []
+
+
+def test_interruption_with_a_fresh_checkpoint_is_protected(cluster, aws, run_checks):
+    send(aws, cluster.queue_url, warning(cluster.nodes["gpu-2"]))
+    report = run_checks(IDS, spot={"queue_url": cluster.queue_url}, checkpoints=_checkpoints(aws, 10))
+    assert report.findings_for("spot-interruption") and not report.findings_for("spot-interruption-unprotected")
+    assert report.errors == []
+
+
+def test_spot_queue_flag(cluster, aws, capsys):
+    from fmdoctor.cli.main import main
+
+    send(aws, cluster.queue_url, warning(cluster.nodes["gpu-3"]))
+    code = main(["check", "--cluster", CLUSTER, "--region", REGION, "--format", "json", "--no-progress",
+                 "--only", "spot-interruption", "--spot-queue", cluster.queue_url])
+    assert code == 2
+    assert [f["resource"] for f in json.loads(capsys.readouterr().out)["findings"]] == [cluster.nodes["gpu-3"]]
