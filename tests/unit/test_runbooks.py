@@ -191,3 +191,18 @@ def test_lint_flags_unregistered_checks_and_missing_sections():
     assert any("x.md: no '## Verify' section" in p for p in problems)
     without = [r for r in builtin_runbooks() if r.id != "placement-group"]
     assert any("names runbook 'placement-group', which does not exist" in p for p in lint_runbooks(without, REGISTRY))
+
+
+def test_demo_fix_hints_are_valid_and_their_runbooks_declare_the_permissions(demo_report):
+    """A finding's fix hints must build into calls, and its runbook must name the IAM actions they need
+    (that is what 'fmdoctor iam-policy --remediation' grants)."""
+    from fmdoctor.remediation.actions import ACTIONS, build_call
+
+    with_hints = [f for f in demo_report.findings if f.evidence.get("fix")]
+    assert with_hints, "the demo has no automatically fixable finding"
+    for finding in with_hints:
+        declared = set(get_runbook(finding.runbook).remediation_iam_actions)
+        for hint in finding.evidence["fix"]:
+            assert hint["action"] in ACTIONS, f"{finding.id}: unknown fix action {hint['action']!r}"
+            call = build_call(hint, finding.check, finding.id)
+            assert call.iam_action in declared, f"runbook {finding.runbook} does not declare {call.iam_action}"
