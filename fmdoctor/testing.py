@@ -5,6 +5,10 @@ error response in the service's own wire protocol, so the real client path runs:
 the standard retry mode for throttling, and the engine's error handling. Nothing is monkeypatched.
 Attach it to every session the engine opens by passing ``injector.aws_factory`` to
 :class:`~fmdoctor.engine.api.Doctor`.
+
+A fault can target only EC2 ``DryRun=True`` requests (``dry_run=True``) or only real ones
+(``dry_run=False``): denying both is how AWS answers a caller without the permission; failing only the
+real call models a pre-flight that passed and an apply that did not (throttled, resource gone).
 """
 
 from __future__ import annotations
@@ -29,6 +33,11 @@ class Fault:
     message: str
     status: int
     times: int | None = None  # None: every attempt
+    dry_run: bool | None = None  # None: DryRun and real requests alike; True/False: only those
+
+    def matches(self, service: str, operation: str, dry_run: bool) -> bool:
+        return ((self.service, self.operation) == (service, operation) and (self.times is None or self.times > 0)
+                and (self.dry_run is None or self.dry_run == dry_run))
 
 
 class _Raw:
@@ -76,17 +85,19 @@ class FaultInjector:
         self._current = threading.local()
         self.injected: Counter[str] = Counter()
 
-    def deny(self, service: str, operation: str, code: str = "AccessDenied") -> FaultInjector:
+    def deny(self, service: str, operation: str, code: str = "AccessDenied",
+             dry_run: bool | None = None) -> FaultInjector:
+        """Deny an action. EC2 says ``UnauthorizedOperation`` (pass it as ``code``), to DryRun requests too."""
         message = f"User: arn:aws:iam::123456789012:user/ci is not authorized to perform: {service}:{operation}"
-        return self._add(Fault(service, operation, code, message, 403))
+        return self._add(Fault(service, operation, code, message, 403, dry_run=dry_run))
 
     def throttle(self, service: str, operation: str, times: int | None = None,
                  code: str = "Throttling") -> FaultInjector:
         return self._add(Fault(service, operation, code, "Rate exceeded", 400, times))
 
     def fail(self, service: str, operation: str, code: str, message: str = "injected", status: int = 400,
-             times: int | None = None) -> FaultInjector:
-        return self._add(Fault(service, operation, code, message, status, times))
+             times: int | None = None, dry_run: bool | None = None) -> FaultInjector:
+        return self._add(Fault(service, operation, code, message, status, times, dry_run))
 
     def _add(self, fault: Fault) -> FaultInjector:
         with self._lock:
@@ -101,22 +112,36 @@ class FaultInjector:
     def aws_factory(self, options: AwsOptions) -> Aws:
         return self.attach(new_aws(options))
 
-    def _before_call(self, model: Any, **_: Any) -> None:
+    def _before_call(self, model: Any, params: Any = None, **_: Any) -> None:
         # before-send knows only the HTTP request; remember which operation this thread is sending.
-        self._current.value = (model.service_model.service_name, model.name, model.service_model.protocol)
+        body = params.get("body") if isinstance(params, dict) else None
+        dry_run = isinstance(body, dict) and str(body.get("DryRun", "")).lower() == "true"  # EC2's query protocol
+        self._current.value = (model.service_model.service_name, model.name, model.service_model.protocol, dry_run)
 
     def _before_send(self, request: Any, **_: Any) -> AWSResponse | None:
+        # botocore calls every before-send handler; moto's in-process mock comes after this one and would
+        # still execute the request (a mutation would happen behind the injected error). An answered
+        # request is pointed at an unroutable URL so nothing else acts on it; a retry restores the URL.
+        original = getattr(request, "_fmdoctor_url", None)
+        if original is not None:
+            request.url = original
+            request._fmdoctor_url = None
         current = getattr(self._current, "value", None)
         if current is None:
             return None
-        service, operation, protocol = current
+        service, operation, protocol, dry_run = current
         with self._lock:
-            fault = next((f for f in self._faults if (f.service, f.operation) == (service, operation)
-                          and (f.times is None or f.times > 0)), None)
+            fault = next((f for f in self._faults if f.matches(service, operation, dry_run)), None)
             if fault is None:
                 return None
             if fault.times is not None:
                 fault.times -= 1
-            self.injected[f"{service}.{operation}"] += 1
+            self.injected[f"{service}.{operation}" + (":DryRun" if dry_run else "")] += 1
         body, headers = error_body(protocol, fault.code, fault.message)
-        return AWSResponse(request.url, fault.status, headers, _Raw(body))
+        response = AWSResponse(request.url, fault.status, headers, _Raw(body))
+        request._fmdoctor_url = request.url
+        request.url = _ANSWERED_URL
+        return response
+
+
+_ANSWERED_URL = "https://fault-injected.fmdoctor.invalid/"

@@ -1,7 +1,11 @@
 """Teach moto the few EC2/FSx facts the checks read and moto drops, so the demo looks like real AWS.
 
 moto ignores ``InterfaceType`` and ``NetworkCardIndex`` of network interfaces, ``Placement.GroupName``
-of instances, has no placement-group API and gives FSx file systems no network interfaces. Scenario
+of instances, has no placement-group API, gives FSx file systems no network interfaces, ignores
+``DryRun`` on CreateNetworkAclEntry (it would really create the entry during a pre-flight), lacks the
+``network-acl-id`` filter of DescribeNetworkAcls and lets a
+security-group rule that differs only in its description in as a second rule (AWS answers
+``InvalidPermission.Duplicate``). Scenario
 builders make ordinary boto3 calls (they would work against real AWS); this module makes moto honour
 those parameters (and :mod:`fmdoctor.demo.moto_health` the Spot and HyperPod bits). Real AWS needs none
 of it. :func:`install` is idempotent and patches classes only.
@@ -28,6 +32,9 @@ def install() -> None:
         _patch_instance_placement()
         _add_placement_group_api()
         _patch_fsx_interfaces()
+        _patch_dry_run()
+        _patch_rule_duplicates()
+        _add_network_acl_id_filter()
         moto_health.install()
         _installed = True
 
@@ -178,3 +185,50 @@ def _patch_fsx_interfaces() -> None:
         return data
 
     FileSystem.to_dict = to_dict
+
+
+def _patch_dry_run() -> None:
+    """Answer DryRun=True with DryRunOperation, as EC2 does, where moto would make the change instead."""
+    from moto.ec2.responses.network_acls import NetworkACLs
+
+    for name in ("create_network_acl_entry", "replace_network_acl_entry"):
+        original = getattr(NetworkACLs, name)
+
+        def honour_dry_run(self: Any, _original: Any = original) -> Any:
+            self.error_on_dryrun()
+            return _original(self)
+
+        setattr(NetworkACLs, name, functools.wraps(original)(honour_dry_run))
+
+
+def _patch_rule_duplicates() -> None:
+    """AWS's duplicate test for rules: protocol, ports and peer; the description does not count."""
+    from moto.ec2.models.security_groups import SecurityGroupRule
+
+    def peer(rule: Any) -> tuple[Any, ...]:
+        group = {k: v for k, v in (rule.source_group or {}).items() if k != "Description"}
+        return (rule.ip_range.get("CidrIp"), rule.ip_range.get("CidrIpv6"), sorted(group.items()),
+                rule.prefix_list_id)
+
+    def same_rule(self: Any, other: Any) -> bool:
+        if not isinstance(other, SecurityGroupRule):
+            return NotImplemented
+        ports = (self.from_port, self.to_port) == (other.from_port, other.to_port) or self.ip_protocol == "-1"
+        return self.ip_protocol == other.ip_protocol and ports and peer(self) == peer(other)
+
+    SecurityGroupRule.__eq__ = same_rule
+
+
+def _add_network_acl_id_filter() -> None:
+    """DescribeNetworkAcls' 'network-acl-id' filter, which (unlike NetworkAclIds) ignores unknown ids."""
+    from moto.ec2.models.network_acls import NetworkAcl
+
+    original = NetworkAcl.get_filter_value
+
+    @functools.wraps(original)
+    def get_filter_value(self: Any, filter_name: str, method_name: str | None = None) -> Any:
+        if filter_name == "network-acl-id":
+            return self.id
+        return original(self, filter_name, method_name)
+
+    NetworkAcl.get_filter_value = get_filter_value

@@ -67,7 +67,7 @@ def fmdoctor_cli(tmp_path: Path):
     script = Path(sys.executable).with_name("fmdoctor")
     assert script.exists(), "fmdoctor must be installed (pip install -e '.[test]')"
 
-    def run(*argv: str, env: dict[str, str] | None = None, timeout: float = 120) -> CliResult:
+    def run(*argv: str, env: dict[str, str] | None = None, timeout: float = 120, input: str | None = None) -> CliResult:
         base = {
             "PATH": os.environ.get("PATH", ""),
             "HOME": str(tmp_path),
@@ -79,8 +79,10 @@ def fmdoctor_cli(tmp_path: Path):
             "NO_PROXY": "127.0.0.1,localhost",
         }
         base.update(env or {})
+        # stdin is never the developer's terminal: a command that would prompt sees no TTY, as in CI.
+        stdin = subprocess.DEVNULL if input is None else None
         done = subprocess.run([str(script), *argv], capture_output=True, text=True, env=base, timeout=timeout,
-                              cwd=tmp_path)
+                              cwd=tmp_path, stdin=stdin, input=input)
         return CliResult(done.returncode, done.stdout, done.stderr)
 
     return run

@@ -1,0 +1,62 @@
+"""The least-privilege IAM policy fmdoctor needs, derived from what its checks and remediations declare.
+
+Checks declare ``iam_actions`` (all reads). A check's runbook declares ``remediation_iam_actions``: the
+mutating actions of its automated fix; each maps to an :class:`~fmdoctor.remediation.actions.ActionSpec`,
+which adds the reads that recompute the plan and the resource ARN pattern the action can be limited to.
+Actions without resource-level permissions (EC2 and SageMaker describes/lists) get ``"Resource": "*"``.
+``sts:GetCallerIdentity`` (who is applying a fix) needs no permission and is not listed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from fmdoctor.engine.check import Check
+from fmdoctor.remediation.actions import specs_for_iam_action
+from fmdoctor.runbooks import Runbook
+
+_SERVICE_NAMES = {"ec2": "Ec2", "s3": "S3", "sts": "Sts", "fsx": "Fsx", "sqs": "Sqs", "iam": "Iam",
+                  "cloudwatch": "CloudWatch", "sagemaker": "SageMaker", "eks": "Eks", "ssm": "Ssm"}
+
+
+def _resource_type(arn: str) -> str:
+    if arn == "*":
+        return ""
+    tail = arn.split(":")[-1].split("/")[0]
+    return "".join(part.capitalize() for part in re.split(r"[-_]", tail))
+
+
+def iam_policy(checks: Iterable[Check], runbooks: Iterable[Runbook], remediation: bool = False,
+               partition: str = "aws") -> tuple[dict[str, Any], list[str]]:
+    """``(policy, warnings)``: a policy document, one statement per service and resource pattern."""
+    checks = list(checks)
+    by_id = {r.id: r for r in runbooks}
+    grants: dict[tuple[str, str], set[str]] = defaultdict(set)
+    warnings: list[str] = []
+
+    def grant(action: str, resource: str = "*") -> None:
+        grants[(action.split(":", 1)[0], resource.replace("arn:aws:", f"arn:{partition}:", 1))].add(action)
+
+    for check in checks:
+        for action in check.iam_actions:
+            grant(action)
+    if remediation:
+        for check in checks:
+            runbook = by_id.get(check.runbook_id())
+            for action in runbook.remediation_iam_actions if runbook else ():
+                specs = specs_for_iam_action(action)
+                if not specs:
+                    warnings.append(f"runbook {runbook.id} ({runbook.source}) declares {action}, which no fmdoctor "
+                                    "remediation calls; left out")
+                for spec in specs:
+                    grant(spec.iam_action, spec.resource_arn)
+                    for read in spec.read_actions:
+                        grant(read)
+    statements = []
+    for (service, resource), actions in sorted(grants.items(), key=lambda kv: (kv[0][0], kv[0][1] != "*", kv[0][1])):
+        sid = _SERVICE_NAMES.get(service, service.capitalize().replace("-", "")) + _resource_type(resource)
+        statements.append({"Sid": sid, "Effect": "Allow", "Action": sorted(actions), "Resource": resource})
+    return {"Version": "2012-10-17", "Statement": statements}, warnings

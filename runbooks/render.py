@@ -1,0 +1,192 @@
+"""Rendering runbook bodies: a sandboxed, strict Jinja2 environment over a finding's evidence.
+
+Strict: a variable the body uses but the finding lacks raises, so a runbook never shows blank text
+where a group id should be. Sandboxed (immutable): evidence is data from AWS (tag values, names) and a
+user runbook is code from a directory; neither may reach Python internals or mutate anything.
+
+Without a finding, the body renders over :class:`Placeholder` values that print where each value
+comes from (``⟨evidence.security_group⟩``), so a runbook can be read before any check has run.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import TYPE_CHECKING, Any
+
+from fmdoctor.runbooks.errors import RunbookRenderError
+from jinja2 import StrictUndefined, Template, TemplateError, UndefinedError
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from pydantic import ValidationError
+
+from fmdoctor.engine.model import Finding
+
+if TYPE_CHECKING:
+    from fmdoctor.runbooks.model import Runbook
+
+# Attribute names Jinja probes on values it calls or prints; a placeholder must not answer them.
+_VARIANTS = re.compile(r"{%-?\s*if\b")
+_JINJA_PROBES = frozenset({"unsafe_callable", "alters_data", "jinja_pass_arg"})
+
+
+class Placeholder:
+    """Stands for a value a finding would supply; prints as ``⟨path⟩`` and chains like the real thing."""
+
+    __slots__ = ("_path",)
+
+    def __init__(self, path: str):
+        self._path = path
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name in _JINJA_PROBES:
+            raise AttributeError(name)
+        if name == "items":  # `for key, value in evidence.subnets.items()` shows one pair
+            return lambda: [(Placeholder(f"{self._path} key"), Placeholder(f"{self._path} value"))]
+        return Placeholder(f"{self._path}.{name}")
+
+    def __getitem__(self, key: Any) -> Placeholder:
+        return Placeholder(f"{self._path}.{key}" if isinstance(key, str) else f"{self._path}[{key}]")
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        # One stand-in element, so a loop over a list shows its body once.
+        return iter([Placeholder(f"{self._path}[]")])
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __call__(self, *_: Any, **__: Any) -> Placeholder:
+        return self
+
+    def __str__(self) -> str:
+        return f"⟨{self._path}⟩"
+
+    __repr__ = __str__
+
+
+class ShellVar(str):
+    """A shell variable reference (``$AWS_REGION``) standing for a value fmdoctor does not know."""
+
+
+def shell_quote(value: Any) -> str:
+    """The ``sh`` filter: quote a value for a POSIX shell command line (ids pass through unchanged)."""
+    if isinstance(value, ShellVar):
+        return f'"{value}"'  # expanded by the shell, as one word
+    if isinstance(value, Placeholder):
+        return str(value)
+    return shlex.quote(str(value))
+
+
+def _length(value: Any) -> Any:
+    return Placeholder(f"{value._path}.length") if isinstance(value, Placeholder) else len(value)
+
+
+def _environment() -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(
+        undefined=StrictUndefined,
+        autoescape=False,  # Markdown and shell, not HTML
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["sh"] = shell_quote
+    env.filters["length"] = env.filters["count"] = _length
+    return env
+
+
+ENV = _environment()
+
+
+def compile_body(body: str) -> Template:
+    return ENV.from_string(body)
+
+
+def finding_context(finding: Finding | dict[str, Any]) -> dict[str, Any]:
+    """The ``finding`` variable: the finding as JSON-shaped data (the same whether it came from a run or a file)."""
+    if not isinstance(finding, Finding):
+        try:
+            finding = Finding.model_validate(finding)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'finding'}: {e['msg']}" for e in exc.errors()[:3]
+            )
+            raise RunbookRenderError(f"not a finding: {problems}") from None
+    data = finding.model_dump(mode="json")
+    data["id"] = finding.id
+    return data
+
+
+def render_runbook(runbook: Runbook, finding: Finding | dict[str, Any] | None, cluster: str | None,
+                   region: str | None) -> str:
+    if finding is None:
+        return _render_template_view(runbook, cluster, region)
+    data = finding_context(finding)
+    context = {
+        "finding": data,
+        "evidence": data["evidence"],
+        "cluster": cluster or ShellVar("$FMDOCTOR_CLUSTER"),
+        "region": region or ShellVar("$AWS_REGION"),
+    }
+    body = _render(runbook, context)
+    where = f" · cluster `{cluster}`" if cluster else ""
+    where += f" ({region})" if region else ""
+    lines = [
+        f"# {runbook.title}",
+        "",
+        f"**{data['severity']}** · `{data['check']}` on `{data['resource']}`{where}",
+        "",
+        f"> {data['summary']}",
+        "",
+    ]
+    unknown = [name for name, value in (("cluster", cluster), ("region", region)) if not value]
+    if unknown:
+        variables = " and ".join("$FMDOCTOR_CLUSTER" if n == "cluster" else "$AWS_REGION" for n in unknown)
+        lines += [f"The {' and '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not known: the commands "
+                  f"below use {variables}; set {'it' if len(unknown) == 1 else 'them'} first.", ""]
+    return "\n".join(lines) + "\n" + body
+
+
+def _render(runbook: Runbook, context: dict[str, Any]) -> str:
+    assert runbook.template is not None
+    try:
+        return runbook.template.render(context)
+    except UndefinedError as exc:
+        raise RunbookRenderError(
+            f"runbook {runbook.id} ({runbook.source}) needs a value this finding lacks: {exc.message}",
+            hint="the finding may come from another fmdoctor version; re-run the check and pass its JSON",
+        ) from None
+    except SecurityError as exc:
+        raise RunbookRenderError(f"runbook {runbook.id} ({runbook.source}) did something unsafe: {exc}") from None
+    except (TemplateError, TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise RunbookRenderError(f"runbook {runbook.id} ({runbook.source}) failed to render: {exc}") from None
+
+
+def _render_template_view(runbook: Runbook, cluster: str | None, region: str | None) -> str:
+    check = runbook.checks[0]
+    target = cluster or "NAME"
+    header = [
+        f"# {runbook.title}",
+        "",
+        f"**{runbook.severity.value}** · runbook `{runbook.id}` for {', '.join(f'`{c}`' for c in runbook.checks)}",
+        "",
+        "> No finding given: each ⟨…⟩ below is a value taken from a finding. To fill them in with your "
+        "cluster's real values:",
+        ">",
+        f"> `fmdoctor check --cluster {target} --only {check} --format json | "
+        f"fmdoctor runbook show {runbook.id} --finding -`",
+        "",
+    ]
+    if _VARIANTS.search(runbook.body):
+        header += ["Parts of this runbook depend on the finding; without one, the first variant is shown.", ""]
+    context = {
+        "finding": Placeholder("finding"),
+        "evidence": Placeholder("evidence"),
+        "cluster": cluster or Placeholder("cluster"),
+        "region": region or Placeholder("region"),
+    }
+    try:
+        body = runbook.template.render(context) if runbook.template else runbook.body
+    except Exception:  # a body that needs real values (arithmetic, comparisons): show its source instead
+        body = ("The template needs real values to render; its source follows.\n\n```jinja\n"
+                + runbook.body.strip("\n") + "\n```\n")
+    return "\n".join(header) + "\n" + body
