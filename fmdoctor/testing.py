@@ -19,6 +19,7 @@ from botocore.awsrequest import AWSResponse
 
 from fmdoctor.engine.api import new_aws
 from fmdoctor.engine.aws import Aws, AwsOptions
+from fmdoctor.engine.errors import iam_action_for
 
 
 @dataclass
@@ -77,7 +78,8 @@ class FaultInjector:
         self.injected: Counter[str] = Counter()
 
     def deny(self, service: str, operation: str, code: str = "AccessDenied") -> FaultInjector:
-        message = f"User: arn:aws:iam::123456789012:user/ci is not authorized to perform: {service}:{operation}"
+        action = iam_action_for(service, operation)  # as AWS words it: tag:GetResources, not the boto3 name
+        message = f"User: arn:aws:iam::123456789012:user/ci is not authorized to perform: {action}"
         return self._add(Fault(service, operation, code, message, 403))
 
     def throttle(self, service: str, operation: str, times: int | None = None,
@@ -103,7 +105,10 @@ class FaultInjector:
 
     def _before_call(self, model: Any, **_: Any) -> None:
         # before-send knows only the HTTP request; remember which operation this thread is sending.
-        self._current.value = (model.service_model.service_name, model.name, model.service_model.protocol)
+        # The wire protocol the client speaks (a model may list several; 'protocol' is only the first).
+        service = model.service_model
+        protocol = getattr(service, "resolved_protocol", service.protocol)
+        self._current.value = (service.service_name, model.name, protocol)
 
     def _before_send(self, request: Any, **_: Any) -> AWSResponse | None:
         current = getattr(self._current, "value", None)

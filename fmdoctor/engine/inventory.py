@@ -9,6 +9,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from fmdoctor.engine.endpoints import DiscoveryGap, Endpoint
+
 EFA_INTERFACE_TYPES = frozenset({"efa", "efa-only"})
 
 
@@ -116,6 +118,7 @@ class InstanceTypeInfo:
 HEAD = "head"
 LOGIN = "login"
 COMPUTE = "compute"
+INFERENCE = "inference"  # serving nodes of an EC2/EKS inference fleet (tag fmdoctor:role=inference)
 
 
 @dataclass(frozen=True)
@@ -150,10 +153,12 @@ class Inventory:
     security_groups: dict[str, SecurityGroup] = field(default_factory=dict)
     subnets: dict[str, Subnet] = field(default_factory=dict)
     instance_types: dict[str, InstanceTypeInfo] = field(default_factory=dict)
+    endpoints: tuple[Endpoint, ...] = ()  # SageMaker endpoints tagged with the cluster or named in the config
+    endpoint_gaps: tuple[DiscoveryGap, ...] = ()  # what endpoint discovery could not read
 
     def is_empty(self) -> bool:
         """Nothing of the cluster was found: the name is wrong, or the region, or the tag keys."""
-        return not self.instances
+        return not self.instances and not self.endpoints
 
     def instance(self, instance_id: str) -> Instance | None:
         return self._by_id().get(instance_id)
@@ -179,6 +184,9 @@ class Inventory:
 
     def head_nodes(self) -> list[Instance]:
         return [i for i in self.instances if i.role == HEAD]
+
+    def inference_nodes(self) -> list[Instance]:
+        return [i for i in self.instances if i.role == INFERENCE]
 
     def accelerated_nodes(self) -> list[Instance]:
         """Compute nodes with GPUs or Neuron devices: the ones training (or serving) runs on."""

@@ -69,4 +69,6 @@ def test_api_calls_are_counted_and_batched(healthy_efa_cluster, run_checks):
         "ec2.DescribeSecurityGroupRules": 1,
         "ec2.DescribeSecurityGroups": 1,
         "ec2.DescribeSubnets": 1,
+        # SageMaker endpoints tagged with the cluster: one tag query per configured tag key (none found).
+        "resourcegroupstaggingapi.GetResources": 3,
     }
