@@ -99,8 +99,8 @@ class InferenceIdle(Check):
                 signal = {"max_utilization_percent": round(peak, 1),
                           "idle_utilization_percent": settings.idle_utilization_percent}
             summary = (
-                f"Inference node {ctx.inventory.label(node.id)} ({node.instance_type}, {_accelerators(info)}) served "
-                f"no requests in the last {window}: scale the fleet in or stop the node."
+                f"Inference node {ctx.inventory.label(node.id)} on {node.instance_type} ({_accelerators(info)}) "
+                f"served no requests in the last {window}: scale the fleet in or stop the node."
             )
             evidence = {**signal, "instance": node.id, "instance_type": node.instance_type, "window": window}
             findings.append(self.finding(node.id, summary, evidence))

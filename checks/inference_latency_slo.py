@@ -51,10 +51,11 @@ class InferenceLatencySlo(Check):
             platform_slow = (overhead_value or 0.0) > (model_value or 0.0)
             culprit = ("the time goes to SageMaker's overhead, not the model" if platform_slow
                        else "the time goes to the model container, not SageMaker's overhead")
+            parts = f"model {ms(model_value)} ms" + (f", overhead {ms(overhead_value)} ms" if overhead_value else "")
             summary = (
                 f"{worst} latency of {endpoint.name}/{variant.name} is "
                 f"{ms(overhead_value if platform_slow else model_value)} ms over {window}, above the {limit:g} ms "
-                f"SLO (model {ms(model_value)} ms, overhead {ms(overhead_value)} ms): {culprit}."
+                f"SLO ({parts}): {culprit}."
             )
             evidence = {
                 "model_latency_p90_ms": ms(latency.model_p90_ms),
@@ -80,6 +81,7 @@ class InferenceLatencySlo(Check):
         slo = ctx.settings.inference
         if not slo.latency_metric:
             return []
+        namespace, metric = slo.latency_metric.rsplit("/", 1)
         findings = []
         for node in ctx.inventory.inference_nodes():
             p90 = latency_ms(sig.get(node.id, "latency_p90"), slo.latency_unit)
@@ -101,7 +103,9 @@ class InferenceLatencySlo(Check):
                 "instance_type": node.instance_type,
                 "requests": sig.get(node.id, "requests"),
                 "window": window,
-                "metrics": f"{slo.latency_metric} ({slo.latency_unit}, shown in ms)",
+                "namespace": namespace,
+                "metric": metric,
+                "unit": slo.latency_unit,
             }
             findings.append(self.finding(node.id, summary, evidence, severity=breach.severity))
         return findings
