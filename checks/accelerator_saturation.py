@@ -8,11 +8,9 @@ from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.inference.assess import Load, accelerated_fleet, node_load, variant_load
 from fmdoctor.inference.signals import (
-    DISCOVERY_ACTIONS,
-    instance_types_or_none,
+    LOAD_ACTIONS,
     serving_variants,
-    signals_or_none,
-    targets_or_skip,
+    signals_and_types,
 )
 
 
@@ -28,15 +26,13 @@ class AcceleratorSaturation(Check):
     id = "accelerator-saturation"
     family = "inference"
     severity = Severity.WARNING
-    iam_actions = (*DISCOVERY_ACTIONS, "cloudwatch:GetMetricData", "ec2:DescribeInstanceTypes",
-                   "ec2:DescribeInstances")
+    iam_actions = LOAD_ACTIONS
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        targets_or_skip(ctx)
-        sig = signals_or_none(ctx, "accelerator utilisation of the endpoints and fleet nodes (GetMetricData)")
-        types = instance_types_or_none(ctx, "GPU counts of the endpoints' instance types (DescribeInstanceTypes)")
-        if sig is None or types is None:
+        loaded = signals_and_types(ctx, "accelerator utilisation of the endpoints and fleet nodes")
+        if loaded is None:
             return []
+        sig, types = loaded
         loads: list[tuple[Load, str, dict[str, Any]]] = []  # load, who, what it is
         for endpoint, variant in serving_variants(ctx):
             load = variant_load(sig, endpoint, variant, types)

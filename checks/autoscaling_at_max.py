@@ -9,13 +9,11 @@ from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.inference.assess import Load, VariantLatency, latency_breach, ms, node_load, variant_load
 from fmdoctor.inference.scaling import ASG_TAG, VARIANT_DIMENSION, fleet_groups, scalable_targets
 from fmdoctor.inference.signals import (
-    DISCOVERY_ACTIONS,
+    LOAD_ACTIONS,
     Signals,
-    instance_types_or_none,
     latency_ms,
     serving_variants,
-    signals_or_none,
-    targets_or_skip,
+    signals_and_types,
 )
 
 
@@ -30,16 +28,14 @@ class AutoscalingAtMax(Check):
     id = "autoscaling-at-max"
     family = "inference"
     severity = Severity.WARNING
-    iam_actions = (*DISCOVERY_ACTIONS, "application-autoscaling:DescribeScalableTargets",
-                   "autoscaling:DescribeAutoScalingGroups", "cloudwatch:GetMetricData",
-                   "ec2:DescribeInstanceTypes", "ec2:DescribeInstances")
+    iam_actions = (*LOAD_ACTIONS, "application-autoscaling:DescribeScalableTargets",
+                   "autoscaling:DescribeAutoScalingGroups")
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        targets_or_skip(ctx)
-        sig = signals_or_none(ctx, "latency and accelerator load at the scaling limit (GetMetricData)")
-        types = instance_types_or_none(ctx, "GPU counts of the endpoints' instance types (DescribeInstanceTypes)")
-        if sig is None or types is None:
+        loaded = signals_and_types(ctx, "latency and accelerator load at the scaling limit")
+        if loaded is None:
             return []
+        sig, types = loaded
         findings: list[Finding] = []
         with ctx.guard("scaling limits of the endpoint variants (DescribeScalableTargets)"):
             findings.extend(self._variants(ctx, sig, types))

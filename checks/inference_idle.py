@@ -10,12 +10,10 @@ from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.inference.assess import accelerated_fleet, node_load
 from fmdoctor.inference.metrics import Window
 from fmdoctor.inference.signals import (
-    DISCOVERY_ACTIONS,
+    LOAD_ACTIONS,
     Signals,
-    instance_types_or_none,
     serving_variants,
-    signals_or_none,
-    targets_or_skip,
+    signals_and_types,
 )
 
 
@@ -32,15 +30,13 @@ class InferenceIdle(Check):
     id = "inference-idle"
     family = "inference"
     severity = Severity.WARNING
-    iam_actions = (*DISCOVERY_ACTIONS, "cloudwatch:GetMetricData", "ec2:DescribeInstanceTypes",
-                   "ec2:DescribeInstances")
+    iam_actions = LOAD_ACTIONS
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        targets_or_skip(ctx)
-        sig = signals_or_none(ctx, "invocations of the endpoints and fleet nodes (CloudWatch GetMetricData)")
-        types = instance_types_or_none(ctx, "accelerators of the endpoints' instance types (DescribeInstanceTypes)")
-        if sig is None or types is None:
+        loaded = signals_and_types(ctx, "invocations of the endpoints and fleet nodes")
+        if loaded is None:
             return []
+        sig, types = loaded
         return [*self._variants(ctx, sig, types), *self._fleet(ctx, sig, types)]
 
     def _variants(self, ctx: CheckContext, sig: Signals, types: dict[str, InstanceTypeInfo]) -> list[Finding]:

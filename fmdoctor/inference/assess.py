@@ -106,9 +106,9 @@ def variant_load(sig: Signals, endpoint: Endpoint, variant: EndpointVariant,
     if info is None:
         if variant.instance_type is not None and not looks_accelerated(variant.instance_type):
             return None
-        what = variant.instance_type or "the variant's instance type"
-        return Load(target, "gpu", 0, unmeasured=(
-            "UnknownInstanceType", f"the GPU count of {what} is unknown (EC2 does not list it in this region)"))
+        why = (f"the GPU count of {variant.instance_type} is unknown (EC2 does not list it in this region)"
+               if variant.instance_type else "the variant's instance type could not be read (DescribeEndpointConfig)")
+        return Load(target, "gpu", 0, unmeasured=("UnknownInstanceType", why))
     if not info.gpus:
         return None
     util, memory = sig.get(target, "gpu_util"), sig.get(target, "gpu_memory")

@@ -28,6 +28,8 @@ from fmdoctor.inference.metrics import MetricQuery, Window, fetch_metrics, windo
 # What endpoint discovery calls (in the inventory step): every inference check needs them.
 DISCOVERY_ACTIONS = ("tag:GetResources", "sagemaker:ListEndpoints", "sagemaker:DescribeEndpoint",
                      "sagemaker:DescribeEndpointConfig")
+# ... and what the checks that weigh accelerators read on top.
+LOAD_ACTIONS = (*DISCOVERY_ACTIONS, "cloudwatch:GetMetricData", "ec2:DescribeInstanceTypes", "ec2:DescribeInstances")
 SAGEMAKER_NAMESPACE = "AWS/SageMaker"
 ENDPOINT_INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
 # Statuses in which an endpoint serves traffic (an update keeps the old fleet serving until it is done).
@@ -179,3 +181,12 @@ def targets_or_skip(ctx: CheckContext, *, fleet: bool = True) -> None:
     if not ctx.inventory.endpoints and not has_fleet and not ctx.inventory.endpoint_gaps:
         where = "no SageMaker endpoints" + (" and no inference fleet nodes (fmdoctor:role=inference)" if fleet else "")
         raise NotApplicable(where)
+
+
+def signals_and_types(ctx: CheckContext, what: str) -> tuple[Signals, dict[str, InstanceTypeInfo]] | None:
+    """Skip a target with nothing to check; else the shared signals and instance types, or None (with an
+    error entry) when either could not be read."""
+    targets_or_skip(ctx)
+    sig = signals_or_none(ctx, f"{what} (CloudWatch GetMetricData)")
+    types = instance_types_or_none(ctx, "accelerators of the endpoints' instance types (DescribeInstanceTypes)")
+    return (sig, types) if sig is not None and types is not None else None

@@ -20,8 +20,6 @@ from fmdoctor.engine.model import Report
 REGION = "us-west-2"
 CLUSTER = "serving"
 ACCOUNT = "123456789012"
-INFERENCE_IDS = ["endpoint-unhealthy", "inference-latency-slo", "inference-errors", "accelerator-saturation",
-                 "autoscaling-at-max", "inference-idle"]
 
 
 @pytest.fixture

@@ -11,9 +11,13 @@ from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.errors import TargetNotFound
 from fmdoctor.engine.inventory import COMPUTE, INFERENCE
 from fmdoctor.engine.model import Status
+from fmdoctor.engine.registry import default_registry
 from fmdoctor.inference.metrics import MetricQuery, fetch_metrics, window_ending
 
-from .conftest import CLUSTER, INFERENCE_IDS, REGION
+REGION = "us-west-2"
+CLUSTER = "serving"  # the cluster the endpoints fixture tags
+INFERENCE_IDS = [c.id for c in default_registry().select(["inference"])]
+
 
 
 def test_endpoint_only_cluster_is_a_target_not_an_unknown_cluster(endpoints, infer, at):

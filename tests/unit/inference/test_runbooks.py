@@ -18,8 +18,7 @@ import fmdoctor
 from fmdoctor.demo.endpoint_builder import publish_node_metric, samples
 from fmdoctor.engine.registry import default_registry
 
-from .conftest import INFERENCE_IDS
-
+INFERENCE_IDS = [c.id for c in default_registry().select(["inference"])]
 RUNBOOKS = Path(fmdoctor.__file__).resolve().parent.parent / "runbooks"
 pytestmark = pytest.mark.skipif(not RUNBOOKS.is_dir(), reason="needs the source tree")
 
