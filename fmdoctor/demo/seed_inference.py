@@ -11,9 +11,12 @@ endpoint configs (ml.g4dn, ml.p3, ml.inf1), which is why these are g4dn.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from fmdoctor.demo.endpoint_builder import EndpointBuilder
-from fmdoctor.demo.scenario import DemoWorld
+
+if TYPE_CHECKING:
+    from fmdoctor.demo.scenario import DemoWorld  # scenario lists this seeder
 
 CHAT = "demo-llm-chat"
 EMBEDDINGS = "demo-embeddings"
