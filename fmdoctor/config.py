@@ -11,7 +11,7 @@ import os
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError, field_validator
@@ -116,7 +116,7 @@ class HyperPodSettings(_Section):
 
 
 class InferenceSettings(_Section):
-    endpoints: list[str] = Field(default_factory=list)
+    endpoints: list[str] = Field(default_factory=list, description="SageMaker endpoints to check by name.")
     window: Duration = timedelta(minutes=15)
     latency_p90_ms: float = Field(500.0, gt=0)
     latency_p99_ms: float = Field(2000.0, gt=0)
@@ -124,6 +124,27 @@ class InferenceSettings(_Section):
     saturation_percent: float = Field(90.0, ge=0, le=100)
     stuck_after: Duration = timedelta(minutes=60)
     latency_metric: str | None = Field(None, description="For EC2/EKS fleets: namespace/metric of latency.")
+    latency_unit: Literal["microseconds", "milliseconds", "seconds"] = Field(
+        "milliseconds", description="Unit of latency_metric's values."
+    )
+    idle_utilization_percent: float = Field(
+        2.0, ge=0, le=100, description="A fleet node whose accelerators never exceed this is idle (no latency_metric)."
+    )
+
+    @field_validator("window")
+    @classmethod
+    def _whole_minutes(cls, value: timedelta) -> timedelta:
+        # CloudWatch periods are whole minutes; the window is queried as one period.
+        if value < timedelta(minutes=1) or value.total_seconds() % 60:
+            raise ValueError("the inference window must be a whole number of minutes (e.g. '15m')")
+        return value
+
+    @field_validator("latency_metric")
+    @classmethod
+    def _namespace_and_metric(cls, value: str | None) -> str | None:
+        if value is not None and (value.count("/") < 1 or not all(value.rsplit("/", 1))):
+            raise ValueError(f"{value!r} is not 'Namespace/MetricName' (e.g. 'LLMServer/RequestLatency')")
+        return value
 
 
 class ClusterSettings(_Section):

@@ -23,6 +23,7 @@ from botocore.awsrequest import AWSResponse
 
 from fmdoctor.engine.api import new_aws
 from fmdoctor.engine.aws import Aws, AwsOptions
+from fmdoctor.engine.errors import iam_action_for
 
 
 @dataclass
@@ -88,7 +89,8 @@ class FaultInjector:
     def deny(self, service: str, operation: str, code: str = "AccessDenied",
              dry_run: bool | None = None) -> FaultInjector:
         """Deny an action. EC2 says ``UnauthorizedOperation`` (pass it as ``code``), to DryRun requests too."""
-        message = f"User: arn:aws:iam::123456789012:user/ci is not authorized to perform: {service}:{operation}"
+        action = iam_action_for(service, operation)  # as AWS words it: tag:GetResources, not the boto3 name
+        message = f"User: arn:aws:iam::123456789012:user/ci is not authorized to perform: {action}"
         return self._add(Fault(service, operation, code, message, 403, dry_run=dry_run))
 
     def throttle(self, service: str, operation: str, times: int | None = None,
@@ -116,7 +118,10 @@ class FaultInjector:
         # before-send knows only the HTTP request; remember which operation this thread is sending.
         body = params.get("body") if isinstance(params, dict) else None
         dry_run = isinstance(body, dict) and str(body.get("DryRun", "")).lower() == "true"  # EC2's query protocol
-        self._current.value = (model.service_model.service_name, model.name, model.service_model.protocol, dry_run)
+        # The wire protocol the client speaks (a model may list several; 'protocol' is only the first).
+        service = model.service_model
+        protocol = getattr(service, "resolved_protocol", service.protocol)
+        self._current.value = (service.service_name, model.name, protocol, dry_run)
 
     def _before_send(self, request: Any, **_: Any) -> AWSResponse | None:
         # botocore calls every before-send handler; moto's in-process mock comes after this one and would

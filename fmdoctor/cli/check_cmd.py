@@ -23,6 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_target_args(parser)
     add_connection_args(parser)
+    parser.add_argument("--endpoint", action="append", metavar="NAME[,NAME]",
+                        help="also check these SageMaker endpoints (repeatable); alone, check only them")
     parser.add_argument("--only", action="append", metavar="ID[,ID]",
                         help="run only these check ids or families (repeatable)")
     parser.add_argument("--format", choices=sorted(RENDERERS), default="text")
@@ -47,6 +49,8 @@ def settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
         overrides["checkpoints"] = {k: v for k, v in checkpoints.items() if v is not None}
     if args.spot_queue:
         overrides["spot"] = {"queue_url": args.spot_queue}
+    if getattr(args, "endpoint", None):
+        overrides.setdefault("inference", {})["endpoints"] = split_ids(args.endpoint)
     return overrides
 
 

@@ -43,7 +43,7 @@ def run_list(args: argparse.Namespace) -> int:
         for line in textwrap.wrap(str(entry["proves"]), width=76):
             sys.stdout.write(f"    {line}\n")
         actions = ", ".join(entry["iam_actions"])  # type: ignore[arg-type]
-        for line in textwrap.wrap(f"IAM: {actions}", width=76, subsequent_indent="     "):
+        for line in textwrap.wrap(f"IAM: {actions}", width=76, subsequent_indent="     ", break_on_hyphens=False):
             sys.stdout.write(f"    {line}\n")
         sys.stdout.write("\n")
     return 0

@@ -1,9 +1,9 @@
 """Teach moto the few EC2/FSx facts the checks read and moto drops, so the demo looks like real AWS.
 
 moto ignores ``InterfaceType`` and ``NetworkCardIndex`` of network interfaces, ``Placement.GroupName``
-of instances, has no placement-group API, gives FSx file systems no network interfaces, ignores
-``DryRun`` on CreateNetworkAclEntry (it would really create the entry during a pre-flight), lacks the
-``network-acl-id`` filter of DescribeNetworkAcls and lets a
+of instances, has no placement-group API, gives FSx file systems no network interfaces, computes no
+CloudWatch percentiles (p90, p99), ignores ``DryRun`` on CreateNetworkAclEntry (it would really create the
+entry during a pre-flight), lacks the ``network-acl-id`` filter of DescribeNetworkAcls and lets a
 security-group rule that differs only in its description in as a second rule (AWS answers
 ``InvalidPermission.Duplicate``). Scenario
 builders make ordinary boto3 calls (they would work against real AWS); this module makes moto honour
@@ -36,6 +36,7 @@ def install() -> None:
         _patch_rule_duplicates()
         _add_network_acl_id_filter()
         moto_health.install()
+        _patch_cloudwatch_percentiles()
         _installed = True
 
 
@@ -232,3 +233,42 @@ def _add_network_acl_id_filter() -> None:
         return original(self, filter_name, method_name)
 
     NetworkAcl.get_filter_value = get_filter_value
+def _patch_cloudwatch_percentiles() -> None:
+    """GetMetricData ``Stat: pNN`` over raw values (PutMetricData Value or Values+Counts), nearest rank.
+
+    Like CloudWatch, no percentile comes from statistic sets (StatisticValues): such periods return no
+    datapoint. moto would otherwise fail to serialise the None it computes for any percentile.
+    """
+    import math
+    import re
+
+    from moto.cloudwatch.models import CloudWatchBackend, Statistics
+
+    percentile = re.compile(r"p(\d{1,2}(?:\.\d+)?|100)")
+    original_stat = Statistics.get_statistics_for_type
+
+    @functools.wraps(original_stat)
+    def get_statistics_for_type(self: Any, stat: str) -> Any:
+        match = percentile.fullmatch(stat)
+        if match is None:
+            return original_stat(self, stat)
+        values = sorted(self.metric_single_values_list)
+        if not values or self.metric_aggregated_list:
+            return None
+        rank = max(1, math.ceil(float(match.group(1)) / 100 * len(values)))
+        return values[rank - 1]
+
+    Statistics.get_statistics_for_type = get_statistics_for_type
+
+    original_data = CloudWatchBackend.get_metric_data
+
+    @functools.wraps(original_data)
+    def get_metric_data(self: Any, *args: Any, **kwargs: Any) -> Any:
+        results = original_data(self, *args, **kwargs)
+        for result in results:
+            kept = [(t, v) for t, v in zip(result["timestamps"], result["values"], strict=True) if v is not None]
+            result["timestamps"] = [t for t, _ in kept]
+            result["values"] = [v for _, v in kept]
+        return results
+
+    CloudWatchBackend.get_metric_data = get_metric_data

@@ -14,6 +14,7 @@ import boto3
 
 from fmdoctor.demo.builders import ClusterBuilder
 from fmdoctor.demo.seed_health import seed_checkpoints, seed_hyperpod, seed_spot
+from fmdoctor.demo.seed_inference import seed_inference
 
 DEMO_CLUSTER = "demo-llm-train"
 DEMO_REGION = "us-west-2"
@@ -77,7 +78,7 @@ def seed_network_and_nodes(world: DemoWorld) -> None:
 Seeder = Callable[[DemoWorld], None]
 
 # One step per check family; each adds its part of the story (and its faults) to the same cluster.
-SEEDERS: tuple[Seeder, ...] = (seed_network_and_nodes, seed_checkpoints, seed_spot, seed_hyperpod)
+SEEDERS: tuple[Seeder, ...] = (seed_network_and_nodes, seed_checkpoints, seed_spot, seed_hyperpod, seed_inference)
 
 
 def seed_demo(session: boto3.Session, seeders: tuple[Seeder, ...] = SEEDERS) -> DemoWorld:

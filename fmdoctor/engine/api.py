@@ -18,6 +18,7 @@ from fmdoctor.config import ClusterSettings, Settings
 from fmdoctor.engine.aws import Aws, AwsOptions
 from fmdoctor.engine.context import RunScope
 from fmdoctor.engine.discovery import fetch_inventory
+from fmdoctor.engine.endpoints import endpoint_target_name, with_endpoints
 from fmdoctor.engine.errors import (
     AwsUnavailable,
     ConfigError,
@@ -77,6 +78,9 @@ class Doctor:
         default = self.settings.default_cluster()
         if default:
             return default
+        endpoints = self.cluster_settings("").inference.endpoints  # --endpoint alone: a target of endpoints only
+        if endpoints:
+            return endpoint_target_name(endpoints)
         known = ", ".join(self.settings.clusters) or "none configured"
         raise ConfigError("no cluster given", hint=f"pass --cluster NAME (clusters in config: {known})")
 
@@ -108,6 +112,7 @@ class Doctor:
         try:
             inventory = fetch_inventory(aws, name, settings.tag_keys, settings.head_nodes,
                                         hyperpod_name=settings.hyperpod.cluster_name)
+            inventory = with_endpoints(aws, inventory, settings.tag_keys, settings.inference.endpoints)
         except Exception as exc:
             failure = describe_aws_failure(exc)
             if failure is None:
@@ -129,7 +134,8 @@ class Doctor:
             keys = ", ".join(settings.tag_keys)
             raise TargetNotFound(
                 f"no running or pending instances tagged with cluster {name!r} in {aws.region}",
-                hint=f"tag keys searched: {keys}; check --region and the tag_keys setting",
+                hint=f"tag keys searched on EC2 instances and SageMaker endpoints: {keys}; check --region and "
+                "the tag_keys setting",
             )
         return inventory
 

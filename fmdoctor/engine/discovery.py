@@ -17,6 +17,7 @@ from fmdoctor.engine.hyperpod import probe_hyperpod_cluster
 from fmdoctor.engine.inventory import (
     COMPUTE,
     HEAD,
+    INFERENCE,
     LOGIN,
     Instance,
     InstanceTypeInfo,
@@ -35,6 +36,7 @@ PAGE_SIZE = 1000
 
 HEAD_NODE_TAGS = {("parallelcluster:node-type", "HeadNode"), ("fmdoctor:role", "head")}
 LOGIN_NODE_TAGS = {("parallelcluster:node-type", "LoginNode"), ("fmdoctor:role", "login")}
+INFERENCE_NODE_TAGS = {("fmdoctor:role", "inference")}
 
 
 def fetch_inventory(
@@ -109,6 +111,8 @@ def _instance(raw: dict[str, Any], tags: dict[str, str], enis: list[NetworkInter
         role = HEAD
     elif tag_pairs & LOGIN_NODE_TAGS:
         role = LOGIN
+    elif tag_pairs & INFERENCE_NODE_TAGS:
+        role = INFERENCE
     else:
         role = COMPUTE
     placement = raw.get("Placement", {})

@@ -77,12 +77,15 @@ _IAM_ACTION_OVERRIDES = {
     ("s3", "HeadObject"): "s3:GetObject",
     ("s3", "GetBucketLocation"): "s3:GetBucketLocation",
 }
+# boto3 service names whose IAM prefix differs.
+_IAM_PREFIX_OVERRIDES = {"resourcegroupstaggingapi": "tag"}
 _NOT_AUTHORIZED = re.compile(r"not authorized to perform:?\s+([a-z0-9-]+:[A-Za-z0-9]+)")
 
 
 def iam_action_for(service: str, operation: str) -> str:
-    """The IAM action an API call needs: boto3's service name is the IAM prefix for every service we use."""
-    return _IAM_ACTION_OVERRIDES.get((service, operation), f"{service}:{operation}")
+    """The IAM action an API call needs: boto3's service name is the IAM prefix, bar a few overrides."""
+    prefix = _IAM_PREFIX_OVERRIDES.get(service, service)
+    return _IAM_ACTION_OVERRIDES.get((service, operation), f"{prefix}:{operation}")
 
 
 _last_call = threading.local()

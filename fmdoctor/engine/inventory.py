@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from fmdoctor.engine.endpoints import DiscoveryGap, Endpoint
 from fmdoctor.engine.hyperpod import HyperPodCluster
 
 EFA_INTERFACE_TYPES = frozenset({"efa", "efa-only"})
@@ -118,6 +119,7 @@ class InstanceTypeInfo:
 HEAD = "head"
 LOGIN = "login"
 COMPUTE = "compute"
+INFERENCE = "inference"  # serving nodes of an EC2/EKS inference fleet (tag fmdoctor:role=inference)
 
 
 @dataclass(frozen=True)
@@ -154,10 +156,12 @@ class Inventory:
     instance_types: dict[str, InstanceTypeInfo] = field(default_factory=dict)
     # Found by name when no EC2 instance carries it: HyperPod's nodes are not instances of this account.
     hyperpod: HyperPodCluster | None = None
+    endpoints: tuple[Endpoint, ...] = ()  # SageMaker endpoints tagged with the cluster or named in the config
+    endpoint_gaps: tuple[DiscoveryGap, ...] = ()  # what endpoint discovery could not read
 
     def is_empty(self) -> bool:
         """Nothing of the cluster was found: the name is wrong, or the region, or the tag keys."""
-        return not self.instances and self.hyperpod is None
+        return not self.instances and self.hyperpod is None and not self.endpoints
 
     def instance(self, instance_id: str) -> Instance | None:
         return self._by_id().get(instance_id)
@@ -183,6 +187,9 @@ class Inventory:
 
     def head_nodes(self) -> list[Instance]:
         return [i for i in self.instances if i.role == HEAD]
+
+    def inference_nodes(self) -> list[Instance]:
+        return [i for i in self.instances if i.role == INFERENCE]
 
     def accelerated_nodes(self) -> list[Instance]:
         """Compute nodes with GPUs or Neuron devices: the ones training (or serving) runs on."""

@@ -70,4 +70,6 @@ def test_api_calls_are_counted_and_batched(healthy_efa_cluster, run_checks):
         "ec2.DescribeSecurityGroups": 1,
         "ec2.DescribeSubnets": 1,
         "sagemaker.DescribeCluster": 1,  # hyperpod-node-unhealthy: is there a HyperPod cluster of that name?
+        # SageMaker endpoints tagged with the cluster: one tag query per configured tag key (none found).
+        "resourcegroupstaggingapi.GetResources": 3,
     }

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from fmdoctor.durations import format_duration
+from fmdoctor.engine.check import Check
+from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.endpoints import Endpoint
+from fmdoctor.engine.model import Finding, Severity
+from fmdoctor.inference.signals import DISCOVERY_ACTIONS, targets_or_skip
+
+BROKEN = frozenset({"Failed", "OutOfService", "UpdateRollbackFailed"})
+TRANSITIONAL = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"})
+REASON_IN_SUMMARY = 160
+
+
+class EndpointUnhealthy(Check):
+    """Every SageMaker endpoint of the target is InService, none is stuck creating or updating beyond
+    inference.stuck_after, and none reports a failed (rolled-back) update.
+
+    A Failed or OutOfService endpoint answers no requests; an UpdateRollbackFailed one serves a mix of
+    old and new configs; one stuck in Updating cannot be changed or scaled until it settles.
+    """
+
+    id = "endpoint-unhealthy"
+    family = "inference"
+    severity = Severity.CRITICAL
+    iam_actions = DISCOVERY_ACTIONS
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        targets_or_skip(ctx, fleet=False)
+        stuck_after = ctx.settings.inference.stuck_after
+        findings = []
+        for endpoint in ctx.inventory.endpoints:
+            since = endpoint.last_modified or endpoint.created
+            age = ctx.now - since if since else None
+            evidence = {
+                "status": endpoint.status,
+                "failure_reason": endpoint.failure_reason,
+                "in_status_for": format_duration(age) if age is not None else None,
+                "stuck_after": format_duration(stuck_after),
+                "status_since": _iso(since),
+                "endpoint_config": endpoint.config_name,
+                "endpoint": endpoint.name,
+                "endpoint_arn": endpoint.arn,
+            }
+            if endpoint.status in BROKEN:
+                findings.append(self.finding(endpoint.resource, _broken_summary(endpoint), evidence))
+            elif endpoint.status in TRANSITIONAL and age is not None and age > stuck_after:
+                summary = (
+                    f"SageMaker endpoint {endpoint.name} has been {endpoint.status} for {format_duration(age)} "
+                    f"(over {format_duration(stuck_after)}); read its CloudWatch logs and roll back to the "
+                    "last good endpoint config."
+                )
+                findings.append(self.finding(endpoint.resource, summary, evidence))
+            elif endpoint.status == "InService" and endpoint.failure_reason:
+                summary = (
+                    f"SageMaker endpoint {endpoint.name} is InService but its last update failed and was rolled "
+                    f"back ({_short(endpoint.failure_reason)}); fix the new config before deploying it again."
+                )
+                findings.append(self.finding(endpoint.resource, summary, evidence, severity=Severity.WARNING))
+        return findings
+
+
+def _broken_summary(endpoint: Endpoint) -> str:
+    reason = f" ({_short(endpoint.failure_reason)})" if endpoint.failure_reason else ""
+    if endpoint.status == "UpdateRollbackFailed":
+        return (f"SageMaker endpoint {endpoint.name} failed to update and to roll back{reason}, so it serves a mix of "
+                "old and new configs; update it to one known-good endpoint config.")
+    return (f"SageMaker endpoint {endpoint.name} is {endpoint.status} and serves no requests{reason}; fix the cause, "
+            "then redeploy its last good endpoint config.")
+
+
+def _short(reason: str | None) -> str:
+    text = " ".join((reason or "").split())
+    return text if len(text) <= REASON_IN_SUMMARY else text[: REASON_IN_SUMMARY - 1] + "…"
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None

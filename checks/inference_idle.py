@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from fmdoctor.durations import format_duration
+from fmdoctor.engine.check import Check
+from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.inventory import InstanceTypeInfo
+from fmdoctor.engine.model import Finding, Severity
+from fmdoctor.inference.assess import accelerated_fleet, node_load
+from fmdoctor.inference.metrics import Window
+from fmdoctor.inference.signals import (
+    LOAD_ACTIONS,
+    Signals,
+    serving_variants,
+    signals_and_types,
+)
+
+
+class InferenceIdle(Check):
+    """Every InService endpoint variant older than the window had invocations in it, and every
+    accelerated inference fleet node served requests (inference.latency_metric's sample count) or, without
+    that metric, kept its accelerators above inference.idle_utilization_percent.
+
+    SageMaker publishes Invocations only for minutes with traffic, so no datapoint over the whole window
+    means no request. Idle GPU and Neuron capacity is money spent for nothing (warning); idle CPU-only
+    variants are reported for information.
+    """
+
+    id = "inference-idle"
+    family = "inference"
+    severity = Severity.WARNING
+    iam_actions = LOAD_ACTIONS
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        loaded = signals_and_types(ctx, "invocations of the endpoints and fleet nodes")
+        if loaded is None:
+            return []
+        sig, types = loaded
+        return [*self._variants(ctx, sig, types), *self._fleet(ctx, sig, types)]
+
+    def _variants(self, ctx: CheckContext, sig: Signals, types: dict[str, InstanceTypeInfo]) -> list[Finding]:
+        window = format_duration(ctx.settings.inference.window)
+        findings = []
+        for endpoint, variant in serving_variants(ctx):
+            if endpoint.status != "InService" or variant.serverless or variant.current_instances == 0:
+                continue
+            if not _existed_throughout(endpoint.created, sig.window):
+                continue
+            target = endpoint.variant_resource(variant)
+            if sig.get(target, "invocations"):
+                continue
+            info = types.get(variant.instance_type or "")
+            accelerated = bool(info and info.accelerated)
+            what = _accelerators(info) if accelerated else "CPU-only"
+            summary = (
+                f"{endpoint.name}/{variant.name} ({variant.current_instances} x {variant.instance_type}, {what}) "
+                f"served no requests in the last {window}: scale it in or delete the endpoint."
+            )
+            evidence = {
+                "invocations": 0,
+                "instances": variant.current_instances,
+                "instance_type": variant.instance_type,
+                "accelerated": accelerated,
+                "endpoint": endpoint.name,
+                "variant": variant.name,
+                "endpoint_created": endpoint.created.isoformat() if endpoint.created else None,
+                "window": window,
+            }
+            findings.append(self.finding(target, summary, evidence,
+                                         severity=Severity.WARNING if accelerated else Severity.INFO))
+        return findings
+
+    def _fleet(self, ctx: CheckContext, sig: Signals, types: dict[str, InstanceTypeInfo]) -> list[Finding]:
+        settings = ctx.settings.inference
+        window = format_duration(settings.window)
+        findings = []
+        for node, info in accelerated_fleet(ctx.inventory.inference_nodes(), types):
+            if not _existed_throughout(node.launch_time, sig.window):
+                continue
+            if settings.latency_metric:
+                requests = sig.get(node.id, "requests") or 0.0
+                if requests:
+                    continue
+                signal = {"requests": 0, "metric": settings.latency_metric}
+            else:
+                load = node_load(sig, node, info)
+                peak = None if load is None else sig.get(node.id, f"{load.kind}_util_max")
+                if peak is None:
+                    ctx.unverified(f"whether inference node {node.id} is idle", "NoData",
+                                   "no accelerator utilisation datapoints in the window and no latency_metric set")
+                    continue
+                if peak > settings.idle_utilization_percent:
+                    continue
+                signal = {"max_utilization_percent": round(peak, 1),
+                          "idle_utilization_percent": settings.idle_utilization_percent}
+            summary = (
+                f"Inference node {ctx.inventory.label(node.id)} on {node.instance_type} ({_accelerators(info)}) "
+                f"served no requests in the last {window}: scale the fleet in or stop the node."
+            )
+            evidence = {**signal, "instance": node.id, "instance_type": node.instance_type, "window": window}
+            findings.append(self.finding(node.id, summary, evidence))
+        return findings
+
+
+def _existed_throughout(since: datetime | None, window: Window) -> bool:
+    """Only what existed for the whole window can be idle in it (unknown age: assume it did)."""
+    return since is None or since <= window.start
+
+
+def _accelerators(info: InstanceTypeInfo | None) -> str:
+    if info is None:
+        return "accelerators unknown"
+    if info.gpus:
+        return f"{info.gpus} x {info.gpu_model or 'GPU'}"
+    if info.neuron_devices:
+        return f"{info.neuron_devices} Neuron device{'s' if info.neuron_devices != 1 else ''}"
+    return "CPU-only"
