@@ -128,9 +128,11 @@ def test_unknown_check_and_conflicting_flags_exit_3(capsys):
 def test_iam_policy_groups_by_service_and_scopes_remediation(capsys):
     assert main(["iam-policy"]) == 0
     checks_only = json.loads(capsys.readouterr().out)
-    [ec2] = checks_only["Statement"]
+    by_sid = {s["Sid"]: s for s in checks_only["Statement"]}
+    ec2 = by_sid["Ec2"]
     assert ec2["Resource"] == "*" and "ec2:DescribeSecurityGroupRules" in ec2["Action"]
-    assert not any(a.startswith("ec2:Authorize") for a in ec2["Action"])
+    granted = [a for s in checks_only["Statement"] for a in s["Action"]]
+    assert not any(a.startswith(("ec2:Authorize", "ec2:Create", "sagemaker:Batch")) for a in granted)
 
     assert main(["iam-policy", "--remediation"]) == 0
     policy = json.loads(capsys.readouterr().out)

@@ -33,6 +33,7 @@ def test_endpoint_only_cluster_is_a_target_not_an_unknown_cluster(endpoints, inf
     # One tag query per configured tag key, one listing, one describe per endpoint and config, one
     # GetMetricData for every metric of every check, one DescribeScalableTargets, one DescribeInstanceTypes.
     assert calls == {
+        "sagemaker.DescribeCluster": 1,  # no EC2 instance carries the name: is it a HyperPod cluster?
         "resourcegroupstaggingapi.GetResources": 3,
         "sagemaker.ListEndpoints": 1,
         "sagemaker.DescribeEndpoint": 2,
