@@ -1,7 +1,8 @@
 """Teach moto the few EC2/FSx facts the checks read and moto drops, so the demo looks like real AWS.
 
 moto ignores ``InterfaceType`` and ``NetworkCardIndex`` of network interfaces, ``Placement.GroupName``
-of instances, has no placement-group API and gives FSx file systems no network interfaces. Scenario
+of instances, has no placement-group API and gives FSx file systems no network interfaces; its CloudWatch lists
+multi-dimension series once per datapoint and answers GetMetricData in quadratic time (``moto_cloudwatch``). Scenario
 builders make ordinary boto3 calls (they would work against real AWS); this module makes moto honour
 those parameters. Real AWS needs none of it. :func:`install` is idempotent and patches classes only.
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 import functools
 import threading
 from typing import Any
+
+from fmdoctor.demo import moto_cloudwatch
 
 _installed = False
 _lock = threading.Lock()
@@ -25,6 +28,7 @@ def install() -> None:
         _patch_instance_placement()
         _add_placement_group_api()
         _patch_fsx_interfaces()
+        moto_cloudwatch.install()
         _installed = True
 
 

@@ -71,8 +71,14 @@ def seed_network_and_nodes(world: DemoWorld) -> None:
 
 Seeder = Callable[[DemoWorld], None]
 
+def _seed_gpu_metrics(world: DemoWorld) -> None:
+    from fmdoctor.demo.seed_gpu import seed_gpu_metrics  # imports this module: resolved at call time
+
+    seed_gpu_metrics(world)
+
+
 # One step per check family; each adds its part of the story (and its faults) to the same cluster.
-SEEDERS: tuple[Seeder, ...] = (seed_network_and_nodes,)
+SEEDERS: tuple[Seeder, ...] = (seed_network_and_nodes, _seed_gpu_metrics)
 
 
 def seed_demo(session: boto3.Session, seeders: tuple[Seeder, ...] = SEEDERS) -> DemoWorld:

@@ -1,0 +1,1 @@
+"""Metrics at cluster scale: CloudWatch discovery and batched fetches, robust statistics, per-node views."""
