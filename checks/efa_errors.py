@@ -8,7 +8,6 @@ from fmdoctor.metrics.cluster import ClusterMetrics, EfaCounters
 from ._common import id_list, plural
 from ._gpu import IAM_ACTIONS, cluster_metrics, settled, window_evidence
 
-
 READABLE = {
     "efa_retrans_timeout_events": "retransmit timeouts",
     "efa_impaired_remote_conn_events": "impaired remote connections",

@@ -103,7 +103,11 @@ class FaultInjector:
 
     def _before_call(self, model: Any, **_: Any) -> None:
         # before-send knows only the HTTP request; remember which operation this thread is sending.
-        self._current.value = (model.service_model.service_name, model.name, model.service_model.protocol)
+        # The protocol the client speaks: botocore picks one of the service's ``protocols`` (CloudWatch
+        # lists smithy-rpc-v2-cbor first but clients speak json), so the metadata's first entry can be wrong.
+        service = model.service_model
+        protocol = getattr(service, "resolved_protocol", None) or service.protocol
+        self._current.value = (service.service_name, model.name, protocol)
 
     def _before_send(self, request: Any, **_: Any) -> AWSResponse | None:
         current = getattr(self._current, "value", None)

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 PUT_METRIC_DATA_MAX = 1000
+DESCRIBE_MAX = 1000
 H100 = ("NVIDIA H100 80GB HBM3", 81559.0)
 A100_40GB = ("NVIDIA A100-SXM4-40GB", 40960.0)
 
@@ -116,3 +117,45 @@ class MetricsPublisher:
         self.pending.clear()
         self.calls += calls
         return calls
+
+
+@dataclass(frozen=True)
+class LaunchedNode:
+    name: str
+    id: str
+    private_ip: str
+    enis: tuple[str, ...] = ()  # by network card
+    efa: tuple[bool, ...] = ()  # per interface in ``enis``: is it an EFA interface
+
+    def efa_enis(self) -> list[str]:
+        return [eni for eni, is_efa in zip(self.enis, self.efa, strict=True) if is_efa]
+
+
+def describe_nodes(ec2: Any, names_by_id: dict[str, str]) -> list[LaunchedNode]:
+    """Private IPs and interfaces (by network card) of launched instances, in the order given."""
+    found: dict[str, LaunchedNode] = {}
+    ids = list(names_by_id)
+    for start in range(0, len(ids), DESCRIBE_MAX):
+        pages = ec2.get_paginator("describe_instances").paginate(InstanceIds=ids[start: start + DESCRIBE_MAX])
+        for page in pages:
+            for reservation in page["Reservations"]:
+                for raw in reservation["Instances"]:
+                    enis = sorted(raw["NetworkInterfaces"], key=lambda e: e["Attachment"].get("NetworkCardIndex", 0))
+                    found[raw["InstanceId"]] = LaunchedNode(
+                        names_by_id[raw["InstanceId"]], raw["InstanceId"], raw["PrivateIpAddress"],
+                        tuple(e["NetworkInterfaceId"] for e in enis),
+                        tuple(e.get("InterfaceType") == "efa" for e in enis),
+                    )
+    return [found[i] for i in ids]
+
+
+def launch_nodes(builder: Any, count: int, instance_type: str = "p5.48xlarge", prefix: str = "gpu",
+                 efa_interfaces: int = 0, group: str = "nodes") -> list[LaunchedNode]:
+    """``count`` more nodes named ``prefix-N`` in the builder's first subnet, described."""
+    if group not in builder.groups:
+        builder.security_group(group, self_ingress=True, self_egress=True)
+    start = sum(1 for n in builder.nodes if n.startswith(prefix + "-")) + 1
+    names = [f"{prefix}-{i}" for i in range(start, start + count)]
+    subnet = next(iter(builder.subnets))
+    ids = builder.launch(names, instance_type, subnet, [group], efa_interfaces=efa_interfaces)
+    return describe_nodes(builder.ec2, dict(zip(ids, names, strict=True)))

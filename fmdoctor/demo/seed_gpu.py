@@ -12,60 +12,42 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
-from fmdoctor.demo.metrics import A100_40GB, MetricsPublisher
+from fmdoctor.demo.metrics import A100_40GB, MetricsPublisher, describe_nodes
 from fmdoctor.demo.scenario import DemoWorld
 
 EFA_COUNTERS = ("efa_retrans_timeout_events", "efa_impaired_remote_conn_events", "efa_unresponsive_remote_events",
                 "efa_rx_dropped")
 SICK_CARD = 7
+SICK_COUNTERS = {"efa_retrans_timeout_events": 42, "efa_impaired_remote_conn_events": 9}
 
 
 def seed_gpu_metrics(world: DemoWorld) -> None:
     ec2 = world.session.client("ec2", region_name=world.region)
     cloudwatch = world.session.client("cloudwatch", region_name=world.region)
-    nodes: dict[str, str] = world.facts["nodes"]
-    described = _describe(ec2, list(nodes.values()))
+    ids: dict[str, str] = world.facts["nodes"]
+    nodes = {n.name: n for n in describe_nodes(ec2, {i: name for name, i in ids.items() if name.startswith("gpu-")})}
     publish = MetricsPublisher(cloudwatch, datetime.now(UTC), region=world.region)
 
-    def node(name: str) -> dict[str, Any]:
-        return described[nodes[name]]
-
-    busy = {"gpu-node-1": 96.0, "gpu-node-2": 95.0}
-    for name, utilization in busy.items():
+    for name, utilization in {"gpu-node-1": 96.0, "gpu-node-2": 95.0}.items():
         memory = [78.0] * 8
         if name == "gpu-node-2":
             memory[5] = 99.2
-        publish.gpu_node(nodes[name], node(name)["PrivateIpAddress"], utilization, memory_percent=memory)
-    publish.gpu_node(nodes["gpu-node-3"], node("gpu-node-3")["PrivateIpAddress"], 2.0, memory_percent=0.6)
-    publish.gpu_node(nodes["gpu-node-4"], node("gpu-node-4")["PrivateIpAddress"], 58.0, memory_percent=77.0)
-    publish.gpu_node(nodes["gpu-node-5"], node("gpu-node-5")["PrivateIpAddress"], 93.0, gpu=A100_40GB,
+        publish.gpu_node(ids[name], nodes[name].private_ip, utilization, memory_percent=memory)
+    publish.gpu_node(ids["gpu-node-3"], nodes["gpu-node-3"].private_ip, 2.0, memory_percent=0.6)
+    publish.gpu_node(ids["gpu-node-4"], nodes["gpu-node-4"].private_ip, 58.0, memory_percent=77.0)
+    publish.gpu_node(ids["gpu-node-5"], nodes["gpu-node-5"].private_ip, 93.0, gpu=A100_40GB,
                      memory_percent=83.0, instance_type="p4d.24xlarge", append_instance_id=False)
     # gpu-node-6: nothing at all; its agent is not running.
 
+    sick_eni = nodes["gpu-node-1"].efa_enis()[SICK_CARD]
     for name in ("gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4"):
-        for eni in node(name)["NetworkInterfaces"]:
-            if eni.get("InterfaceType") != "efa":
-                continue
-            card = eni.get("Attachment", {}).get("NetworkCardIndex", 0)
-            sick = name == "gpu-node-1" and card == SICK_CARD
-            counters = {"efa_retrans_timeout_events": 42, "efa_impaired_remote_conn_events": 9} if sick else {}
-            publish.efa_interface(eni["NetworkInterfaceId"], f"rdmap{16 + card}s27", counters, metrics=EFA_COUNTERS)
+        for card, eni in enumerate(nodes[name].efa_enis()):
+            counters = SICK_COUNTERS if eni == sick_eni else {}
+            publish.efa_interface(eni, f"rdmap{16 + card}s27", counters, metrics=EFA_COUNTERS)
     publish.flush()
 
-    sick_eni = next(e["NetworkInterfaceId"] for e in node("gpu-node-1")["NetworkInterfaces"]
-                    if e.get("Attachment", {}).get("NetworkCardIndex") == SICK_CARD)
     world.facts["gpu"] = {"idle": "gpu-node-3", "straggler": "gpu-node-4", "no_metrics": "gpu-node-6",
                           "memory_pressure": "gpu-node-2", "host_only": "gpu-node-5", "sick_efa": sick_eni}
     # The demo's instances were launched a second ago; in its story they have been training for days.
     world.settings.setdefault("gpu", {})["startup_grace"] = "0s"
-
-
-def _describe(ec2: Any, instance_ids: list[str]) -> dict[str, dict[str, Any]]:
-    found = {}
-    for page in ec2.get_paginator("describe_instances").paginate(InstanceIds=instance_ids):
-        for reservation in page["Reservations"]:
-            for instance in reservation["Instances"]:
-                found[instance["InstanceId"]] = instance
-    return found
