@@ -11,6 +11,9 @@ from fmdoctor.checks.gpu_idle import GpuIdle
 from fmdoctor.checks.gpu_memory_pressure import GpuMemoryPressure
 from fmdoctor.checks.gpu_metrics_missing import GpuMetricsMissing
 from fmdoctor.checks.gpu_straggler import GpuStraggler
+from fmdoctor.checks.gpu_xid import GpuXid
+from fmdoctor.checks.node_efa_provider import NodeEfaProvider
+from fmdoctor.checks.node_gpu_health import NodeGpuHealth
 from fmdoctor.checks.placement_group import PlacementGroup
 
 ALL_CHECKS = (
@@ -24,4 +27,7 @@ ALL_CHECKS = (
     GpuIdle,
     GpuStraggler,
     GpuMemoryPressure,
+    NodeGpuHealth,
+    GpuXid,
+    NodeEfaProvider,
 )
