@@ -87,6 +87,14 @@ def judged_nodes(ctx: CheckContext, what: str) -> tuple[ClusterMetrics, list[Jud
     return metrics, judged
 
 
+def utilization_metric(ctx: CheckContext, kind: str) -> dict[str, str]:
+    """Where this kind's utilization is read from, for evidence and the runbook's commands."""
+    gpu = ctx.settings.gpu
+    if kind == GPU:
+        return {"namespace": gpu.namespace, "metric": gpu.utilization_metric}
+    return {"namespace": gpu.neuron_namespace, "metric": gpu.neuron_utilization_metric}
+
+
 def window_evidence(ctx: CheckContext, metrics: ClusterMetrics) -> dict[str, str]:
     return {
         "window": format_duration(metrics.end - metrics.start),

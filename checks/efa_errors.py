@@ -92,6 +92,7 @@ class EfaErrors(Check):
                 "critical_counters": critical,
                 "interfaces_publishing": len(interfaces),
                 "min_events": gpu.efa_min_events,
+                "namespace": gpu.efa_namespace,
                 **window_evidence(ctx, metrics),
             },
         )

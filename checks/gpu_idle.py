@@ -5,7 +5,7 @@ from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.metrics.cluster import GPU
 
-from ._gpu import IAM_ACTIONS, judged_nodes, rounded, unit, window_evidence
+from ._gpu import IAM_ACTIONS, judged_nodes, rounded, unit, utilization_metric, window_evidence
 
 
 class GpuIdle(Check):
@@ -50,6 +50,7 @@ class GpuIdle(Check):
                         "accelerator": "gpu" if m.kind == GPU else "neuron",
                         "devices_reporting": len(m.reporting),
                         "datapoints": m.datapoints,
+                        **utilization_metric(ctx, m.kind),
                         **window_evidence(ctx, metrics),
                     },
                 )

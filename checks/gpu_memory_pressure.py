@@ -61,6 +61,8 @@ class GpuMemoryPressure(Check):
                         "memory_pressure_percent": gpu.memory_pressure_percent,
                         "devices_measured": len(measured),
                         "instance_type": node.instance_type,
+                        "namespace": gpu.namespace if m.kind == GPU else gpu.neuron_namespace,
+                        "metric": gpu.memory_used_metric if m.kind == GPU else gpu.neuron_memory_used_metric,
                         **window_evidence(ctx, metrics),
                     },
                 )

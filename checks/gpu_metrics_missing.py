@@ -3,11 +3,19 @@ from __future__ import annotations
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
-from fmdoctor.metrics.cluster import GPU, NodeMetrics
+from fmdoctor.metrics.cluster import NodeMetrics
 from fmdoctor.metrics.series import missing_devices
 
 from ._common import id_list, plural
-from ._gpu import IAM_ACTIONS, cluster_metrics, rounded, settled_accelerated, unit, window_evidence
+from ._gpu import (
+    IAM_ACTIONS,
+    cluster_metrics,
+    rounded,
+    settled_accelerated,
+    unit,
+    utilization_metric,
+    window_evidence,
+)
 
 JUDGED_ELSEWHERE = ["gpu-idle", "gpu-straggler", "gpu-memory-pressure"]
 
@@ -33,8 +41,8 @@ class GpuMetricsMissing(Check):
         findings, failed = [], []
         for node in nodes:
             m = metrics.nodes[node.id]
-            namespace, metric = ((gpu.namespace, gpu.utilization_metric) if m.kind == GPU
-                                 else (gpu.neuron_namespace, gpu.neuron_utilization_metric))
+            source = utilization_metric(ctx, m.kind)
+            namespace, metric = source["namespace"], source["metric"]
             label = ctx.inventory.label(node.id)
             if m.failed_queries and not m.reporting:
                 failed.append(label)
@@ -49,7 +57,7 @@ class GpuMetricsMissing(Check):
                     evidence={
                         "instance": node.id,
                         "problem": problem,
-                        "metric": f"{namespace}/{metric}",
+                        **source,
                         "expected_devices": m.expected_devices,
                         "devices_reporting": len(m.reporting),
                         "missing_devices": missing_devices((d.device for d in m.reporting), m.expected_devices),

@@ -5,7 +5,7 @@ from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.metrics.robust import MIN_POPULATION, low_outliers
 
-from ._gpu import IAM_ACTIONS, judged_nodes, rounded, unit, window_evidence
+from ._gpu import IAM_ACTIONS, judged_nodes, rounded, unit, utilization_metric, window_evidence
 
 
 class GpuStraggler(Check):
@@ -64,6 +64,7 @@ class GpuStraggler(Check):
                             "slowest_device": {"device": slowest.device,
                                                "utilization_percent": rounded(slowest.mean_utilization)},
                             "instance_type": node.instance_type,
+                            **utilization_metric(ctx, kind),
                             **window_evidence(ctx, metrics),
                         },
                     )

@@ -59,7 +59,7 @@ class GpuXid(Check):
         xids = sorted(groups.values(), key=lambda g: (-ACTION_RANK[g[-1].action], g[0].xid))
         worst = xids[0][-1]
         action = worst.action
-        gpu = f"GPU {index} ({pci})" if index is not None else f"the GPU at {pci}"
+        gpu = f"GPU {index} ({pci})" if index is not None else f"The GPU at {pci}"
         others = f" and {len(xids) - 1} other Xid{'s' if len(xids) > 2 else ''}" if len(xids) > 1 else ""
         when = f", last at {worst.time.isoformat(timespec='seconds')}" if worst.time else ""
         return self.finding(

@@ -210,7 +210,7 @@ def test_neuron_node_without_neuron_monitor_is_missing(builder, publish, run_che
     publish.flush()
     report = run_checks(["gpu-metrics-missing", "gpu-memory-pressure"], **SETTLED)
     [finding] = report.findings
-    assert finding.evidence["metric"] == "NeuronMonitor/neuroncore_utilization"
+    assert (finding.evidence["namespace"], finding.evidence["metric"]) == ("NeuronMonitor", "neuroncore_utilization")
     assert finding.evidence["expected_devices"] == 32
     assert [s.check for s in report.skipped] == []  # memory pressure: the node has no usable metrics at all
 

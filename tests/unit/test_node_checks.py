@@ -1,4 +1,4 @@
-"""On-node checks over a fake host replaying recorded nvidia-smi, kernel-log and fi_info output."""
+"""On-node checks over a host replaying recorded nvidia-smi, kernel-log and fi_info output."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 
 from fmdoctor.config import Settings
 from fmdoctor.engine.api import Doctor
-from fmdoctor.engine.host import CommandResult, ImdsUnavailable
 from fmdoctor.engine.model import Severity, Status
 from fmdoctor.node import nvidia_smi
+from fmdoctor.node.replay import ReplayHost
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "node"
 NOW = datetime(2025, 3, 4, 3, 0, tzinfo=UTC)
@@ -22,42 +22,11 @@ def fixture(name: str) -> str:
     return (FIXTURES / name).read_text()
 
 
-class FakeHost:
-    """Answers commands by program name and files by path, as recorded on real nodes; IMDS from a dict."""
-
-    name = "ip-10-0-1-23"
-
-    def __init__(self, commands=None, files=None, instance_type: str | None = "p5.48xlarge"):
-        self.commands = commands or {}
-        self.files = files or {}
-        self.instance_type = instance_type
-        self.ran: list[tuple[str, ...]] = []
-
-    def run(self, argv, timeout=15.0):
-        self.ran.append(tuple(argv))
-        answer = self.commands.get(argv[0])
-        if answer is None:
-            return CommandResult(tuple(argv), 127, missing=True, stderr=f"{argv[0]}: not found")
-        returncode, stdout, stderr = answer
-        if returncode == 124:
-            return CommandResult(tuple(argv), 124, stdout, stderr, timed_out=True)
-        return CommandResult(tuple(argv), returncode, stdout, stderr)
-
-    def read_text(self, path):
-        return self.files.get(path)
-
-    def imds(self, path):
-        if self.instance_type is None:
-            raise ImdsUnavailable("not on EC2")
-        return {"latest/meta-data/instance-type": self.instance_type,
-                "latest/meta-data/instance-id": "i-0123456789abcdef0"}.get(path)
-
-
 def ok(text: str):
     return (0, text, "")
 
 
-def check(host: FakeHost, *only: str):
+def check(host: ReplayHost, *only: str):
     return Doctor(settings=Settings(), clock=lambda: NOW).check_local(only=list(only) or None, host=host)
 
 
@@ -72,7 +41,7 @@ def healthy_commands():
 # --- all three, healthy ------------------------------------------------------------------------------------
 
 def test_healthy_p4d_node_passes_every_node_check():
-    host = FakeHost(healthy_commands(), instance_type="p4d.24xlarge")
+    host = ReplayHost(healthy_commands(), instance_type="p4d.24xlarge")
     report = check(host)
     assert report.findings == [] and report.errors == []
     assert report.status is Status.OK and report.stats.checks_run == NODE_IDS
@@ -92,7 +61,7 @@ def test_parse_healthy_csv():
 
 
 def test_degraded_p5_missing_gpu_ecc_and_full_memory():
-    host = FakeHost({"nvidia-smi": ok(fixture("nvidia-smi-p5-degraded.csv"))})
+    host = ReplayHost({"nvidia-smi": ok(fixture("nvidia-smi-p5-degraded.csv"))})
     findings = {f.resource: f for f in check(host, "node-gpu-health").findings}
     assert set(findings) == {"node/ip-10-0-1-23", "node/ip-10-0-1-23/gpu/2", "node/ip-10-0-1-23/gpu/3"}
     count = findings["node/ip-10-0-1-23"]
@@ -105,7 +74,7 @@ def test_degraded_p5_missing_gpu_ecc_and_full_memory():
 
 
 def test_lost_gpu_and_unreadable_line_on_p4d():
-    host = FakeHost({"nvidia-smi": (15, fixture("nvidia-smi-lost-gpu.csv"), "")}, instance_type="p4d.24xlarge")
+    host = ReplayHost({"nvidia-smi": (15, fixture("nvidia-smi-lost-gpu.csv"), "")}, instance_type="p4d.24xlarge")
     [finding] = check(host, "node-gpu-health").findings
     assert finding.evidence["lost"] == [{"index": 2, "pci_bus_id": "00000000:20:1C.0", "state": "[GPU requires reset]"}]
     assert finding.evidence["unreadable"] == [
@@ -123,17 +92,17 @@ def test_lost_gpu_and_unreadable_line_on_p4d():
     ids=["missing", "driver-failure", "hang"],
 )
 def test_nvidia_smi_missing_failing_or_hanging_is_critical(answer, instance_type, expected):
-    host = FakeHost({"nvidia-smi": answer} if answer else {}, instance_type=instance_type)
+    host = ReplayHost({"nvidia-smi": answer} if answer else {}, instance_type=instance_type)
     [finding] = check(host, "node-gpu-health").findings
     assert finding.severity is Severity.CRITICAL and expected in finding.summary
     assert finding.resource == "node/ip-10-0-1-23"
 
 
 def test_missing_nvidia_smi_on_unknown_type_is_unverified_and_on_trainium_not_applicable():
-    unknown = check(FakeHost({}, instance_type=None), "node-gpu-health")
+    unknown = check(ReplayHost({}, instance_type=None), "node-gpu-health")
     assert unknown.findings == [] and unknown.errors[0].code == "NotInstalled"
     assert unknown.status is Status.WARNING
-    trainium = check(FakeHost({}, instance_type="trn1.32xlarge"), "node-gpu-health")
+    trainium = check(ReplayHost({}, instance_type="trn1.32xlarge"), "node-gpu-health")
     assert trainium.skipped[0].reason == "trn1.32xlarge has no NVIDIA GPUs"
 
 
@@ -144,7 +113,7 @@ def xid_findings(host):
 
 
 def test_journalctl_xids_classified_by_action():
-    host = FakeHost({"journalctl": ok(fixture("journalctl-k-xid.log")),
+    host = ReplayHost({"journalctl": ok(fixture("journalctl-k-xid.log")),
                      "nvidia-smi": ok(fixture("nvidia-smi-p5-healthy.csv"))})
     found = xid_findings(host)
     assert {pci: f.evidence["action"] for pci, f in found.items()} == {
@@ -164,7 +133,7 @@ def test_journalctl_xids_classified_by_action():
 
 
 def test_dmesg_is_used_when_journalctl_is_not_allowed():
-    host = FakeHost({
+    host = ReplayHost({
         "journalctl": (0, "", "Hint: You are currently not seeing messages from other users and the system."),
         "dmesg": ok(fixture("dmesg-iso-xid.log")),
     })
@@ -178,7 +147,7 @@ def test_dmesg_is_used_when_journalctl_is_not_allowed():
 
 def test_kern_log_drops_lines_from_before_this_boot():
     uptime = f"{(NOW - datetime(2025, 3, 4, 0, 41, 7, tzinfo=UTC)).total_seconds():.2f} 912345.10\n"
-    host = FakeHost({"dmesg": (1, "", "dmesg: read kernel buffer failed: Operation not permitted")},
+    host = ReplayHost({"dmesg": (1, "", "dmesg: read kernel buffer failed: Operation not permitted")},
                     files={"/var/log/kern.log": fixture("kern.log"), "/proc/uptime": uptime})
     found = xid_findings(host)
     # The Xid 79 on Mar 1 happened before the last reboot: the reboot was its fix.
@@ -188,8 +157,8 @@ def test_kern_log_drops_lines_from_before_this_boot():
 
 
 def test_clean_kernel_log_passes_and_unreadable_log_is_not_verified():
-    assert check(FakeHost({"journalctl": ok("-- No entries --\n")}), "gpu-xid").findings == []
-    denied = check(FakeHost({"dmesg": (1, "", "dmesg: read kernel buffer failed: Operation not permitted")}),
+    assert check(ReplayHost({"journalctl": ok("-- No entries --\n")}), "gpu-xid").findings == []
+    denied = check(ReplayHost({"dmesg": (1, "", "dmesg: read kernel buffer failed: Operation not permitted")}),
                    "gpu-xid")
     [error] = denied.errors
     assert error.code == "KernelLogUnreadable" and "journalctl -k -b: not installed" in error.message
@@ -199,26 +168,26 @@ def test_clean_kernel_log_passes_and_unreadable_log_is_not_verified():
 # --- node-efa-provider -------------------------------------------------------------------------------------
 
 def test_efa_provider_devices_against_the_instance_type():
-    p4d = check(FakeHost({"fi_info": ok(fixture("fi_info-efa-p4d.txt"))}, instance_type="p4d.24xlarge"),
+    p4d = check(ReplayHost({"fi_info": ok(fixture("fi_info-efa-p4d.txt"))}, instance_type="p4d.24xlarge"),
                 "node-efa-provider")
     assert p4d.findings == [] and p4d.status is Status.OK
     # The same four devices on a p5.48xlarge are 4 of its 32.
-    [thin] = check(FakeHost({"fi_info": ok(fixture("fi_info-efa-p4d.txt"))}), "node-efa-provider").findings
+    [thin] = check(ReplayHost({"fi_info": ok(fixture("fi_info-efa-p4d.txt"))}), "node-efa-provider").findings
     assert thin.severity is Severity.WARNING
     assert (thin.evidence["devices"], thin.evidence["expected_devices"]) == (4, 32)
     assert thin.evidence["device_names"] == ["rdmap16s27", "rdmap32s27", "rdmap144s27", "rdmap160s27"]
 
 
 def test_no_efa_provider_is_critical():
-    host = FakeHost({"fi_info": (1, "", fixture("fi_info-no-efa.txt"))})
+    host = ReplayHost({"fi_info": (1, "", fixture("fi_info-no-efa.txt"))})
     [finding] = check(host, "node-efa-provider").findings
     assert finding.severity is Severity.CRITICAL and "fi_getinfo: -61 (No data available)" in finding.summary
 
 
 def test_fi_info_found_in_the_efa_installer_path_or_reported_missing():
-    host = FakeHost({"/opt/amazon/efa/bin/fi_info": ok(fixture("fi_info-efa-p4d.txt"))}, instance_type="p4d.24xlarge")
+    host = ReplayHost({"/opt/amazon/efa/bin/fi_info": ok(fixture("fi_info-efa-p4d.txt"))}, instance_type="p4d.24xlarge")
     assert check(host, "node-efa-provider").findings == []
-    [missing] = check(FakeHost({}), "node-efa-provider").findings
+    [missing] = check(ReplayHost({}), "node-efa-provider").findings
     assert "fi_info is not installed" in missing.summary and missing.severity is Severity.CRITICAL
-    assert check(FakeHost({}, instance_type="inf2.48xlarge"), "node-efa-provider").skipped[0].reason == (
+    assert check(ReplayHost({}, instance_type="inf2.48xlarge"), "node-efa-provider").skipped[0].reason == (
         "inf2.48xlarge does not support EFA")
