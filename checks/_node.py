@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fmdoctor.engine.check import NotApplicable
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.host import CommandResult, ImdsUnavailable
 from fmdoctor.node import nvidia_smi
@@ -31,6 +32,14 @@ def identity(ctx: CheckContext) -> NodeIdentity:
         return NodeIdentity(instance_type, instance_id.strip() if instance_id else None, facts_for(instance_type))
 
     return ctx.shared("node.identity", load)
+
+
+def nvidia_identity(ctx: CheckContext) -> NodeIdentity:
+    """The node's identity; NotApplicable when its (known) instance type has no NVIDIA GPUs."""
+    who = identity(ctx)
+    if who.facts and not who.facts.gpus:
+        raise NotApplicable(f"{who.instance_type} has no NVIDIA GPUs")
+    return who
 
 
 def run_nvidia_smi(ctx: CheckContext) -> CommandResult:

@@ -1,14 +1,14 @@
 from __future__ import annotations
 
 from fmdoctor.durations import format_duration
-from fmdoctor.engine.check import Check, NotApplicable
+from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.node import nvidia_smi
 from fmdoctor.node.kernel_log import read_kernel_log
 from fmdoctor.node.xid import ACTION_RANK, ACTION_TEXT, MONITOR, RESET, RESTART_APP, XidEvent, parse_kernel_log
 
-from ._node import identity, node_resource, run_nvidia_smi
+from ._node import node_resource, nvidia_identity, run_nvidia_smi
 
 SEVERITY = {MONITOR: Severity.INFO, RESTART_APP: Severity.WARNING}  # reset, reboot, isolate: critical
 
@@ -28,9 +28,7 @@ class GpuXid(Check):
     targets = frozenset({"node"})
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        who = identity(ctx)
-        if who.facts and not who.facts.gpus:
-            raise NotApplicable(f"{who.instance_type} has no NVIDIA GPUs")
+        who = nvidia_identity(ctx)
         log = read_kernel_log(ctx.host, ctx.now)
         if log.source is None:
             ctx.unverified("NVIDIA Xid errors in this boot's kernel log", code="KernelLogUnreadable",

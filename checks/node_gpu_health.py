@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-from fmdoctor.engine.check import Check, NotApplicable
+from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.node import nvidia_smi
 
-from ._node import first_line, identity, node_resource, run_nvidia_smi
+from ._node import first_line, node_resource, nvidia_identity, run_nvidia_smi
 
 
 class NodeGpuHealth(Check):
@@ -23,9 +23,7 @@ class NodeGpuHealth(Check):
     targets = frozenset({"node"})
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        who = identity(ctx)
-        if who.facts and not who.facts.gpus:
-            raise NotApplicable(f"{who.instance_type} has no NVIDIA GPUs")
+        who = nvidia_identity(ctx)
         expected = who.facts.gpus if who.facts else None
         result = run_nvidia_smi(ctx)
         base = {"host": ctx.host.name, **who.evidence(), "command": " ".join(nvidia_smi.COMMAND)}

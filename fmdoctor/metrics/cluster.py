@@ -16,6 +16,7 @@ from typing import Any
 
 from fmdoctor.config import GpuSettings
 from fmdoctor.engine.inventory import COMPUTE, Instance, InstanceTypeInfo, Inventory
+from fmdoctor.metrics import percent
 from fmdoctor.metrics.cloudwatch import Listing, Query, Series, discover, fetch, lower_bound_calls
 from fmdoctor.metrics.series import NodeResolver, select_series
 
@@ -43,9 +44,7 @@ class DeviceMetrics:
 
     @property
     def memory_percent(self) -> float | None:
-        if self.memory_used is None or not self.memory_total:
-            return None
-        return 100.0 * self.memory_used / self.memory_total
+        return percent(self.memory_used, self.memory_total)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 
+from fmdoctor.metrics import percent
+
 FIELDS = ("index", "name", "uuid", "pci.bus_id", "utilization.gpu", "memory.used", "memory.total",
           "temperature.gpu", "ecc.errors.uncorrected.volatile.total")
 COMMAND = ("nvidia-smi", f"--query-gpu={','.join(FIELDS)}", "--format=csv,noheader,nounits")
@@ -30,9 +32,7 @@ class GpuRow:
 
     @property
     def memory_percent(self) -> float | None:
-        if self.memory_used is None or not self.memory_total:
-            return None
-        return 100.0 * self.memory_used / self.memory_total
+        return percent(self.memory_used, self.memory_total)
 
 
 @dataclass(frozen=True)

@@ -165,3 +165,21 @@ def test_fetch_follows_pages_and_keeps_failed_queries_apart(aws):
     stub.assert_no_pending_responses()
     assert fetched.values[0] == [(t1, 70.0), (t2, 80.0)]
     assert fetched.failed == {1: "InternalError"} and fetched.calls == 2
+
+
+# --- settings ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "gpu, message",
+    [
+        ("period: 90s", "clusters.a.gpu.period: must be a whole number of minutes"),
+        ("window: 1m", "clusters.a.gpu: window (1m) is shorter than period (5m)"),
+        ("straggler_robust_z: 0", "clusters.a.gpu.straggler_robust_z"),
+    ],
+)
+def test_bad_gpu_settings_name_the_key(gpu, message):
+    from fmdoctor.config import parse_settings
+    from fmdoctor.engine.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_settings(f"clusters:\n  a:\n    gpu: {{{gpu}}}\n")
