@@ -63,6 +63,22 @@ def _get_filtered_metrics(self: Any, metric_name: str, namespace: str, dimension
     return listed
 
 
+def _index(backend: Any) -> dict[tuple[str, str, frozenset[tuple[str, str]]], list[Any]]:
+    """Datapoints by series, rebuilt only when datapoints were added (moto only ever appends them)."""
+    cached = getattr(backend, "_fmdoctor_index", None)
+    if cached is None or cached[0] != len(backend.metric_data):
+        index: dict[tuple[str, str, frozenset[tuple[str, str]]], list[Any]] = {}
+        for datum in backend.metric_data:
+            index.setdefault(_series_key(datum.namespace, datum.name, datum.dimensions), []).append(datum)
+        cached = (len(backend.metric_data), index)
+        backend._fmdoctor_index = cached
+    index = dict(cached[1])
+    for datum in backend.aws_metric_data:  # computed by moto on every call (S3 storage metrics)
+        key = _series_key(datum.namespace, datum.name, datum.dimensions)
+        index[key] = [*index.get(key, ()), datum]  # never append to the cached lists
+    return index
+
+
 def _metric_stat_data(self: Any, queries: list[dict[str, Any]], start_time: Any, end_time: Any,
                       scan_by: str) -> list[dict[str, Any]]:
     from moto.cloudwatch.exceptions import ValidationError
@@ -72,17 +88,15 @@ def _metric_stat_data(self: Any, queries: list[dict[str, Any]], start_time: Any,
     end_time = end_time.replace(microsecond=0)
     if start_time >= end_time:
         raise ValidationError("The parameter EndTime must be greater than StartTime.")
-    index: dict[tuple[str, str, frozenset[tuple[str, str]]], list[Any]] = {}
-    for datum in self.get_all_metrics():
-        if start_time <= datum.timestamp < end_time:
-            index.setdefault(_series_key(datum.namespace, datum.name, datum.dimensions), []).append(datum)
+    index = _index(self)
 
     results = []
     for query in queries:
         stat = query["MetricStat"]
         metric = stat["Metric"]
         dims = [Dimension(d["Name"], d["Value"]) for d in metric.get("Dimensions", [])]
-        data = index.get(_series_key(metric["Namespace"], metric["MetricName"], dims), [])
+        key = _series_key(metric["Namespace"], metric["MetricName"], dims)
+        data = [d for d in index.get(key, ()) if start_time <= d.timestamp < end_time]
         if stat.get("Unit"):
             data = [d for d in data if d.unit == stat["Unit"]]
         delta = timedelta(seconds=int(stat["Period"]))

@@ -128,7 +128,8 @@ class Fetched:
 
 
 def queries_per_call(start: datetime, end: datetime, period: timedelta) -> int:
-    periods = max(1, math.ceil((end - start) / period))
+    # One period more than the window holds: a window not aligned to the period spans an extra bucket.
+    periods = math.ceil((end - start) / period) + 1
     return max(1, min(GET_METRIC_DATA_MAX_QUERIES, GET_METRIC_DATA_MAX_DATAPOINTS // periods))
 
 

@@ -139,7 +139,7 @@ def test_cluster_metrics_scale_with_pages_not_nodes(builder, aws, run_checks):
 
 def test_queries_per_call_respects_the_datapoint_limit():
     assert queries_per_call(NOW - timedelta(minutes=30), NOW, timedelta(minutes=5)) == 500
-    assert queries_per_call(NOW - timedelta(hours=24), NOW, timedelta(minutes=1)) == 70  # 100,800 // 1,440
+    assert queries_per_call(NOW - timedelta(hours=24), NOW, timedelta(minutes=1)) == 69  # 100,800 // 1,441
 
 
 def test_fetch_follows_pages_and_keeps_failed_queries_apart(aws):
