@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 
 from fmdoctor.demo.builders import ClusterBuilder
+from fmdoctor.demo.seed_gpu import seed_gpu_metrics
 
 DEMO_CLUSTER = "demo-llm-train"
 DEMO_REGION = "us-west-2"
@@ -71,14 +72,8 @@ def seed_network_and_nodes(world: DemoWorld) -> None:
 
 Seeder = Callable[[DemoWorld], None]
 
-def _seed_gpu_metrics(world: DemoWorld) -> None:
-    from fmdoctor.demo.seed_gpu import seed_gpu_metrics  # imports this module: resolved at call time
-
-    seed_gpu_metrics(world)
-
-
 # One step per check family; each adds its part of the story (and its faults) to the same cluster.
-SEEDERS: tuple[Seeder, ...] = (seed_network_and_nodes, _seed_gpu_metrics)
+SEEDERS: tuple[Seeder, ...] = (seed_network_and_nodes, seed_gpu_metrics)
 
 
 def seed_demo(session: boto3.Session, seeders: tuple[Seeder, ...] = SEEDERS) -> DemoWorld:

@@ -12,9 +12,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from fmdoctor.demo.metrics import A100_40GB, MetricsPublisher, describe_nodes
-from fmdoctor.demo.scenario import DemoWorld
+
+if TYPE_CHECKING:
+    from fmdoctor.demo.scenario import DemoWorld
 
 EFA_COUNTERS = ("efa_retrans_timeout_events", "efa_impaired_remote_conn_events", "efa_unresponsive_remote_events",
                 "efa_rx_dropped")
