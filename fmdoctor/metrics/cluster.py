@@ -17,7 +17,7 @@ from typing import Any
 from fmdoctor.config import GpuSettings
 from fmdoctor.engine.inventory import COMPUTE, Instance, InstanceTypeInfo, Inventory
 from fmdoctor.metrics import percent
-from fmdoctor.metrics.cloudwatch import Listing, Query, Series, discover, fetch, lower_bound_calls
+from fmdoctor.metrics.cloudwatch import Listing, Query, Series, discover, fetch
 from fmdoctor.metrics.series import NodeResolver, select_series
 
 GPU = "gpu"
@@ -103,13 +103,7 @@ class ClusterMetrics:
     efa_interfaces: dict[str, str]  # every EFA interface of a running compute node -> its instance
     efa: dict[str, EfaCounters]  # the interfaces that publish counters
     listings: dict[str, str] = field(default_factory=dict)  # "namespace/metric" -> listing mode
-    calls: dict[str, int] = field(default_factory=dict)
-    queries: int = 0
-    lower_bound: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def periods(self) -> int:
-        return max(1, math.ceil((self.end - self.start) / self.period))
+    queries: int = 0  # GetMetricData queries of the sweep
 
 
 @dataclass(frozen=True)
@@ -195,14 +189,11 @@ def load_cluster_metrics(cloudwatch: Any, inventory: Inventory, gpu: GpuSettings
                     queries.append(Query(s, spec.stat))
 
     fetched = fetch(cloudwatch, queries, start, end, gpu.period)
-    lists = sum(listing.calls for listing in listings)
     metrics = _assemble(specs, keys, fetched, accelerated, kinds, inventory, efa_interfaces, start, end, gpu)
     return ClusterMetrics(
         **metrics,
         listings={spec.label: listing.mode for spec, listing in zip(specs, listings, strict=True)},
-        calls={"cloudwatch.ListMetrics": lists, "cloudwatch.GetMetricData": fetched.calls},
         queries=len(queries),
-        lower_bound={"cloudwatch.GetMetricData": lower_bound_calls(len(queries), start, end, gpu.period)},
     )
 
 
