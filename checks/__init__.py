@@ -7,15 +7,23 @@ from fmdoctor.checks.autoscaling_at_max import AutoscalingAtMax
 from fmdoctor.checks.checkpoint_incomplete import CheckpointIncomplete
 from fmdoctor.checks.checkpoint_missing import CheckpointMissing
 from fmdoctor.checks.checkpoint_stale import CheckpointStale
+from fmdoctor.checks.efa_errors import EfaErrors
 from fmdoctor.checks.efa_missing_interfaces import EfaMissingInterfaces
 from fmdoctor.checks.efa_not_attached import EfaNotAttached
 from fmdoctor.checks.efa_sg_self_reference import EfaSgSelfReference
 from fmdoctor.checks.efa_subnet_spread import EfaSubnetSpread
 from fmdoctor.checks.endpoint_unhealthy import EndpointUnhealthy
+from fmdoctor.checks.gpu_idle import GpuIdle
+from fmdoctor.checks.gpu_memory_pressure import GpuMemoryPressure
+from fmdoctor.checks.gpu_metrics_missing import GpuMetricsMissing
+from fmdoctor.checks.gpu_straggler import GpuStraggler
+from fmdoctor.checks.gpu_xid import GpuXid
 from fmdoctor.checks.hyperpod_node_unhealthy import HyperpodNodeUnhealthy
 from fmdoctor.checks.inference_errors import InferenceErrors
 from fmdoctor.checks.inference_idle import InferenceIdle
 from fmdoctor.checks.inference_latency_slo import InferenceLatencySlo
+from fmdoctor.checks.node_efa_provider import NodeEfaProvider
+from fmdoctor.checks.node_gpu_health import NodeGpuHealth
 from fmdoctor.checks.placement_group import PlacementGroup
 from fmdoctor.checks.spot_interruption import SpotInterruption
 from fmdoctor.checks.spot_interruption_unprotected import SpotInterruptionUnprotected
@@ -40,4 +48,12 @@ ALL_CHECKS = (
     AcceleratorSaturation,
     AutoscalingAtMax,
     InferenceIdle,
+    EfaErrors,
+    GpuMetricsMissing,
+    GpuIdle,
+    GpuStraggler,
+    GpuMemoryPressure,
+    NodeGpuHealth,
+    GpuXid,
+    NodeEfaProvider,
 )

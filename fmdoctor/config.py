@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from fmdoctor.durations import format_duration, parse_duration
 from fmdoctor.engine.errors import ConfigError
@@ -77,18 +86,36 @@ class NetworkSettings(_Section):
 
 
 class GpuSettings(_Section):
+    """GPU/Neuron utilization, EFA counters (CloudWatch) and the on-node GPU checks."""
+
     window: Duration = timedelta(minutes=30)
     period: Duration = timedelta(minutes=5)
     idle_percent: float = Field(10.0, ge=0, le=100)
     memory_pressure_percent: float = Field(95.0, ge=0, le=100)
     straggler_robust_z: float = Field(3.5, gt=0, description="Modified z-score (MAD) below the median.")
     straggler_min_gap_percent: float = Field(15.0, ge=0, le=100)
+    min_coverage_percent: float = Field(
+        50.0, gt=0, le=100, description="Share of the window's periods a series must cover to be judged."
+    )
+    startup_grace: Duration = Field(
+        timedelta(minutes=15), description="Nodes launched more recently are not judged (agent and job starting)."
+    )
     namespace: str = "CWAgent"
     utilization_metric: str = "nvidia_smi_utilization_gpu"
     memory_used_metric: str = "nvidia_smi_memory_used"
     memory_total_metric: str = "nvidia_smi_memory_total"
     neuron_namespace: str = "NeuronMonitor"
     neuron_utilization_metric: str = "neuroncore_utilization"
+    neuron_memory_used_metric: str | None = Field(None, description="Unset: memory pressure is not checked on Neuron.")
+    neuron_memory_total_metric: str | None = None
+    instance_dimension: str = Field("InstanceId", description="Dimension naming the instance (agent's append).")
+    host_dimension: str = Field("host", description="Fallback: hostname dimension (ip-10-0-1-23...).")
+    device_dimensions: list[str] = Field(
+        default_factory=lambda: ["index", "GpuDevice", "uuid", "NeuronCore", "NeuronDevice"],
+        description="Dimensions that tell one GPU or NeuronCore from another.",
+    )
+    efa_namespace: str = "CWAgent"
+    efa_interface_dimension: str = "eniId"
     efa_metrics: list[str] = Field(
         default_factory=lambda: [
             "efa_retrans_timeout_events",
@@ -97,6 +124,30 @@ class GpuSettings(_Section):
             "efa_rx_dropped",
         ]
     )
+    efa_critical_metrics: list[str] = Field(
+        default_factory=lambda: ["efa_retrans_timeout_events", "efa_unresponsive_remote_events"],
+        description="Counters whose rise breaks collectives (critical); the others are warnings.",
+    )
+    efa_min_events: float = Field(1, gt=0, description="Events in the window on one interface that count as rising.")
+    xid_lookback: Duration = Field(
+        timedelta(hours=24), description="Application-level Xids (restart/monitor) older than this are ignored."
+    )
+
+    @field_validator("period")
+    @classmethod
+    def _period(cls, value: timedelta) -> timedelta:
+        seconds = value.total_seconds()
+        if seconds < 60 or seconds % 60:
+            raise ValueError("must be a whole number of minutes (CloudWatch periods are multiples of 60s)")
+        return value
+
+    @model_validator(mode="after")
+    def _window_holds_a_period(self) -> GpuSettings:
+        if self.window < self.period:
+            raise ValueError(
+                f"window ({format_duration(self.window)}) is shorter than period ({format_duration(self.period)})"
+            )
+        return self
 
 
 class CheckpointSettings(_Section):

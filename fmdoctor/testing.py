@@ -118,9 +118,10 @@ class FaultInjector:
         # before-send knows only the HTTP request; remember which operation this thread is sending.
         body = params.get("body") if isinstance(params, dict) else None
         dry_run = isinstance(body, dict) and str(body.get("DryRun", "")).lower() == "true"  # EC2's query protocol
-        # The wire protocol the client speaks (a model may list several; 'protocol' is only the first).
+        # The protocol the client speaks: botocore picks one of the service's ``protocols`` (CloudWatch
+        # lists smithy-rpc-v2-cbor first but clients speak json), so the metadata's first entry can be wrong.
         service = model.service_model
-        protocol = getattr(service, "resolved_protocol", service.protocol)
+        protocol = getattr(service, "resolved_protocol", None) or service.protocol
         self._current.value = (service.service_name, model.name, protocol, dry_run)
 
     def _before_send(self, request: Any, **_: Any) -> AWSResponse | None:

@@ -42,7 +42,7 @@ def run_list(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{entry['id']}  [{entry['family']}, {entry['severity']}]\n")
         for line in textwrap.wrap(str(entry["proves"]), width=76):
             sys.stdout.write(f"    {line}\n")
-        actions = ", ".join(entry["iam_actions"])  # type: ignore[arg-type]
+        actions = ", ".join(entry["iam_actions"]) or "none (reads the node itself)"  # type: ignore[arg-type]
         for line in textwrap.wrap(f"IAM: {actions}", width=76, subsequent_indent="     ", break_on_hyphens=False):
             sys.stdout.write(f"    {line}\n")
         sys.stdout.write("\n")

@@ -5,7 +5,8 @@ of instances, has no placement-group API, gives FSx file systems no network inte
 CloudWatch percentiles (p90, p99), ignores ``DryRun`` on CreateNetworkAclEntry (it would really create the
 entry during a pre-flight), lacks the ``network-acl-id`` filter of DescribeNetworkAcls and lets a
 security-group rule that differs only in its description in as a second rule (AWS answers
-``InvalidPermission.Duplicate``). Scenario
+``InvalidPermission.Duplicate``); its CloudWatch lists multi-dimension series once per datapoint and
+answers GetMetricData in quadratic time (``moto_cloudwatch``). Scenario
 builders make ordinary boto3 calls (they would work against real AWS); this module makes moto honour
 those parameters (and :mod:`fmdoctor.demo.moto_health` the Spot and HyperPod bits). Real AWS needs none
 of it. :func:`install` is idempotent and patches classes only.
@@ -17,7 +18,7 @@ import functools
 import threading
 from typing import Any
 
-from fmdoctor.demo import moto_health
+from fmdoctor.demo import moto_cloudwatch, moto_health
 
 _installed = False
 _lock = threading.Lock()
@@ -36,7 +37,8 @@ def install() -> None:
         _patch_rule_duplicates()
         _add_network_acl_id_filter()
         moto_health.install()
-        _patch_cloudwatch_percentiles()
+        moto_cloudwatch.install()
+        _patch_cloudwatch_percentiles()  # after moto_cloudwatch: it wraps the GetMetricData installed there
         _installed = True
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 
 from fmdoctor.demo.builders import ClusterBuilder
+from fmdoctor.demo.seed_gpu import seed_gpu_metrics
 from fmdoctor.demo.seed_health import seed_checkpoints, seed_hyperpod, seed_spot
 from fmdoctor.demo.seed_inference import seed_inference
 
@@ -78,7 +79,14 @@ def seed_network_and_nodes(world: DemoWorld) -> None:
 Seeder = Callable[[DemoWorld], None]
 
 # One step per check family; each adds its part of the story (and its faults) to the same cluster.
-SEEDERS: tuple[Seeder, ...] = (seed_network_and_nodes, seed_checkpoints, seed_spot, seed_hyperpod, seed_inference)
+SEEDERS: tuple[Seeder, ...] = (
+    seed_network_and_nodes,
+    seed_gpu_metrics,
+    seed_checkpoints,
+    seed_spot,
+    seed_hyperpod,
+    seed_inference,
+)
 
 
 def seed_demo(session: boto3.Session, seeders: tuple[Seeder, ...] = SEEDERS) -> DemoWorld:

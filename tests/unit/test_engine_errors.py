@@ -63,6 +63,8 @@ def test_api_calls_are_counted_and_batched(healthy_efa_cluster, run_checks):
     calls = report.stats.api_calls
     # 4 instances, 97 interfaces: still one call per describe, never one per instance or interface.
     assert calls == {
+        # efa-errors' CloudWatch snapshot: one listing per EFA counter and GPU metric name; no series, no fetch.
+        "cloudwatch.ListMetrics": 7,
         "ec2.DescribeInstanceTypes": 1,
         "ec2.DescribeInstances": 1,
         "ec2.DescribePlacementGroups": 1,

@@ -1,0 +1,55 @@
+"""What the on-node checks share: the node's identity from IMDS and one nvidia-smi run per fmdoctor run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fmdoctor.engine.check import NotApplicable
+from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.host import CommandResult, ImdsUnavailable
+from fmdoctor.node import nvidia_smi
+from fmdoctor.node.instance_facts import TypeFacts, facts_for
+
+
+@dataclass(frozen=True)
+class NodeIdentity:
+    instance_type: str | None
+    instance_id: str | None
+    facts: TypeFacts | None  # None when the type is unknown (or IMDS unreachable)
+
+    def evidence(self) -> dict[str, str | None]:
+        return {"instance_type": self.instance_type, "instance_id": self.instance_id}
+
+
+def identity(ctx: CheckContext) -> NodeIdentity:
+    def load() -> NodeIdentity:
+        try:
+            instance_type = ctx.host.imds("latest/meta-data/instance-type")
+            instance_id = ctx.host.imds("latest/meta-data/instance-id")
+        except ImdsUnavailable:
+            instance_type = instance_id = None
+        instance_type = instance_type.strip() if instance_type else None
+        return NodeIdentity(instance_type, instance_id.strip() if instance_id else None, facts_for(instance_type))
+
+    return ctx.shared("node.identity", load)
+
+
+def nvidia_identity(ctx: CheckContext) -> NodeIdentity:
+    """The node's identity; NotApplicable when its (known) instance type has no NVIDIA GPUs."""
+    who = identity(ctx)
+    if who.facts and not who.facts.gpus:
+        raise NotApplicable(f"{who.instance_type} has no NVIDIA GPUs")
+    return who
+
+
+def run_nvidia_smi(ctx: CheckContext) -> CommandResult:
+    return ctx.shared("node.nvidia-smi", lambda: ctx.host.run(nvidia_smi.COMMAND))
+
+
+def node_resource(ctx: CheckContext, part: str = "") -> str:
+    return f"node/{ctx.host.name}" + (f"/{part}" if part else "")
+
+
+def first_line(result: CommandResult) -> str:
+    lines = (result.stderr.strip() or result.stdout.strip()).splitlines()
+    return lines[0] if lines else f"exit status {result.returncode}"

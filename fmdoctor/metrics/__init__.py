@@ -1,0 +1,10 @@
+"""Metrics at cluster scale: CloudWatch discovery and batched fetches, robust statistics, per-node views."""
+
+from __future__ import annotations
+
+
+def percent(part: float | None, whole: float | None) -> float | None:
+    """``part`` as a percentage of ``whole``; None when either is unknown or the whole is zero."""
+    if part is None or not whole:
+        return None
+    return 100.0 * part / whole

@@ -1,0 +1,174 @@
+"""CloudWatch reads at cluster scale: discover the series that exist, then fetch them in as few calls as possible.
+
+CloudWatch matches a metric's dimension set exactly, and the agent's dimensions depend on its configuration
+(``index``, ``name``, ``host``, an appended ``InstanceId``...), so series are discovered with ListMetrics,
+never guessed.
+
+Listing cost, per metric name: listing the namespace (``RecentlyActive``, filtered here) costs
+ceil(S / 500) calls for the S active series of that name in the account and region; listing one instance
+at a time costs at least N calls for N nodes. The first is cheaper unless the account holds more than
+500 active series of that name per node checked (8 per node for per-GPU metrics), so :func:`discover`
+lists the namespace and switches to per-value listing only once its pages reach N, which bounds the total
+at twice the cheaper of the two. Fetching packs up to 500 queries (GetMetricData's limit, fewer when the
+100,800-datapoint limit binds) into each call: ceil(queries / per_call) calls for the whole cluster.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+GET_METRIC_DATA_MAX_QUERIES = 500
+GET_METRIC_DATA_MAX_DATAPOINTS = 100_800
+# ListMetrics can only look back this far; a longer window lists every series ever seen (stale ones too).
+RECENTLY_ACTIVE = timedelta(hours=3)
+
+
+@dataclass(frozen=True)
+class Series:
+    """One CloudWatch metric: namespace, name and its exact dimension set (sorted by name)."""
+
+    namespace: str
+    name: str
+    dimensions: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_api(cls, raw: dict[str, Any]) -> Series:
+        dims = tuple(sorted((d["Name"], d.get("Value", "")) for d in raw.get("Dimensions", [])))
+        return cls(raw["Namespace"], raw["MetricName"], dims)
+
+    def dim(self, name: str) -> str | None:
+        return next((v for k, v in self.dimensions if k == name), None)
+
+    @property
+    def dimension_names(self) -> frozenset[str]:
+        return frozenset(k for k, _ in self.dimensions)
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "Namespace": self.namespace,
+            "MetricName": self.name,
+            "Dimensions": [{"Name": k, "Value": v} for k, v in self.dimensions],
+        }
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What :func:`discover` found for one metric name, and how (for evidence and call-count reasoning)."""
+
+    series: tuple[Series, ...]
+    mode: str  # "namespace" or "per-<dimension>"
+    calls: int
+
+
+def discover(
+    cloudwatch: Any,
+    namespace: str,
+    metric: str,
+    keep: Callable[[Series], bool],
+    narrow_dimension: str | None = None,
+    narrow_values: Sequence[str] = (),
+    window: timedelta = timedelta(0),
+) -> Listing:
+    """The series of ``metric`` that ``keep`` accepts.
+
+    Lists the namespace first; if that takes as many pages as there are ``narrow_values`` and the series
+    kept so far all carry ``narrow_dimension`` (so narrowing would lose none of their kind), it starts over
+    with one listing per value. Duplicates (ListMetrics may repeat a series across pages) are dropped.
+    """
+    base: dict[str, Any] = {"Namespace": namespace, "MetricName": metric}
+    if window <= RECENTLY_ACTIVE:
+        base["RecentlyActive"] = "PT3H"
+    budget = len(narrow_values) if narrow_dimension and narrow_values else math.inf
+    kept: dict[Series, None] = {}
+    calls = 0
+    narrowable = narrow_dimension is not None
+    for page in cloudwatch.get_paginator("list_metrics").paginate(**base):
+        calls += 1
+        for raw in page.get("Metrics", []):
+            series = Series.from_api(raw)
+            if keep(series):
+                kept[series] = None
+                narrowable = narrowable and series.dim(narrow_dimension or "") is not None
+        if calls >= budget and narrowable and kept and page.get("NextToken"):
+            return _discover_per_value(cloudwatch, base, keep, narrow_dimension or "", narrow_values, calls)
+    return Listing(tuple(kept), "namespace", calls)
+
+
+def _discover_per_value(
+    cloudwatch: Any, base: dict[str, Any], keep: Callable[[Series], bool], dimension: str,
+    values: Sequence[str], spent: int,
+) -> Listing:
+    kept: dict[Series, None] = {}
+    calls = spent
+    paginator = cloudwatch.get_paginator("list_metrics")
+    for value in values:
+        for page in paginator.paginate(**base, Dimensions=[{"Name": dimension, "Value": value}]):
+            calls += 1
+            kept.update((s, None) for s in map(Series.from_api, page.get("Metrics", [])) if keep(s))
+    return Listing(tuple(kept), f"per-{dimension}", calls)
+
+
+@dataclass(frozen=True)
+class Query:
+    series: Series
+    stat: str  # "Average", "Maximum", "Sum", ...
+
+
+@dataclass
+class Fetched:
+    """Per query index: the values by period (ascending), and the queries CloudWatch could not answer."""
+
+    values: dict[int, list[tuple[datetime, float]]] = field(default_factory=dict)
+    failed: dict[int, str] = field(default_factory=dict)
+    calls: int = 0
+
+
+def queries_per_call(start: datetime, end: datetime, period: timedelta) -> int:
+    # One period more than the window holds: a window not aligned to the period spans an extra bucket.
+    periods = math.ceil((end - start) / period) + 1
+    return max(1, min(GET_METRIC_DATA_MAX_QUERIES, GET_METRIC_DATA_MAX_DATAPOINTS // periods))
+
+
+def fetch(cloudwatch: Any, queries: Sequence[Query], start: datetime, end: datetime, period: timedelta) -> Fetched:
+    """Every query's per-period values in ceil(len(queries) / per_call) GetMetricData calls (plus any pages)."""
+    result = Fetched()
+    per_call = queries_per_call(start, end, period)
+    seconds = int(period.total_seconds())
+    for offset in range(0, len(queries), per_call):
+        batch = [
+            {
+                "Id": f"q{offset + i}",
+                "MetricStat": {"Metric": q.series.to_api(), "Period": seconds, "Stat": q.stat},
+                "ReturnData": True,
+            }
+            for i, q in enumerate(queries[offset: offset + per_call])
+        ]
+        pages = cloudwatch.get_paginator("get_metric_data").paginate(
+            MetricDataQueries=batch, StartTime=start, EndTime=end, ScanBy="TimestampAscending"
+        )
+        for page in pages:
+            result.calls += 1
+            _collect(page.get("MetricDataResults", []), result)
+    for points in result.values.values():
+        points.sort()
+    return result
+
+
+def _collect(results: Iterable[dict[str, Any]], into: Fetched) -> None:
+    for raw in results:
+        index = int(raw["Id"][1:])
+        status = raw.get("StatusCode", "Complete")
+        if status in {"InternalError", "Forbidden"}:
+            into.failed[index] = status
+            continue
+        points = into.values.setdefault(index, [])
+        points.extend(zip(raw.get("Timestamps", []), (float(v) for v in raw.get("Values", [])), strict=True))
+
+
+def lower_bound_calls(query_count: int, start: datetime, end: datetime, period: timedelta) -> int:
+    """The fewest GetMetricData calls any client needs for these queries (pages aside)."""
+    return math.ceil(query_count / queries_per_call(start, end, period)) if query_count else 0

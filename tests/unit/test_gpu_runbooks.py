@@ -1,0 +1,85 @@
+"""The GPU/EFA/node runbooks render, under StrictUndefined, from the findings their checks really produce."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import jinja2
+import pytest
+import yaml
+from jinja2.sandbox import SandboxedEnvironment
+
+import fmdoctor
+from fmdoctor.config import Settings
+from fmdoctor.demo.runtime import demo_environment, demo_settings
+from fmdoctor.engine.api import Connection, Doctor
+from fmdoctor.node.replay import ReplayHost
+
+ROOT = Path(fmdoctor.__file__).resolve().parent.parent
+RUNBOOKS = ROOT / "runbooks"
+FIXTURES = ROOT / "tests" / "fixtures" / "node"
+CLUSTER_IDS = ["gpu-idle", "gpu-straggler", "gpu-memory-pressure", "gpu-metrics-missing", "efa-errors"]
+NODE_IDS = ["node-gpu-health", "gpu-xid", "node-efa-provider"]
+
+pytestmark = pytest.mark.skipif(not RUNBOOKS.exists(), reason="needs the source tree")
+
+
+def render(finding, cluster: str, region: str) -> tuple[dict, str]:
+    text = (RUNBOOKS / f"{finding.runbook}.md").read_text()
+    _, front, body = text.split("---\n", 2)
+    meta = yaml.safe_load(front)
+    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
+    page = env.from_string(body).render(finding=finding, evidence=finding.evidence, cluster=cluster, region=region)
+    return meta, page
+
+
+@pytest.fixture(scope="module")
+def demo_findings():
+    with demo_environment() as world:
+        doctor = Doctor(settings=demo_settings(world), connection=Connection(region=world.region))
+        return doctor.check(world.cluster, only=CLUSTER_IDS).findings
+
+
+def node_findings():
+    now = datetime(2025, 3, 4, 3, 0, tzinfo=UTC)
+    hosts = [
+        ReplayHost({"nvidia-smi": (0, (FIXTURES / "nvidia-smi-p5-degraded.csv").read_text(), ""),
+                    "journalctl": (0, (FIXTURES / "journalctl-k-xid.log").read_text(), ""),
+                    "fi_info": (0, (FIXTURES / "fi_info-efa-p4d.txt").read_text(), "")}),
+        ReplayHost({"fi_info": (1, "", "fi_getinfo: -61 (No data available)")}, instance_type="p4d.24xlarge"),
+        ReplayHost({"nvidia-smi": (9, "NVIDIA-SMI has failed because it couldn't communicate with the driver", "")}),
+    ]
+    doctor = Doctor(settings=Settings(), clock=lambda: now)
+    return [f for host in hosts for f in doctor.check_local(host=host).findings]
+
+
+def test_every_new_check_has_a_runbook_with_the_format():
+    for check_id in CLUSTER_IDS + NODE_IDS:
+        text = (RUNBOOKS / f"{check_id}.md").read_text()
+        meta = yaml.safe_load(text.split("---\n", 2)[1])
+        assert meta["id"] == check_id and check_id in meta["checks"]
+        assert meta["severity"] in {"critical", "warning", "info"} and meta["remediation_iam_actions"] == []
+        for heading in ("## What it means", "## Confirm by hand", "## Fix", "## Verify"):
+            assert heading in text, (check_id, heading)
+
+
+def test_cluster_runbooks_render_with_real_values(demo_findings):
+    rendered = {}
+    for finding in demo_findings:
+        _, page = render(finding, "demo-llm-train", "us-west-2")
+        assert finding.resource in page and "<" not in page  # real values, no <placeholders>
+        rendered[finding.check] = page
+    assert set(rendered) == set(CLUSTER_IDS)
+    assert "SELECT AVG(nvidia_smi_utilization_gpu) FROM CWAgent" in rendered["gpu-idle"]
+    assert "42 efa_retrans_timeout_events, 9 efa_impaired_remote_conn_events" in rendered["efa-errors"]
+
+
+def test_node_runbooks_render_for_every_kind_of_finding():
+    findings = node_findings()
+    assert {f.check for f in findings} == set(NODE_IDS)
+    for finding in findings:
+        _, page = render(finding, "node/ip-10-0-1-23", "local")
+        assert "ip-10-0-1-23" in page and "<" not in page
+    xid_pages = [render(f, "node", "local")[1] for f in findings if f.check == "gpu-xid"]
+    assert any("sudo nvidia-smi -r -i" in p for p in xid_pages) and any("only a reboot" in p for p in xid_pages)

@@ -1,0 +1,185 @@
+"""The CloudWatch layer and the statistics under the GPU checks: listing strategy, batching, pages, robust z."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from botocore.stub import ANY, Stubber
+
+from fmdoctor.demo.metrics import MetricsPublisher, launch_nodes
+from fmdoctor.engine.inventory import Instance
+from fmdoctor.metrics.cloudwatch import Query, Series, discover, fetch, lower_bound_calls, queries_per_call
+from fmdoctor.metrics.robust import low_outliers, median_and_mad
+from fmdoctor.metrics.series import NodeResolver, missing_devices, select_series
+
+NOW = datetime(2025, 3, 4, 3, 0, tzinfo=UTC)
+UTIL = "nvidia_smi_utilization_gpu"
+
+
+def counted(client) -> Counter[str]:
+    calls: Counter[str] = Counter()
+    client.meta.events.register("before-call", lambda model, **_: calls.update([model.name]))
+    return calls
+
+
+# --- robust statistics -----------------------------------------------------------------------------------
+
+def test_modified_z_finds_one_low_node_among_many():
+    values = {f"n{i}": v for i, v in enumerate([95, 96, 94, 95, 97, 93, 55])}
+    [outlier] = low_outliers(values, z_threshold=3.5, min_gap=15)
+    assert outlier.key == "n6" and outlier.median == 95 and outlier.gap == 40 and outlier.z < -3.5
+
+
+@pytest.mark.parametrize(
+    "values, expected",
+    [
+        ([95, 40], []),  # two nodes: the median sits halfway, nobody can be named
+        ([95], []),
+        ([], []),
+        ([90, 90, 90, 90], []),  # identical: MAD 0, nothing differs
+        ([95, 95, 50], ["n2"]),  # MAD 0 but a 45-point gap: the MAD floor keeps the score finite, not silent
+        ([95, 95, 95, 50, 50, 50], []),  # half and half: two jobs, not one straggler
+        ([95, 94, 96, 85], []),  # far in MAD units, but under the minimum gap
+    ],
+)
+def test_low_outliers_edge_cases(values, expected):
+    found = low_outliers({f"n{i}": float(v) for i, v in enumerate(values)}, z_threshold=3.5, min_gap=15)
+    assert [o.key for o in found] == expected
+
+
+def test_median_and_mad():
+    assert median_and_mad([1.0, 2.0, 3.0, 4.0, 100.0]) == (3.0, 1.0)
+
+
+# --- which series belong to whom ---------------------------------------------------------------------------
+
+def series(**dims: str) -> Series:
+    return Series("CWAgent", UTIL, tuple(sorted(dims.items())))
+
+
+def test_resolver_uses_instance_dimension_then_hostname():
+    nodes = [Instance("i-0123456789abcdef0", "p5.48xlarge", "running", None, None, None, private_ip="10.0.1.23")]
+    resolve = NodeResolver(nodes, "InstanceId", "host").instance_of
+    assert resolve(series(InstanceId="i-0123456789abcdef0", index="0")) == "i-0123456789abcdef0"
+    assert resolve(series(host="ip-10-0-1-23.us-west-2.compute.internal", index="0")) == "i-0123456789abcdef0"
+    assert resolve(series(host="i-0123456789abcdef0.us-west-2.compute.internal")) == "i-0123456789abcdef0"
+    assert resolve(series(host="ip-10-0-1-24.ec2.internal")) is None
+    # An InstanceId that is not ours wins over a host that happens to match: that series is someone else's.
+    assert resolve(series(InstanceId="i-0fffffffffffffff0", host="ip-10-0-1-23")) is None
+
+
+def test_select_series_prefers_per_gpu_over_aggregate_and_merges_renamed_hosts():
+    per_gpu = [series(InstanceId="i-1", index=str(g), name="H100", host="a") for g in range(8)]
+    renamed = series(InstanceId="i-1", index="3", name="H100", host="b")
+    aggregate = series(InstanceId="i-1")
+    chosen = select_series([aggregate, *per_gpu, renamed], ["index"])
+    assert sorted(chosen, key=int) == [str(g) for g in range(8)]
+    assert chosen["3"] == sorted([per_gpu[3], renamed], key=lambda s: s.dimensions)
+    assert select_series([aggregate], ["index"]) == {"": [aggregate]}
+
+
+def test_missing_devices_only_for_numbered_devices():
+    assert missing_devices(["0", "1", "3"], 4) == ["2"]
+    assert missing_devices(["GPU-ab", "GPU-cd"], 8) == []
+
+
+# --- listing strategy (moto) -------------------------------------------------------------------------------
+
+@pytest.fixture
+def cloudwatch(aws):
+    return aws.client("cloudwatch")
+
+
+def publish_fleet(cloudwatch, ours: list[str], foreign: int, host_only: bool = False) -> None:
+    publish = MetricsPublisher(cloudwatch, NOW, periods=1)
+    for n, instance_id in enumerate(ours):  # first, so the first pages already show our series' dimensions
+        publish.gpu_node(instance_id, f"10.0.0.{n + 1}", 90.0, append_instance_id=not host_only)
+    for n in range(foreign):
+        publish.gpu_node(f"i-{n:017x}", f"10.1.{n // 250}.{n % 250}", 90.0)
+    publish.flush()
+
+
+def test_small_cluster_in_a_big_account_switches_to_per_instance_listing(cloudwatch):
+    ours = ["i-00000000000aaaa01", "i-00000000000aaaa02"]
+    publish_fleet(cloudwatch, ours, foreign=150)  # 16 + 1,200 series: 3 namespace pages vs 2 instances
+    calls = counted(cloudwatch)
+    listing = discover(cloudwatch, "CWAgent", UTIL, lambda s: s.dim("InstanceId") in ours, "InstanceId", ours)
+    assert listing.mode == "per-InstanceId" and len(listing.series) == 16
+    # 2 namespace pages (the per-instance cost) before switching, then 1 per instance: at most twice the best.
+    assert calls["ListMetrics"] == listing.calls == 4
+
+
+def test_host_only_series_keep_the_namespace_listing(cloudwatch):
+    ours = ["i-00000000000aaaa01", "i-00000000000aaaa02"]
+    publish_fleet(cloudwatch, ours, foreign=150, host_only=True)
+    hosts = {"ip-10-0-0-1.us-west-2.compute.internal", "ip-10-0-0-2.us-west-2.compute.internal"}
+    calls = counted(cloudwatch)
+    listing = discover(cloudwatch, "CWAgent", UTIL, lambda s: s.dim("host") in hosts, "InstanceId", ours)
+    # Listing per InstanceId would miss series without one: the whole namespace is listed instead.
+    assert listing.mode == "namespace" and len(listing.series) == 16 and calls["ListMetrics"] == 3
+
+
+def test_cluster_metrics_scale_with_pages_not_nodes(builder, aws, run_checks):
+    nodes = launch_nodes(builder, 63)
+    publish = MetricsPublisher(aws.client("cloudwatch"), datetime.now(UTC))
+    for node in nodes:
+        publish.gpu_node(node.id, node.private_ip, 95.0)
+    publish.flush()
+    report = run_checks(["gpu-idle"], gpu={"startup_grace": "0s"})
+    assert report.findings == [] and report.errors == []
+    # 504 series per metric: 2 pages x 3 metrics; 1,512 queries in ceil(1512 / 500) = 4 GetMetricData calls.
+    assert report.stats.api_calls["cloudwatch.ListMetrics"] == 6
+    assert report.stats.api_calls["cloudwatch.GetMetricData"] == 4 == lower_bound_calls(
+        1512, NOW - timedelta(minutes=30), NOW, timedelta(minutes=5))
+
+
+# --- fetching: batching, pages and per-query failures (Stubber: moto does not paginate GetMetricData) -------
+
+def test_queries_per_call_respects_the_datapoint_limit():
+    assert queries_per_call(NOW - timedelta(minutes=30), NOW, timedelta(minutes=5)) == 500
+    assert queries_per_call(NOW - timedelta(hours=24), NOW, timedelta(minutes=1)) == 69  # 100,800 // 1,441
+
+
+def test_fetch_follows_pages_and_keeps_failed_queries_apart(aws):
+    client = aws.client("cloudwatch")
+    one, two = series(InstanceId="i-1", index="0"), series(InstanceId="i-1", index="1")
+    t1, t2 = NOW - timedelta(minutes=20), NOW - timedelta(minutes=10)
+    stub = Stubber(client)
+    stub.add_response("get_metric_data", {
+        "MetricDataResults": [{"Id": "q0", "Label": UTIL, "Timestamps": [t2], "Values": [80.0],
+                               "StatusCode": "PartialData"}],
+        "NextToken": "page-2",
+    }, {"MetricDataQueries": ANY, "StartTime": ANY, "EndTime": ANY, "ScanBy": "TimestampAscending"})
+    stub.add_response("get_metric_data", {
+        "MetricDataResults": [
+            {"Id": "q0", "Label": UTIL, "Timestamps": [t1], "Values": [70.0], "StatusCode": "Complete"},
+            {"Id": "q1", "Label": UTIL, "Timestamps": [], "Values": [], "StatusCode": "InternalError"},
+        ],
+    }, {"MetricDataQueries": ANY, "StartTime": ANY, "EndTime": ANY, "ScanBy": "TimestampAscending",
+        "NextToken": "page-2"})
+    with stub:
+        fetched = fetch(client, [Query(one, "Average"), Query(two, "Average")], NOW - timedelta(minutes=30), NOW,
+                        timedelta(minutes=5))
+    stub.assert_no_pending_responses()
+    assert fetched.values[0] == [(t1, 70.0), (t2, 80.0)]
+    assert fetched.failed == {1: "InternalError"} and fetched.calls == 2
+
+
+# --- settings ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "gpu, message",
+    [
+        ("period: 90s", "clusters.a.gpu.period: must be a whole number of minutes"),
+        ("window: 1m", "clusters.a.gpu: window (1m) is shorter than period (5m)"),
+        ("straggler_robust_z: 0", "clusters.a.gpu.straggler_robust_z"),
+    ],
+)
+def test_bad_gpu_settings_name_the_key(gpu, message):
+    from fmdoctor.config import parse_settings
+    from fmdoctor.engine.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_settings(f"clusters:\n  a:\n    gpu: {{{gpu}}}\n")
