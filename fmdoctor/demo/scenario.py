@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 
 from fmdoctor.demo.builders import ClusterBuilder
+from fmdoctor.demo.seed_network import seed_network
 
 DEMO_CLUSTER = "demo-llm-train"
 DEMO_REGION = "us-west-2"
@@ -72,7 +73,7 @@ def seed_network_and_nodes(world: DemoWorld) -> None:
 Seeder = Callable[[DemoWorld], None]
 
 # One step per check family; each adds its part of the story (and its faults) to the same cluster.
-SEEDERS: tuple[Seeder, ...] = (seed_network_and_nodes,)
+SEEDERS: tuple[Seeder, ...] = (seed_network_and_nodes, seed_network)
 
 
 def seed_demo(session: boto3.Session, seeders: tuple[Seeder, ...] = SEEDERS) -> DemoWorld:
