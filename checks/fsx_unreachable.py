@@ -93,6 +93,7 @@ class FsxUnreachable(Check):
                 "directions_blocked": directions,
                 **blocker_evidence(reason, outcomes[0].result),
                 "node_count": len(nodes),
+                "example_node": nodes[0] if nodes else "",
                 "nodes": labels(inv, nodes),
                 "blockers": [{"code": b.code, "resource": b.resource, "summary": b.summary} for b, _ in groups][:10],
                 "class_pairs_evaluated": evaluated,

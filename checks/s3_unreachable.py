@@ -79,6 +79,7 @@ class S3Unreachable(Check):
                 "region": target.bucket_region,
                 **blocker_evidence(reason, outcomes[0].result),
                 "node_count": len(nodes),
+                "example_node": nodes[0] if nodes else "",
                 "nodes": labels(inv, nodes),
                 "subnets": subnets,
                 "route_table": reason.evidence.get("route_table"),

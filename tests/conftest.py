@@ -71,10 +71,14 @@ def builder(aws: boto3.Session) -> ClusterBuilder:
 
 @pytest.fixture
 def healthy_efa_cluster(builder: ClusterBuilder) -> ClusterBuilder:
-    """Head node plus three p5 nodes with all 32 EFA interfaces, self-referencing group, one placement group."""
+    """Head node plus three p5 nodes with all 32 EFA interfaces, self-referencing group, one placement group;
+    public-a routes to an internet gateway, the private subnets reach S3 through a gateway endpoint."""
+    builder.internet_gateway(["public-a"])
+    builder.route_table("private", ["private-a", "private-b"])
+    builder.s3_gateway_endpoint(["private"], REGION)
     builder.security_group("efa", self_ingress=True, self_egress=True)
     builder.placement_group("pg")
-    builder.launch(["head"], "m5.8xlarge", "public-a", ["efa"], role="head")
+    builder.launch(["head"], "m5.8xlarge", "public-a", ["efa"], role="head", public_ip=True)
     builder.launch(["gpu-1", "gpu-2", "gpu-3"], "p5.48xlarge", "private-a", ["efa"], efa_interfaces=32,
                    placement_group="pg")
     return builder

@@ -34,22 +34,11 @@ def seed_network(world: DemoWorld) -> None:
     subnets, groups = b.subnets, b.groups
     region = world.region
 
-    igw = ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
-    ec2.attach_internet_gateway(InternetGatewayId=igw, VpcId=b.vpc_id)
-    public_rt = ec2.create_route_table(VpcId=b.vpc_id)["RouteTable"]["RouteTableId"]
-    ec2.create_route(RouteTableId=public_rt, DestinationCidrBlock="0.0.0.0/0", GatewayId=igw)
-    ec2.associate_route_table(RouteTableId=public_rt, SubnetId=subnets["public-a"])
-
-    allocation = ec2.allocate_address(Domain="vpc")["AllocationId"]
-    nat = ec2.create_nat_gateway(SubnetId=subnets["public-a"], AllocationId=allocation)["NatGateway"]["NatGatewayId"]
-    private_rt = ec2.create_route_table(VpcId=b.vpc_id)["RouteTable"]["RouteTableId"]
-    ec2.create_route(RouteTableId=private_rt, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=nat)
-    for name in ("private-a", "private-b"):
-        ec2.associate_route_table(RouteTableId=private_rt, SubnetId=subnets[name])
-    s3_endpoint = ec2.create_vpc_endpoint(
-        VpcId=b.vpc_id, ServiceName=f"com.amazonaws.{region}.s3", VpcEndpointType="Gateway",
-        RouteTableIds=[private_rt],
-    )["VpcEndpoint"]["VpcEndpointId"]
+    igw = b.internet_gateway(["public-a"], "demo-public")
+    nat = b.nat_gateway("public-a")
+    private_rt = b.route_table("demo-private", ["private-a", "private-b"],
+                               [{"DestinationCidrBlock": "0.0.0.0/0", "NatGatewayId": nat}])
+    s3_endpoint = b.s3_gateway_endpoint([private_rt], region)
 
     clients = [groups["demo-efa"], groups["demo-head"]]
     # Fault: 988 only; Lustre also needs 1018-1023 from every client.
@@ -69,7 +58,7 @@ def seed_network(world: DemoWorld) -> None:
     world.facts["network"] = {
         "internet_gateway": igw,
         "nat_gateway": nat,
-        "public_route_table": public_rt,
+        "public_route_table": b.route_tables["demo-public"],
         "private_route_table": private_rt,
         "s3_gateway_endpoint": s3_endpoint,
     }

@@ -61,12 +61,22 @@ def test_a_crashing_check_does_not_sink_the_run(healthy_efa_cluster, run_checks,
 def test_api_calls_are_counted_and_batched(healthy_efa_cluster, run_checks):
     report = run_checks()
     calls = report.stats.api_calls
-    # 4 instances, 97 interfaces: still one call per describe, never one per instance or interface.
+    # 4 instances, 97 interfaces: still one call per describe, never one per instance or interface. The
+    # network topology (subnets again, VPC-wide) is read once for every network check; prefix-list entries
+    # only for S3's list; no FSx file system, so no interfaces beyond the inventory.
     assert calls == {
         "ec2.DescribeInstanceTypes": 1,
         "ec2.DescribeInstances": 1,
         "ec2.DescribePlacementGroups": 1,
         "ec2.DescribeSecurityGroupRules": 1,
         "ec2.DescribeSecurityGroups": 1,
-        "ec2.DescribeSubnets": 1,
+        "ec2.DescribeSubnets": 2,
+        "ec2.DescribeNetworkAcls": 1,
+        "ec2.DescribeRouteTables": 1,
+        "ec2.DescribeInternetGateways": 1,
+        "ec2.DescribeNatGateways": 1,
+        "ec2.DescribeVpcEndpoints": 1,
+        "ec2.DescribeManagedPrefixLists": 1,
+        "ec2.GetManagedPrefixListEntries": 1,
+        "fsx.DescribeFileSystems": 1,
     }
