@@ -1,7 +1,10 @@
 """Teach moto the few EC2/FSx facts the checks read and moto drops, so the demo looks like real AWS.
 
 moto ignores ``InterfaceType`` and ``NetworkCardIndex`` of network interfaces, ``Placement.GroupName``
-of instances, has no placement-group API and gives FSx file systems no network interfaces. Scenario
+of instances, has no placement-group API and gives FSx file systems no network interfaces; the interfaces
+it makes for an interface VPC endpoint get a random address outside their subnet and the VPC's default
+group instead of the endpoint's groups; DescribeNetworkInterfaces lacks the ``association.public-ip``
+filter. Scenario
 builders make ordinary boto3 calls (they would work against real AWS); this module makes moto honour
 those parameters. Real AWS needs none of it. :func:`install` is idempotent and patches classes only.
 """
@@ -25,6 +28,7 @@ def install() -> None:
         _patch_instance_placement()
         _add_placement_group_api()
         _patch_fsx_interfaces()
+        _patch_endpoint_interfaces()
         _installed = True
 
 
@@ -68,6 +72,16 @@ def _patch_network_interfaces() -> None:
         return result
 
     ElasticNetworkInterfaces.create_network_interface = create_network_interface
+
+    original_filter = eni_models.NetworkInterface.get_filter_value
+
+    @functools.wraps(original_filter)
+    def get_filter_value(self: Any, filter_name: str, method_name: str | None = None) -> Any:
+        if filter_name == "association.public-ip":
+            return self.public_ip
+        return original_filter(self, filter_name, method_name)
+
+    eni_models.NetworkInterface.get_filter_value = get_filter_value
 
 
 def _patch_instance_placement() -> None:
@@ -174,3 +188,27 @@ def _patch_fsx_interfaces() -> None:
         return data
 
     FileSystem.to_dict = to_dict
+
+
+def _patch_endpoint_interfaces() -> None:
+    """Interface endpoints' ENIs: an address in their subnet and the endpoint's groups, as in AWS."""
+    from moto.ec2.models.vpcs import VPCBackend
+    from moto.ec2.utils import random_private_ip
+
+    original_create = VPCBackend.create_vpc_endpoint
+
+    @functools.wraps(original_create)
+    def create_vpc_endpoint(self: Any, *args: Any, **kwargs: Any) -> Any:
+        endpoint = original_create(self, *args, **kwargs)
+        groups = [g for g in (self.get_security_group_from_id(i) for i in endpoint.security_group_ids or []) if g]
+        for eni_id in endpoint.network_interface_ids or []:
+            eni = self.get_network_interface(eni_id)
+            eni.private_ip_address = random_private_ip(eni.subnet.cidr_block)
+            eni.private_ip_addresses = [{"Primary": True, "PrivateIpAddress": eni.private_ip_address}]
+            eni.description = f"VPC Endpoint Interface {endpoint.id}"
+            eni.requester_managed = True
+            if groups:
+                eni._group_set = list(groups)
+        return endpoint
+
+    VPCBackend.create_vpc_endpoint = create_vpc_endpoint

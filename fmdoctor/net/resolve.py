@@ -20,7 +20,7 @@ from fmdoctor.engine.inventory import HEAD, Inventory, NetworkInterface
 from fmdoctor.net.fetch import fetch_interfaces, fetch_missing_groups, fetch_prefix_lists, fetch_topology
 from fmdoctor.net.model import Endpoint
 from fmdoctor.net.network import INTERNET, Network, group_interfaces, primary_interface
-from fmdoctor.net.space import cidr_range, ranges_overlap
+from fmdoctor.net.space import address_range, cidr_range, ranges_overlap
 from fmdoctor.net.topology import Topology
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -123,11 +123,10 @@ class Resolver:
                 return eni
         if not self.clients:
             return None
-        for name in ("addresses.private-ip-address", "association.public-ip"):
-            found = self._fetch_interfaces(filters=[{"Name": name, "Values": [ip]}])
-            if found:
-                return next(iter(found.values()))
-        return None
+        public = ranges_overlap([address_range(ip)], INTERNET)
+        name = "association.public-ip" if public else "addresses.private-ip-address"
+        found = self._fetch_interfaces(filters=[{"Name": name, "Values": [ip]}])
+        return next(iter(found.values()), None)
 
     def _fetch_interfaces(self, ids: list[str] | None = None, filters: list[dict[str, Any]] | None = None
                           ) -> dict[str, NetworkInterface]:
