@@ -74,7 +74,7 @@ class EfaPeerUnreachable(Check):
                 "class_pairs": sample([f"{a} -> {b}" for a, b in pairs], 5),
                 "islands": len(split),
                 "rules_considered": reason.evidence.get("rules_considered", []),
-                "fix": merged_fix([reason]),
+                "fix": merged_fix(o.result.blocked_by for o in outcomes if o.result.blocked_by),
             },
         )
 

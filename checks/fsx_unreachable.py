@@ -52,6 +52,7 @@ class FsxUnreachable(Check):
                            f"{missing} is not in {ctx.region}")
         if not storage.systems:
             raise NotApplicable("no FSx for Lustre file system in the cluster's VPCs or checkpoints.locations")
+        network = load_network(ctx, [s.vpc_id for s in storage.systems])
         network = network.with_extras(storage.interfaces.values(), storage.security_groups, storage.prefix_lists)
         clients = interface_classes(network, primary_interfaces(inv, inv.instances), what="interface")
         findings = []
@@ -97,6 +98,6 @@ class FsxUnreachable(Check):
                 "nodes": labels(inv, nodes),
                 "blockers": [{"code": b.code, "resource": b.resource, "summary": b.summary} for b, _ in groups][:10],
                 "class_pairs_evaluated": evaluated,
-                "fix": merged_fix(b for b, _ in groups),
+                "fix": merged_fix(o.result.blocked_by for o in everything if o.result.blocked_by),
             },
         )

@@ -84,6 +84,6 @@ class S3Unreachable(Check):
                 "subnets": subnets,
                 "route_table": reason.evidence.get("route_table"),
                 "exits": reason.evidence.get("exits", {}),
-                "fix": merged_fix([reason]),
+                "fix": merged_fix(o.result.blocked_by for o in outcomes if o.result.blocked_by),
             },
         )

@@ -10,7 +10,7 @@ topology of every VPC involved, resolves both ends, and returns a :class:`Reacha
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fmdoctor.engine.errors import AwsUnavailable, CredentialsError, UsageError, describe_aws_failure
@@ -18,7 +18,7 @@ from fmdoctor.net.analyze import analyze_endpoints
 from fmdoctor.net.fetch import fetch_topology
 from fmdoctor.net.model import Endpoint, Flow, ReachabilityResult
 from fmdoctor.net.network import Network
-from fmdoctor.net.resolve import Resolved, Resolver
+from fmdoctor.net.resolve import Resolved, Resolver, merge_topologies
 from fmdoctor.net.space import Range
 
 if TYPE_CHECKING:
@@ -120,8 +120,9 @@ def why_not(doctor: Doctor, cluster: str | None, source: str, destination: str, 
                              f"{failure.message}") from None
 
 
-def load_network(ctx: CheckContext) -> Network:
-    """The cluster's network for checks: topology fetched once per run and shared by every check."""
+def load_network(ctx: CheckContext, extra_vpcs: Iterable[str | None] = ()) -> Network:
+    """The cluster's network for checks: topology fetched once per run and shared by every check, plus
+    that of other VPCs a check's destinations live in (a file system in a shared-services VPC)."""
     inventory = ctx.inventory
 
     def load() -> Network:
@@ -129,7 +130,14 @@ def load_network(ctx: CheckContext) -> Network:
                                   inventory.security_groups.values())
         return Network.build(inventory, topology)
 
-    return ctx.shared("net.network", load)
+    network = ctx.shared("net.network", load)
+    others = sorted({v for v in extra_vpcs if v} - set(network.topology.vpc_ids))
+    if others:
+        extra = ctx.shared(f"net.topology:{','.join(others)}", lambda: fetch_topology(
+            ctx.client("ec2"), ctx.region, others, network.security_groups.values()))
+        network = network.with_extras(extra.interfaces.values(), extra.security_groups,
+                                      topology=merge_topologies(network.topology, extra))
+    return network
 
 
 def _ends(resolver: Resolver, end: str | Endpoint | Sequence[Endpoint]) -> Resolved:
