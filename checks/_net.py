@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
 import json
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -13,7 +13,7 @@ from fmdoctor.net.classes import PairOutcome
 from fmdoctor.net.model import SG_EGRESS, SG_INGRESS, Blocked, ReachabilityResult
 from fmdoctor.net.network import primary_interface
 
-from ._common import sample
+from ._common import SAMPLE
 
 MARK = {"pass": "ok", "block": "BLOCKED", "unverified": "unverified"}
 
@@ -86,12 +86,8 @@ def note_unverified(ctx: CheckContext, what: str, results: Iterable[Reachability
 
 
 def labels(inventory: Inventory, instance_ids: Sequence[str]) -> list[str]:
-    return sample(sorted((inventory.label(i) for i in instance_ids), key=_natural))
-
-
-def _natural(text: str) -> list[object]:
-    """'gpu-node-10' after 'gpu-node-9'."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+    """A sample of node labels in name order ('gpu-node-9' before 'gpu-node-10'), cheap for thousands."""
+    return heapq.nsmallest(SAMPLE, (inventory.label(i) for i in instance_ids), key=lambda text: (len(text), text))
 
 
 def explain(reason: Blocked, outcomes: Sequence[PairOutcome], inventory: Inventory) -> str:
