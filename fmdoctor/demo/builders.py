@@ -13,6 +13,16 @@ from typing import Any
 DEMO_AMI = "ami-12c6146b"  # an image moto knows
 
 
+def acl_entry(number: int, egress: bool, protocol: str, action: str, cidr: str,
+              ports: tuple[int, int] | None = None) -> dict[str, Any]:
+    """CreateNetworkAclEntry arguments: ``acl_entry(100, False, "6", "deny", "0.0.0.0/0", (22, 22))``."""
+    entry: dict[str, Any] = {"RuleNumber": number, "Egress": egress, "Protocol": protocol, "RuleAction": action,
+                             "CidrBlock": cidr}
+    if ports:
+        entry["PortRange"] = {"From": ports[0], "To": ports[1]}
+    return entry
+
+
 @dataclass
 class ClusterBuilder:
     ec2: Any
@@ -75,6 +85,20 @@ class ClusterBuilder:
             self.ec2.associate_route_table(RouteTableId=table, SubnetId=self.subnets.get(subnet, subnet))
         self.route_tables[name] = table
         return table
+
+    def network_acl(self, subnets: Sequence[str], entries: Sequence[dict[str, Any]]) -> str:
+        """A custom network ACL replacing the current one of ``subnets``; ``entries`` are CreateNetworkAclEntry
+        arguments (RuleNumber, Egress, Protocol, RuleAction, CidrBlock[, PortRange])."""
+        acl = self.ec2.create_network_acl(VpcId=self.vpc_id)["NetworkAcl"]["NetworkAclId"]
+        for entry in entries:
+            self.ec2.create_network_acl_entry(NetworkAclId=acl, **entry)
+        for subnet in subnets:
+            subnet_id = self.subnets.get(subnet, subnet)
+            current = self.ec2.describe_network_acls(Filters=[{"Name": "association.subnet-id", "Values": [subnet_id]}])
+            association = next(a["NetworkAclAssociationId"] for a in current["NetworkAcls"][0]["Associations"]
+                               if a["SubnetId"] == subnet_id)
+            self.ec2.replace_network_acl_association(AssociationId=association, NetworkAclId=acl)
+        return acl
 
     def internet_gateway(self, public_subnets: Sequence[str], table_name: str = "public") -> str:
         """An attached internet gateway and a route table sending 0.0.0.0/0 to it from ``public_subnets``."""

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from fmdoctor.demo.builders import ClusterBuilder
+from fmdoctor.demo.builders import ClusterBuilder, acl_entry
 from fmdoctor.engine.model import Severity
 
 pytestmark = pytest.mark.usefixtures("no_default_amis")
@@ -75,17 +75,9 @@ def test_ssh_from_an_admin_cidr_the_group_does_not_admit(cluster, run_checks):
 def test_ssh_port_setting_and_a_stateless_reply_deny(cluster, run_checks):
     b = cluster
     b.ec2.authorize_security_group_ingress(GroupId=b.groups["head"], IpPermissions=tcp((2222, 2222), cidr=OFFICE))
-    acl = b.ec2.create_network_acl(VpcId=b.vpc_id)["NetworkAcl"]["NetworkAclId"]
-    b.ec2.create_network_acl_entry(NetworkAclId=acl, RuleNumber=100, Egress=False, Protocol="-1",
-                                   RuleAction="allow", CidrBlock="0.0.0.0/0")
     # Outbound only to 443: replies to the admins' ephemeral ports are dropped.
-    b.ec2.create_network_acl_entry(NetworkAclId=acl, RuleNumber=100, Egress=True, Protocol="6",
-                                   RuleAction="allow", CidrBlock="0.0.0.0/0", PortRange={"From": 443, "To": 443})
-    subnet = b.subnets["public-a"]
-    current = b.ec2.describe_network_acls(Filters=[{"Name": "association.subnet-id", "Values": [subnet]}])
-    association = next(a["NetworkAclAssociationId"] for a in current["NetworkAcls"][0]["Associations"]
-                       if a["SubnetId"] == subnet)
-    b.ec2.replace_network_acl_association(AssociationId=association, NetworkAclId=acl)
+    acl = b.network_acl(["public-a"], [acl_entry(100, False, "-1", "allow", "0.0.0.0/0"),
+                                       acl_entry(100, True, "6", "allow", "0.0.0.0/0", (443, 443))])
     [finding] = run_checks(["ssh-unreachable"], network={"admin_cidrs": [OFFICE], "ssh_port": 2222}).findings
     ev = finding.evidence
     assert (ev["code"], ev["blocking_resource"], ev["direction"], ev["port"]) == ("nacl-deny", acl, "return", 2222)
@@ -179,16 +171,8 @@ def test_s3_without_endpoint_nat_or_igw(builder, run_checks):
 
 def test_s3_egress_denied_by_a_network_acl(cluster, run_checks):
     b = cluster
-    acl = b.ec2.create_network_acl(VpcId=b.vpc_id)["NetworkAcl"]["NetworkAclId"]
-    b.ec2.create_network_acl_entry(NetworkAclId=acl, RuleNumber=100, Egress=True, Protocol="6",
-                                   RuleAction="allow", CidrBlock="10.0.0.0/8", PortRange={"From": 0, "To": 65535})
-    b.ec2.create_network_acl_entry(NetworkAclId=acl, RuleNumber=100, Egress=False, Protocol="-1",
-                                   RuleAction="allow", CidrBlock="0.0.0.0/0")
-    subnet = b.subnets["private-a"]
-    current = b.ec2.describe_network_acls(Filters=[{"Name": "association.subnet-id", "Values": [subnet]}])
-    association = next(a["NetworkAclAssociationId"] for a in current["NetworkAcls"][0]["Associations"]
-                       if a["SubnetId"] == subnet)
-    b.ec2.replace_network_acl_association(AssociationId=association, NetworkAclId=acl)
+    acl = b.network_acl(["private-a"], [acl_entry(100, True, "6", "allow", "10.0.0.0/8", (0, 65535)),
+                                        acl_entry(100, False, "-1", "allow", "0.0.0.0/0")])
     [finding] = run_checks(["s3-unreachable"]).findings
     assert finding.resource == acl and finding.evidence["code"] == "nacl-deny"
     assert finding.evidence["node_count"] == 2  # the head node in public-a is fine

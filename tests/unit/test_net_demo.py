@@ -12,7 +12,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 import fmdoctor
 from fmdoctor.config import Settings
-from fmdoctor.demo.builders import ClusterBuilder
+from fmdoctor.demo.builders import ClusterBuilder, acl_entry
 from fmdoctor.demo.runtime import demo_environment, demo_settings
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.model import Finding
@@ -92,14 +92,7 @@ def test_runbooks_render_acl_and_route_blockers(builder: ClusterBuilder):
                                        "IpRanges": [{"CidrIp": "203.0.113.0/24"}]}])
     b.launch(["head"], "m5.large", "public-a", ["head"], role="head", public_ip=True)
     b.launch(["gpu-1"], "m5.large", "private-a", ["head"])
-    acl = b.ec2.create_network_acl(VpcId=b.vpc_id)["NetworkAcl"]["NetworkAclId"]
-    b.ec2.create_network_acl_entry(NetworkAclId=acl, RuleNumber=100, Egress=False, Protocol="-1", RuleAction="allow",
-                                   CidrBlock="0.0.0.0/0")
-    subnet = b.subnets["public-a"]
-    current = b.ec2.describe_network_acls(Filters=[{"Name": "association.subnet-id", "Values": [subnet]}])
-    association = next(a["NetworkAclAssociationId"] for a in current["NetworkAcls"][0]["Associations"]
-                       if a["SubnetId"] == subnet)
-    b.ec2.replace_network_acl_association(AssociationId=association, NetworkAclId=acl)
+    acl = b.network_acl(["public-a"], [acl_entry(100, False, "-1", "allow", "0.0.0.0/0")])
     settings = Settings.model_validate({"clusters": {"test-cluster": {"network": {"admin_cidrs": ["203.0.113.0/24"]}}}})
     report = Doctor(settings=settings, connection=Connection(region="us-west-2")).check(
         "test-cluster", only=["ssh-unreachable", "s3-unreachable"])

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from fmdoctor.config import Settings
-from fmdoctor.demo.builders import ClusterBuilder
+from fmdoctor.demo.builders import ClusterBuilder, acl_entry
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.errors import TargetNotFound, UsageError
 from fmdoctor.net import model as m
@@ -66,17 +66,7 @@ def no_app_egress(b: ClusterBuilder) -> None:
 
 def nacl(b: ClusterBuilder, subnet: str, *entries: tuple[int, bool, str, str, str, tuple[int, int] | None]) -> str:
     """A custom network ACL on ``subnet``: entries are (number, egress, protocol, action, cidr, ports)."""
-    acl = b.ec2.create_network_acl(VpcId=b.vpc_id)["NetworkAcl"]["NetworkAclId"]
-    for number, egress, protocol, action, cidr, ports in entries:
-        extra = {"PortRange": {"From": ports[0], "To": ports[1]}} if ports else {}
-        b.ec2.create_network_acl_entry(NetworkAclId=acl, RuleNumber=number, Egress=egress, Protocol=protocol,
-                                       RuleAction=action, CidrBlock=cidr, **extra)
-    subnet_id = b.subnets[subnet]
-    current = b.ec2.describe_network_acls(Filters=[{"Name": "association.subnet-id", "Values": [subnet_id]}])
-    association = next(a["NetworkAclAssociationId"] for a in current["NetworkAcls"][0]["Associations"]
-                       if a["SubnetId"] == subnet_id)
-    b.ec2.replace_network_acl_association(AssociationId=association, NetworkAclId=acl)
-    return acl
+    return b.network_acl([subnet], [acl_entry(*e) for e in entries])
 
 
 ALLOW_ALL_OUT = (100, True, "-1", "allow", "0.0.0.0/0", None)
