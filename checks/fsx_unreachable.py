@@ -38,7 +38,7 @@ class FsxUnreachable(Check):
     id = "fsx-unreachable"
     family = "network"
     severity = Severity.CRITICAL
-    iam_actions = ("ec2:DescribeInstances", *STORAGE_IAM_ACTIONS, *TOPOLOGY_IAM_ACTIONS)
+    iam_actions = tuple(dict.fromkeys(("ec2:DescribeInstances", *STORAGE_IAM_ACTIONS, *TOPOLOGY_IAM_ACTIONS)))
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         inv = ctx.inventory
