@@ -10,9 +10,11 @@ from fmdoctor.checks.checkpoint_stale import CheckpointStale
 from fmdoctor.checks.efa_errors import EfaErrors
 from fmdoctor.checks.efa_missing_interfaces import EfaMissingInterfaces
 from fmdoctor.checks.efa_not_attached import EfaNotAttached
+from fmdoctor.checks.efa_peer_unreachable import EfaPeerUnreachable
 from fmdoctor.checks.efa_sg_self_reference import EfaSgSelfReference
 from fmdoctor.checks.efa_subnet_spread import EfaSubnetSpread
 from fmdoctor.checks.endpoint_unhealthy import EndpointUnhealthy
+from fmdoctor.checks.fsx_unreachable import FsxUnreachable
 from fmdoctor.checks.gpu_idle import GpuIdle
 from fmdoctor.checks.gpu_memory_pressure import GpuMemoryPressure
 from fmdoctor.checks.gpu_metrics_missing import GpuMetricsMissing
@@ -25,9 +27,11 @@ from fmdoctor.checks.inference_latency_slo import InferenceLatencySlo
 from fmdoctor.checks.node_efa_provider import NodeEfaProvider
 from fmdoctor.checks.node_gpu_health import NodeGpuHealth
 from fmdoctor.checks.placement_group import PlacementGroup
+from fmdoctor.checks.s3_unreachable import S3Unreachable
 from fmdoctor.checks.spot_interruption import SpotInterruption
 from fmdoctor.checks.spot_interruption_unprotected import SpotInterruptionUnprotected
 from fmdoctor.checks.spot_rebalance import SpotRebalance
+from fmdoctor.checks.ssh_unreachable import SshUnreachable
 
 ALL_CHECKS = (
     EfaSgSelfReference,
@@ -56,4 +60,8 @@ ALL_CHECKS = (
     NodeGpuHealth,
     GpuXid,
     NodeEfaProvider,
+    EfaPeerUnreachable,
+    SshUnreachable,
+    FsxUnreachable,
+    S3Unreachable,
 )

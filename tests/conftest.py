@@ -8,12 +8,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
+import botocore.session
 import pytest
 
 from fmdoctor.config import Settings
 from fmdoctor.demo import moto_compat
 from fmdoctor.demo.builders import ClusterBuilder
-from fmdoctor.engine.api import Connection, Doctor
+from fmdoctor.engine.api import _SHARED_LOADER, Connection, Doctor
 from fmdoctor.engine.model import Report
 
 REGION = "us-west-2"
@@ -55,7 +56,22 @@ def aws() -> Iterator[boto3.Session]:
     from moto import mock_aws
 
     with mock_aws():
-        yield boto3.Session(region_name=REGION)
+        yield test_session()
+
+
+def test_session() -> boto3.Session:
+    """A session that reuses the engine's parsed service models (parsing them is most of a client's cost)."""
+    core = botocore.session.Session()
+    core.register_component("data_loader", _SHARED_LOADER)
+    core.set_config_variable("region", REGION)
+    return boto3.Session(botocore_session=core)
+
+
+@pytest.fixture
+def no_default_amis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto without its ~1,300 default AMIs (and their volumes) per region: EC2 tests that need no image
+    lookups start several times faster. Request it before ``aws`` (``pytest.mark.usefixtures``)."""
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
 
 
 @pytest.fixture
@@ -71,10 +87,14 @@ def builder(aws: boto3.Session) -> ClusterBuilder:
 
 @pytest.fixture
 def healthy_efa_cluster(builder: ClusterBuilder) -> ClusterBuilder:
-    """Head node plus three p5 nodes with all 32 EFA interfaces, self-referencing group, one placement group."""
+    """Head node plus three p5 nodes with all 32 EFA interfaces, self-referencing group, one placement group;
+    public-a routes to an internet gateway, the private subnets reach S3 through a gateway endpoint."""
+    builder.internet_gateway(["public-a"])
+    builder.route_table("private", ["private-a", "private-b"])
+    builder.s3_gateway_endpoint(["private"], REGION)
     builder.security_group("efa", self_ingress=True, self_egress=True)
     builder.placement_group("pg")
-    builder.launch(["head"], "m5.8xlarge", "public-a", ["efa"], role="head")
+    builder.launch(["head"], "m5.8xlarge", "public-a", ["efa"], role="head", public_ip=True)
     builder.launch(["gpu-1", "gpu-2", "gpu-3"], "p5.48xlarge", "private-a", ["efa"], efa_interfaces=32,
                    placement_group="pg")
     return builder

@@ -8,11 +8,11 @@ import sys
 from collections.abc import Sequence
 
 from fmdoctor import __version__
-from fmdoctor.cli import check_cmd, checks_cmd, fix_cmd, iam_policy_cmd, runbook_cmd
+from fmdoctor.cli import check_cmd, checks_cmd, fix_cmd, iam_policy_cmd, runbook_cmd, why_not_cmd
 from fmdoctor.cli.common import ArgumentParser
 from fmdoctor.engine.errors import FmdoctorError
 
-COMMANDS = (check_cmd, checks_cmd, runbook_cmd, fix_cmd, iam_policy_cmd)
+COMMANDS = (check_cmd, checks_cmd, why_not_cmd, runbook_cmd, fix_cmd, iam_policy_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

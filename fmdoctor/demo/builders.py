@@ -13,6 +13,16 @@ from typing import Any
 DEMO_AMI = "ami-12c6146b"  # an image moto knows
 
 
+def acl_entry(number: int, egress: bool, protocol: str, action: str, cidr: str,
+              ports: tuple[int, int] | None = None) -> dict[str, Any]:
+    """CreateNetworkAclEntry arguments: ``acl_entry(100, False, "6", "deny", "0.0.0.0/0", (22, 22))``."""
+    entry: dict[str, Any] = {"RuleNumber": number, "Egress": egress, "Protocol": protocol, "RuleAction": action,
+                             "CidrBlock": cidr}
+    if ports:
+        entry["PortRange"] = {"From": ports[0], "To": ports[1]}
+    return entry
+
+
 @dataclass
 class ClusterBuilder:
     ec2: Any
@@ -22,6 +32,8 @@ class ClusterBuilder:
     subnets: dict[str, str] = field(default_factory=dict)
     groups: dict[str, str] = field(default_factory=dict)
     nodes: dict[str, str] = field(default_factory=dict)  # Name tag -> instance id
+    route_tables: dict[str, str] = field(default_factory=dict)  # Name tag -> route table id
+    gateways: dict[str, str] = field(default_factory=dict)  # "igw", "nat", "s3" -> id
 
     def vpc(self, cidr: str = "10.0.0.0/16") -> str:
         self.vpc_id = self.ec2.create_vpc(CidrBlock=cidr)["Vpc"]["VpcId"]
@@ -62,6 +74,54 @@ class ClusterBuilder:
         if egress_rules:
             self.ec2.authorize_security_group_egress(GroupId=group_id, IpPermissions=egress_rules)
         return group_id
+
+    def route_table(self, name: str, subnets: Sequence[str], routes: Sequence[dict[str, Any]] = ()) -> str:
+        """A route table associated with ``subnets`` (names or ids); ``routes`` are CreateRoute arguments."""
+        table = self.ec2.create_route_table(VpcId=self.vpc_id)["RouteTable"]["RouteTableId"]
+        self.ec2.create_tags(Resources=[table], Tags=[{"Key": "Name", "Value": name}])
+        for route in routes:
+            self.ec2.create_route(RouteTableId=table, **route)
+        for subnet in subnets:
+            self.ec2.associate_route_table(RouteTableId=table, SubnetId=self.subnets.get(subnet, subnet))
+        self.route_tables[name] = table
+        return table
+
+    def network_acl(self, subnets: Sequence[str], entries: Sequence[dict[str, Any]]) -> str:
+        """A custom network ACL replacing the current one of ``subnets``; ``entries`` are CreateNetworkAclEntry
+        arguments (RuleNumber, Egress, Protocol, RuleAction, CidrBlock[, PortRange])."""
+        acl = self.ec2.create_network_acl(VpcId=self.vpc_id)["NetworkAcl"]["NetworkAclId"]
+        for entry in entries:
+            self.ec2.create_network_acl_entry(NetworkAclId=acl, **entry)
+        for subnet in subnets:
+            subnet_id = self.subnets.get(subnet, subnet)
+            current = self.ec2.describe_network_acls(Filters=[{"Name": "association.subnet-id", "Values": [subnet_id]}])
+            association = next(a["NetworkAclAssociationId"] for a in current["NetworkAcls"][0]["Associations"]
+                               if a["SubnetId"] == subnet_id)
+            self.ec2.replace_network_acl_association(AssociationId=association, NetworkAclId=acl)
+        return acl
+
+    def internet_gateway(self, public_subnets: Sequence[str], table_name: str = "public") -> str:
+        """An attached internet gateway and a route table sending 0.0.0.0/0 to it from ``public_subnets``."""
+        igw = self.ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+        self.ec2.attach_internet_gateway(InternetGatewayId=igw, VpcId=self.vpc_id)
+        self.route_table(table_name, public_subnets, [{"DestinationCidrBlock": "0.0.0.0/0", "GatewayId": igw}])
+        self.gateways["igw"] = igw
+        return igw
+
+    def nat_gateway(self, subnet: str) -> str:
+        """A public NAT gateway (with an Elastic IP) in ``subnet``."""
+        allocation = self.ec2.allocate_address(Domain="vpc")["AllocationId"]
+        nat = self.ec2.create_nat_gateway(SubnetId=self.subnets.get(subnet, subnet), AllocationId=allocation)
+        self.gateways["nat"] = nat["NatGateway"]["NatGatewayId"]
+        return self.gateways["nat"]
+
+    def s3_gateway_endpoint(self, route_tables: Sequence[str], region: str) -> str:
+        """An S3 gateway endpoint: it adds the S3 prefix-list route to each table."""
+        tables = [self.route_tables.get(t, t) for t in route_tables]
+        endpoint = self.ec2.create_vpc_endpoint(VpcId=self.vpc_id, ServiceName=f"com.amazonaws.{region}.s3",
+                                                VpcEndpointType="Gateway", RouteTableIds=tables)
+        self.gateways["s3"] = endpoint["VpcEndpoint"]["VpcEndpointId"]
+        return self.gateways["s3"]
 
     def placement_group(self, name: str, strategy: str = "cluster") -> str:
         self.ec2.create_placement_group(GroupName=name, Strategy=strategy)

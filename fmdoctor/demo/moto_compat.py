@@ -5,8 +5,10 @@ of instances, has no placement-group API, gives FSx file systems no network inte
 CloudWatch percentiles (p90, p99), ignores ``DryRun`` on CreateNetworkAclEntry (it would really create the
 entry during a pre-flight), lacks the ``network-acl-id`` filter of DescribeNetworkAcls and lets a
 security-group rule that differs only in its description in as a second rule (AWS answers
-``InvalidPermission.Duplicate``); its CloudWatch lists multi-dimension series once per datapoint and
-answers GetMetricData in quadratic time (``moto_cloudwatch``). Scenario
+``InvalidPermission.Duplicate``); the interfaces it makes for an interface VPC endpoint get a random address
+outside their subnet and the VPC's default group instead of the endpoint's groups; DescribeNetworkInterfaces
+lacks the ``association.public-ip`` filter; its CloudWatch lists multi-dimension series once per datapoint
+and answers GetMetricData in quadratic time (``moto_cloudwatch``). Scenario
 builders make ordinary boto3 calls (they would work against real AWS); this module makes moto honour
 those parameters (and :mod:`fmdoctor.demo.moto_health` the Spot and HyperPod bits). Real AWS needs none
 of it. :func:`install` is idempotent and patches classes only.
@@ -39,6 +41,7 @@ def install() -> None:
         moto_health.install()
         moto_cloudwatch.install()
         _patch_cloudwatch_percentiles()  # after moto_cloudwatch: it wraps the GetMetricData installed there
+        _patch_endpoint_interfaces()
         _installed = True
 
 
@@ -82,6 +85,16 @@ def _patch_network_interfaces() -> None:
         return result
 
     ElasticNetworkInterfaces.create_network_interface = create_network_interface
+
+    original_filter = eni_models.NetworkInterface.get_filter_value
+
+    @functools.wraps(original_filter)
+    def get_filter_value(self: Any, filter_name: str, method_name: str | None = None) -> Any:
+        if filter_name == "association.public-ip":
+            return self.public_ip
+        return original_filter(self, filter_name, method_name)
+
+    eni_models.NetworkInterface.get_filter_value = get_filter_value
 
 
 def _patch_instance_placement() -> None:
@@ -235,6 +248,8 @@ def _add_network_acl_id_filter() -> None:
         return original(self, filter_name, method_name)
 
     NetworkAcl.get_filter_value = get_filter_value
+
+
 def _patch_cloudwatch_percentiles() -> None:
     """GetMetricData ``Stat: pNN`` over raw values (PutMetricData Value or Values+Counts), nearest rank.
 
@@ -274,3 +289,27 @@ def _patch_cloudwatch_percentiles() -> None:
         return results
 
     CloudWatchBackend.get_metric_data = get_metric_data
+
+
+def _patch_endpoint_interfaces() -> None:
+    """Interface endpoints' ENIs: an address in their subnet and the endpoint's groups, as in AWS."""
+    from moto.ec2.models.vpcs import VPCBackend
+    from moto.ec2.utils import random_private_ip
+
+    original_create = VPCBackend.create_vpc_endpoint
+
+    @functools.wraps(original_create)
+    def create_vpc_endpoint(self: Any, *args: Any, **kwargs: Any) -> Any:
+        endpoint = original_create(self, *args, **kwargs)
+        groups = [g for g in (self.get_security_group_from_id(i) for i in endpoint.security_group_ids or []) if g]
+        for eni_id in endpoint.network_interface_ids or []:
+            eni = self.get_network_interface(eni_id)
+            eni.private_ip_address = random_private_ip(eni.subnet.cidr_block)
+            eni.private_ip_addresses = [{"Primary": True, "PrivateIpAddress": eni.private_ip_address}]
+            eni.description = f"VPC Endpoint Interface {endpoint.id}"
+            eni.requester_managed = True
+            if groups:
+                eni._group_set = list(groups)
+        return endpoint
+
+    VPCBackend.create_vpc_endpoint = create_vpc_endpoint

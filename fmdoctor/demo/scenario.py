@@ -16,6 +16,7 @@ from fmdoctor.demo.builders import ClusterBuilder
 from fmdoctor.demo.seed_gpu import seed_gpu_metrics
 from fmdoctor.demo.seed_health import seed_checkpoints, seed_hyperpod, seed_spot
 from fmdoctor.demo.seed_inference import seed_inference
+from fmdoctor.demo.seed_network import seed_network
 
 DEMO_CLUSTER = "demo-llm-train"
 DEMO_REGION = "us-west-2"
@@ -81,6 +82,7 @@ Seeder = Callable[[DemoWorld], None]
 # One step per check family; each adds its part of the story (and its faults) to the same cluster.
 SEEDERS: tuple[Seeder, ...] = (
     seed_network_and_nodes,
+    seed_network,
     seed_gpu_metrics,
     seed_checkpoints,
     seed_spot,

@@ -61,7 +61,9 @@ def test_a_crashing_check_does_not_sink_the_run(healthy_efa_cluster, run_checks,
 def test_api_calls_are_counted_and_batched(healthy_efa_cluster, run_checks):
     report = run_checks()
     calls = report.stats.api_calls
-    # 4 instances, 97 interfaces: still one call per describe, never one per instance or interface.
+    # 4 instances, 97 interfaces: still one call per describe, never one per instance or interface. The
+    # network topology (subnets again, VPC-wide) is read once for every network check; prefix-list entries
+    # only for S3's list; no FSx file system, so no interfaces beyond the inventory.
     assert calls == {
         # efa-errors' CloudWatch snapshot: one listing per EFA counter and GPU metric name; no series, no fetch.
         "cloudwatch.ListMetrics": 7,
@@ -70,7 +72,15 @@ def test_api_calls_are_counted_and_batched(healthy_efa_cluster, run_checks):
         "ec2.DescribePlacementGroups": 1,
         "ec2.DescribeSecurityGroupRules": 1,
         "ec2.DescribeSecurityGroups": 1,
-        "ec2.DescribeSubnets": 1,
+        "ec2.DescribeSubnets": 2,
+        "ec2.DescribeNetworkAcls": 1,
+        "ec2.DescribeRouteTables": 1,
+        "ec2.DescribeInternetGateways": 1,
+        "ec2.DescribeNatGateways": 1,
+        "ec2.DescribeVpcEndpoints": 1,
+        "ec2.DescribeManagedPrefixLists": 1,
+        "ec2.GetManagedPrefixListEntries": 1,
+        "fsx.DescribeFileSystems": 1,
         "sagemaker.DescribeCluster": 1,  # hyperpod-node-unhealthy: is there a HyperPod cluster of that name?
         # SageMaker endpoints tagged with the cluster: one tag query per configured tag key (none found).
         "resourcegroupstaggingapi.GetResources": 3,

@@ -1,0 +1,112 @@
+"""What the network checks share: turning reachability outcomes into evidence and unverified entries."""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.inventory import Instance, Inventory, NetworkInterface
+from fmdoctor.net.classes import PairOutcome
+from fmdoctor.net.model import SG_EGRESS, SG_INGRESS, Blocked, ReachabilityResult
+from fmdoctor.net.network import primary_interface
+
+from ._common import SAMPLE
+
+MARK = {"pass": "ok", "block": "BLOCKED", "unverified": "unverified"}
+
+
+def primary_interfaces(inventory: Inventory, instances: Iterable[Instance]) -> list[NetworkInterface]:
+    found = []
+    for instance in instances:
+        eni = primary_interface(inventory.interfaces_of(instance))
+        if eni is not None:
+            found.append(eni)
+    return found
+
+
+def hop_trail(result: ReachabilityResult, limit: int = 16) -> list[str]:
+    """The path as short lines ('ok sg-egress sg-1: ...'), most of it, for evidence people read."""
+    lines = [f"{MARK.get(h.verdict, h.verdict)} {h.component} {h.resource}"
+             + (" (reply)" if h.direction == "return" else "") + f": {h.detail}" for h in result.hops]
+    return lines if len(lines) <= limit else lines[: limit - 1] + [f"... {len(lines) - limit + 1} more hops"]
+
+
+def by_blocker(outcomes: Iterable[PairOutcome]) -> list[tuple[Blocked, list[PairOutcome]]]:
+    """Outcomes grouped by what blocks them (code, component, resource, direction), biggest group first."""
+    groups: dict[tuple[str, str, str, str], list[PairOutcome]] = {}
+    for outcome in outcomes:
+        blocked = outcome.result.blocked_by
+        assert blocked is not None
+        key = (blocked.code, blocked.component, blocked.resource, str(blocked.evidence.get("direction")))
+        groups.setdefault(key, []).append(outcome)
+    ordered = sorted(groups.values(), key=lambda g: (-len(g), g[0].result.blocked_by.resource))  # type: ignore
+    return [(g[0].result.blocked_by, g) for g in ordered]  # type: ignore[misc]
+
+
+def merged_fix(blockers: Iterable[Blocked]) -> list[dict[str, Any]]:
+    """Every fix action once, in order (several class pairs often need the very same rule)."""
+    seen: set[str] = set()
+    actions = []
+    for blocked in blockers:
+        for action in blocked.fix:
+            key = json.dumps(action, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                actions.append(action)
+    return actions
+
+
+def blocker_evidence(blocked: Blocked, result: ReachabilityResult) -> dict[str, Any]:
+    """The keys every network finding carries (runbooks rely on them)."""
+    return {
+        "code": blocked.code,
+        "component": blocked.component,
+        "blocking_resource": blocked.resource,
+        "rule": blocked.rule or "",
+        "explanation": blocked.summary,
+        "remedy": str(blocked.evidence.get("remedy", "")),
+        "direction": str(blocked.evidence.get("direction", "forward")),
+        "hops": hop_trail(result),
+    }
+
+
+def instances_of(outcomes: Sequence[PairOutcome], side: str) -> list[str]:
+    ids = {i for o in outcomes for i in (o.source if side == "source" else o.destination).instance_ids}
+    return sorted(ids)
+
+
+def note_unverified(ctx: CheckContext, what: str, results: Iterable[ReachabilityResult]) -> None:
+    """A path nothing blocks but part of which could not be evaluated is reported as unverified, never healthy."""
+    for result in results:
+        details = "; ".join(f"{h.component} {h.resource}: {h.detail}" for h in result.unverified)
+        ctx.unverified(f"{what}: {result.source.label} -> {result.destination.label}", "NotEvaluated", details)
+
+
+def labels(inventory: Inventory, instance_ids: Sequence[str]) -> list[str]:
+    """A sample of node labels in name order ('gpu-node-9' before 'gpu-node-10'), cheap for thousands."""
+    return heapq.nsmallest(SAMPLE, (inventory.label(i) for i in instance_ids), key=lambda text: (len(text), text))
+
+
+def explain(reason: Blocked, outcomes: Sequence[PairOutcome], inventory: Inventory) -> str:
+    """'<what blocks>; <what to do>' in one clause each; a group missing the same rule for several peers
+    names all of them."""
+    remedy = str(reason.evidence.get("remedy", ""))
+    if reason.code not in (SG_INGRESS, SG_EGRESS):
+        return f"{reason.summary}; {remedy}"
+    peers = list(dict.fromkeys(
+        a.get("peer_group_id") or a.get("prefix_list_id") or a.get("cidr")
+        for o in outcomes if o.result.blocked_by for a in o.result.blocked_by.fix))
+    if len(peers) < 2:
+        return f"{reason.summary}; {remedy}"
+    named = ", ".join(f"{p} ({inventory.security_groups[p].name})" if p in inventory.security_groups else str(p)
+                      for p in peers)
+    egress = reason.code == SG_EGRESS
+    group = reason.resource + (f" ({reason.evidence['security_group_name']})"
+                               if reason.evidence.get("security_group_name") else "")
+    missing = reason.evidence.get("missing") or "all traffic"
+    return (f"security group {group} admits no {missing} {'outbound to' if egress else 'inbound from'} {named}; "
+            f"add {'outbound' if egress else 'inbound'} rules to {group} for {missing} "
+            f"{'to' if egress else 'from'} {named}")

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+from fmdoctor.engine.check import Check, NotApplicable
+from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.model import Finding, Severity
+from fmdoctor.net.classes import InterfaceClass, PairOutcome, blocked_outcomes, evaluate_classes, interface_classes
+from fmdoctor.net.classes import islands as find_islands
+from fmdoctor.net.model import Blocked, Flow
+from fmdoctor.net.network import Network
+from fmdoctor.net.topology import Topology
+
+from ._common import id_list, plural, sample
+from ._net import blocker_evidence, by_blocker, explain, instances_of, labels, merged_fix
+
+EFA = Flow("-1", efa=True)
+
+
+class EfaPeerUnreachable(Check):
+    """Every pair of EFA interfaces in the same subnet can exchange all traffic both ways: the sender's
+    groups have an all-traffic outbound rule referencing a group the receiver is in, and the receiver's an
+    all-traffic inbound rule referencing a group of the sender (pairs across subnets are
+    efa-subnet-spread's finding: EFA does not cross subnets).
+
+    Evaluated per equivalence class (subnet, security groups), so thousands of nodes cost as much as a
+    few. One blocked pair is enough to hang an all-reduce across the whole job.
+    """
+
+    id = "efa-peer-unreachable"
+    family = "efa"
+    severity = Severity.CRITICAL
+    iam_actions = ("ec2:DescribeInstances", "ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules")
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        inv = ctx.inventory
+        efa = inv.efa_interfaces()
+        if not efa:
+            raise NotApplicable("the cluster has no EFA interfaces")
+        # Same-subnet flows cross no network ACL and no route table: the inventory's groups decide alone.
+        network = Network.build(inv, Topology(region=ctx.region))
+        classes = interface_classes(network, efa, by_public_ip=False, what="EFA interface")
+        missing = sorted({g for c in classes for g in c.key[1] if g not in inv.security_groups})
+        if missing:
+            ctx.unverified(f"EFA pairs whose interfaces use {', '.join(missing)}", "GroupNotFound",
+                           "DescribeSecurityGroups did not return these groups")
+            classes = [c for c in classes if not set(c.key[1]) & set(missing)]
+        graph = evaluate_classes(network, classes, classes, EFA, skip=_not_a_pair)
+        blocked = blocked_outcomes(graph)
+        if not blocked:
+            return []
+        split = find_islands(graph)
+        return [self._finding(ctx, reason, outcomes, split) for reason, outcomes in by_blocker(blocked)]
+
+    def _finding(self, ctx: CheckContext, reason: Blocked, outcomes: list[PairOutcome],
+                 split: list[list[tuple]]) -> Finding:
+        inv = ctx.inventory
+        senders = instances_of(outcomes, "source")
+        receivers = instances_of(outcomes, "destination")
+        nodes = sorted({*senders, *receivers})
+        pairs = sorted({(o.source.endpoint.label, o.destination.endpoint.label) for o in outcomes})
+        direction = "outbound" if reason.component == "sg-egress" else "inbound"
+        return self.finding(
+            resource=reason.resource,
+            summary=(
+                f"EFA traffic between {plural(len(nodes), 'node')} ({id_list(labels(inv, nodes))}) is blocked: "
+                f"{explain(reason, outcomes, inv)}."
+            ),
+            evidence={
+                "security_group": reason.resource,
+                "missing_direction": direction,
+                **blocker_evidence(reason, outcomes[0].result),
+                "node_count": len(nodes),
+                "nodes": labels(inv, nodes),
+                "class_pairs_blocked": len(pairs),
+                "class_pairs": sample([f"{a} -> {b}" for a, b in pairs], 5),
+                "islands": len(split),
+                "rules_considered": reason.evidence.get("rules_considered", []),
+                "fix": merged_fix(o.result.blocked_by for o in outcomes if o.result.blocked_by),
+            },
+        )
+
+
+def _not_a_pair(a: InterfaceClass, b: InterfaceClass) -> bool:
+    """Cross-subnet pairs are efa-subnet-spread's; a class with itself matters only across two nodes."""
+    if a.key[0] != b.key[0]:
+        return True
+    return a.key == b.key and len(a.instance_ids) < 2

@@ -1,0 +1,247 @@
+"""Turn what a person types (``i-0abc``, ``eni-...``, ``10.0.3.7``, ``head-node``, ``203.0.113.0/24``,
+``internet``, ``fs-0123...``, ``s3://bucket``) into endpoints, fetching only what the inventory lacks.
+
+Interfaces outside the cluster (a file system's, an endpoint's, any the user names) are fetched by id or
+filter in one call each, with their security groups and any VPC that is not loaded yet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import re
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from fmdoctor.config import validate_checkpoint_location
+from fmdoctor.engine.errors import TargetNotFound, UsageError
+from fmdoctor.engine.inventory import HEAD, Inventory, NetworkInterface
+from fmdoctor.net.fetch import fetch_interfaces, fetch_missing_groups, fetch_prefix_lists, fetch_topology
+from fmdoctor.net.model import Endpoint
+from fmdoctor.net.network import INTERNET, Network, group_interfaces, primary_interface
+from fmdoctor.net.space import address_range, cidr_range, ranges_overlap
+from fmdoctor.net.topology import Topology
+
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_FSX = re.compile(r"^(?:fsx://)?(fs-[0-9a-f]{8,17})(?:/.*)?$")
+LUSTRE_PORTS = ((988, 988), (1018, 1023))
+HTTPS = ((443, 443),)
+
+
+@dataclasses.dataclass
+class Resolved:
+    """Endpoints for one input (an FSx file system has several interface classes) and the ports it implies."""
+
+    endpoints: list[Endpoint]
+    default_ports: tuple[tuple[int, int], ...] | None = None
+
+
+class Resolver:
+    def __init__(self, network: Network, inventory: Inventory, clients: dict[str, Any] | None = None):
+        self.network = network
+        self.inventory = inventory
+        self.clients = clients or {}
+
+    # -- public --------------------------------------------------------------------------------------
+
+    def resolve(self, text: str) -> Resolved:
+        query = (text or "").strip()
+        if not query:
+            raise UsageError("an empty endpoint: give an instance, ENI, IP, CIDR, 'internet', fs-id or s3://bucket")
+        lowered = query.lower()
+        if lowered in ("internet", "0.0.0.0/0", "any"):
+            return Resolved([Endpoint("internet", "the internet", "internet", INTERNET, query=query)])
+        if lowered == "s3" or lowered.startswith("s3://"):
+            return Resolved([self._s3(query)], HTTPS)
+        if match := _FSX.match(lowered):
+            return self._file_system(match.group(1), query)
+        if lowered.startswith("i-"):
+            return Resolved([self._instance(query)])
+        if lowered.startswith("eni-"):
+            return Resolved([self._interface_by_id(query)])
+        if _is_network(query):
+            return Resolved([self._address(query)])
+        named = self._named_instance(query)
+        if named is not None:
+            return Resolved([named])
+        if _BUCKET.match(query):
+            return Resolved([self._s3(f"s3://{query}")], HTTPS)
+        raise TargetNotFound(f"{query!r} is not an instance, interface, address, file system or bucket of "
+                             f"cluster {self.inventory.cluster}")
+
+    # -- instances and interfaces ----------------------------------------------------------------------
+
+    def _named_instance(self, name: str) -> Endpoint | None:
+        if name in ("head", "head-node") and (heads := [i for i in self.inventory.instances if i.role == HEAD]):
+            return self._instance(heads[0].id, name)
+        matches = [i for i in self.inventory.instances if i.tags.get("Name") == name]
+        if len(matches) > 1:
+            raise UsageError(f"{len(matches)} instances are named {name!r}: give an instance id",
+                             hint=", ".join(i.id for i in matches[:5]))
+        return self._instance(matches[0].id, name) if matches else None
+
+    def _instance(self, instance_id: str, query: str = "") -> Endpoint:
+        instance = self.inventory.instance(instance_id)
+        if instance is not None:
+            eni = primary_interface(self.inventory.interfaces_of(instance))
+        else:
+            found = self._fetch_interfaces(filters=[{"Name": "attachment.instance-id", "Values": [instance_id]}])
+            eni = primary_interface(list(found.values()))
+        if eni is None:
+            raise TargetNotFound(f"instance {instance_id} has no network interface (is it running, in this region?)")
+        return self.network.interface_endpoint(eni, query or instance_id)
+
+    def _interface_by_id(self, eni_id: str) -> Endpoint:
+        eni = self.network.interfaces.get(eni_id) or self._fetch_interfaces(ids=[eni_id]).get(eni_id)
+        if eni is None:
+            raise TargetNotFound(f"network interface {eni_id} does not exist in {self.network.topology.region}")
+        return self.network.interface_endpoint(eni, eni_id)
+
+    def _address(self, text: str) -> Endpoint:
+        network = ipaddress.ip_network(text, strict=False)
+        if network.version != 4:
+            raise UsageError(f"{text}: IPv6 flows are not evaluated yet")
+        ranges = (cidr_range(str(network)),)
+        if network.num_addresses == 1:
+            ip = str(network.network_address)
+            eni = self._interface_with_ip(ip)
+            if eni is not None:
+                return self.network.interface_endpoint(eni, text)
+        topology = self.network.topology
+        inside = [v for v in topology.vpc_ids if ranges_overlap(ranges, topology.vpc_ranges(v))]
+        if inside and network.num_addresses == 1:
+            raise TargetNotFound(f"no network interface has {text} in {inside[0]}")
+        if inside:
+            raise UsageError(f"{text} overlaps {inside[0]}: name an instance, interface or address inside the VPC")
+        kind = "cidr"
+        return Endpoint(kind, str(network), str(network), ranges, query=text)
+
+    def _interface_with_ip(self, ip: str) -> NetworkInterface | None:
+        for eni in self.network.interfaces.values():
+            if ip in eni.private_ips or ip == eni.public_ip:
+                return eni
+        if not self.clients:
+            return None
+        public = ranges_overlap([address_range(ip)], INTERNET)
+        name = "association.public-ip" if public else "addresses.private-ip-address"
+        found = self._fetch_interfaces(filters=[{"Name": name, "Values": [ip]}])
+        return next(iter(found.values()), None)
+
+    def _fetch_interfaces(self, ids: list[str] | None = None, filters: list[dict[str, Any]] | None = None
+                          ) -> dict[str, NetworkInterface]:
+        ec2 = self.clients.get("ec2")
+        if ec2 is None:
+            return {}
+        found = fetch_interfaces(ec2, ids=ids or (), filters=filters or ())
+        self.add_interfaces(found.values())
+        return found
+
+    def add_interfaces(self, interfaces: Any) -> None:
+        """Make interfaces (and their groups and VPCs) part of the network the evaluation reads."""
+        interfaces = list(interfaces)
+        ec2 = self.clients.get("ec2")
+        groups = {}
+        topology: Topology | None = None
+        if ec2 is not None:
+            groups = fetch_missing_groups(ec2, {g for e in interfaces for g in e.security_group_ids},
+                                          self.network.security_groups)
+            new_vpcs = {e.vpc_id for e in interfaces if e.vpc_id} - set(self.network.topology.vpc_ids)
+            if new_vpcs:
+                extra = fetch_topology(ec2, self.network.topology.region, sorted(new_vpcs), groups.values())
+                topology = merge_topologies(self.network.topology, extra)
+            lists = {r.prefix_list_id for g in groups.values() for r in g.rules if r.prefix_list_id}
+            missing_lists = sorted(lists - set((topology or self.network.topology).prefix_lists))
+            prefix_lists = fetch_prefix_lists(ec2, missing_lists) if missing_lists else {}
+        else:
+            prefix_lists = {}
+        self.network = self.network.with_extras(interfaces, groups, prefix_lists, topology)
+
+    # -- FSx and S3 ----------------------------------------------------------------------------------------
+
+    def _file_system(self, fs_id: str, query: str) -> Resolved:
+        fsx = self.clients.get("fsx")
+        if fsx is None:
+            raise TargetNotFound(f"file system {fs_id} cannot be looked up without AWS access")
+        try:
+            systems = fsx.describe_file_systems(FileSystemIds=[fs_id]).get("FileSystems", [])
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "FileSystemNotFound":
+                raise
+            systems = []
+        if not systems:
+            raise TargetNotFound(f"FSx file system {fs_id} does not exist in {self.network.topology.region}")
+        system = systems[0]
+        ids = list(system.get("NetworkInterfaceIds", []))
+        found = self._fetch_interfaces(ids=ids) if ids else {}
+        if not found:
+            raise TargetNotFound(f"FSx file system {fs_id} reports no network interfaces")
+        endpoints = file_system_endpoints(self.network, fs_id, system.get("FileSystemType", ""), found.values(), query)
+        ports = LUSTRE_PORTS if system.get("FileSystemType") == "LUSTRE" else None
+        return Resolved(endpoints, ports)
+
+    def _s3(self, text: str) -> Endpoint:
+        region = self.network.topology.region
+        bucket = None
+        if text.lower() != "s3":
+            validate = validate_checkpoint_location(text)
+            bucket = validate[5:].split("/", 1)[0]
+        bucket_region = bucket_region_of(self.clients.get("s3"), bucket) if bucket else region
+        endpoint = s3_endpoint(self.network, bucket, bucket_region or region, text)
+        if bucket_region is None:
+            endpoint = dataclasses.replace(endpoint, label=f"{endpoint.label} (its region could not be read; "
+                                           f"{region} assumed)")
+        return endpoint
+
+
+def file_system_endpoints(network: Network, fs_id: str, fs_type: str, interfaces: Any, query: str = ""
+                          ) -> list[Endpoint]:
+    """A file system's interfaces as classes (same subnet and groups): Lustre spreads over many ENIs."""
+    endpoints = []
+    for (subnet, _, _), members in group_interfaces(interfaces, by_public_ip=False).items():
+        count = f"{len(members)} interfaces" if len(members) > 1 else members[0].id
+        label = f"FSx {fs_type.lower() or 'file system'} {fs_id} ({count} in {subnet})"
+        endpoints.append(dataclasses.replace(network.class_endpoint(members, label, fs_id), query=query or fs_id))
+    return endpoints
+
+
+def s3_endpoint(network: Network, bucket: str | None, bucket_region: str, query: str = "s3") -> Endpoint:
+    """S3 as a destination: its prefix list's CIDRs in this region, else (another region) the internet."""
+    same_region = bucket_region == network.topology.region
+    prefix_list = network.topology.s3_prefix_list() if same_region else None
+    label = f"s3://{bucket}" if bucket else f"S3 ({bucket_region})"
+    if bucket and not same_region:
+        label += f" in {bucket_region}"
+    if prefix_list is not None and prefix_list.ranges:
+        return Endpoint("s3", label, f"s3://{bucket}" if bucket else f"s3.{bucket_region}", prefix_list.ranges,
+                        prefix_list_ids=frozenset({prefix_list.id}), query=query, bucket=bucket,
+                        bucket_region=bucket_region)
+    return Endpoint("s3", label, f"s3://{bucket}" if bucket else f"s3.{bucket_region}", INTERNET, query=query,
+                    bucket=bucket, bucket_region=bucket_region)
+
+
+def bucket_region_of(s3: Any, bucket: str | None) -> str | None:
+    """The bucket's region (GetBucketLocation); None when it cannot be read (the cluster's region is assumed)."""
+    if s3 is None or not bucket:
+        return None
+    try:
+        location = s3.get_bucket_location(Bucket=bucket).get("LocationConstraint")
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "NoSuchBucket":
+            raise TargetNotFound(f"S3 bucket {bucket} does not exist") from None
+        return None  # denied or elsewhere: the caller says the region was assumed
+    return location or "us-east-1"
+
+
+def merge_topologies(a: Topology, b: Topology) -> Topology:
+    merged = {f.name: {**getattr(a, f.name), **getattr(b, f.name)}
+              for f in dataclasses.fields(Topology) if isinstance(getattr(a, f.name), dict)}
+    return Topology(region=a.region, vpc_ids=tuple(sorted({*a.vpc_ids, *b.vpc_ids})), **merged)
+
+
+def _is_network(text: str) -> bool:
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return False
+    return True
