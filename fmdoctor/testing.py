@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ class Fault:
     message: str
     status: int
     times: int | None = None  # None: every attempt
+    when: Callable[[dict[str, Any]], bool] | None = None  # only calls whose API parameters match
 
 
 class _Raw:
@@ -76,17 +78,18 @@ class FaultInjector:
         self._current = threading.local()
         self.injected: Counter[str] = Counter()
 
-    def deny(self, service: str, operation: str, code: str = "AccessDenied") -> FaultInjector:
+    def deny(self, service: str, operation: str, code: str = "AccessDenied",
+             when: Callable[[dict[str, Any]], bool] | None = None) -> FaultInjector:
         message = f"User: arn:aws:iam::123456789012:user/ci is not authorized to perform: {service}:{operation}"
-        return self._add(Fault(service, operation, code, message, 403))
+        return self._add(Fault(service, operation, code, message, 403, when=when))
 
     def throttle(self, service: str, operation: str, times: int | None = None,
                  code: str = "Throttling") -> FaultInjector:
         return self._add(Fault(service, operation, code, "Rate exceeded", 400, times))
 
     def fail(self, service: str, operation: str, code: str, message: str = "injected", status: int = 400,
-             times: int | None = None) -> FaultInjector:
-        return self._add(Fault(service, operation, code, message, status, times))
+             times: int | None = None, when: Callable[[dict[str, Any]], bool] | None = None) -> FaultInjector:
+        return self._add(Fault(service, operation, code, message, status, times, when))
 
     def _add(self, fault: Fault) -> FaultInjector:
         with self._lock:
@@ -94,25 +97,30 @@ class FaultInjector:
         return self
 
     def attach(self, aws: Aws) -> Aws:
+        aws.session.events.register("before-parameter-build", self._before_parameter_build)
         aws.session.events.register("before-call", self._before_call)
         aws.session.events.register_first("before-send", self._before_send)
         return aws
 
-    def aws_factory(self, options: AwsOptions) -> Aws:
-        return self.attach(new_aws(options))
+    def aws_factory(self, options: AwsOptions, credentials: Any = None) -> Aws:
+        return self.attach(new_aws(options, credentials))
+
+    def _before_parameter_build(self, params: dict[str, Any], **_: Any) -> None:
+        self._current.params = dict(params)  # the API parameters, as the caller passed them
 
     def _before_call(self, model: Any, **_: Any) -> None:
         # before-send knows only the HTTP request; remember which operation this thread is sending.
-        self._current.value = (model.service_model.service_name, model.name, model.service_model.protocol)
+        self._current.value = (model.service_model.service_name, model.name, model.service_model.protocol,
+                               getattr(self._current, "params", {}))
 
     def _before_send(self, request: Any, **_: Any) -> AWSResponse | None:
         current = getattr(self._current, "value", None)
         if current is None:
             return None
-        service, operation, protocol = current
+        service, operation, protocol, params = current
         with self._lock:
             fault = next((f for f in self._faults if (f.service, f.operation) == (service, operation)
-                          and (f.times is None or f.times > 0)), None)
+                          and (f.times is None or f.times > 0) and (f.when is None or f.when(params))), None)
             if fault is None:
                 return None
             if fault.times is not None:

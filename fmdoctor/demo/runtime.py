@@ -20,8 +20,8 @@ _FAKE = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AW
 
 
 @contextlib.contextmanager
-def demo_environment() -> Iterator[DemoWorld]:
-    """Start moto in-process, seed the demo cluster and yield it; everything is gone on exit."""
+def moto_environment() -> Iterator[boto3.Session]:
+    """moto in-process with fake credentials and nothing from the shell that points at real AWS."""
     try:
         from moto import mock_aws
     except ImportError as exc:
@@ -36,7 +36,14 @@ def demo_environment() -> Iterator[DemoWorld]:
     env["AWS_CONFIG_FILE"] = os.devnull
     env["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
     with mock.patch.dict(os.environ, env, clear=True), mock_aws():
-        yield seed_demo(boto3.Session(region_name="us-west-2"))
+        yield boto3.Session(region_name="us-west-2")
+
+
+@contextlib.contextmanager
+def demo_environment() -> Iterator[DemoWorld]:
+    """Start moto in-process, seed the demo cluster and yield it; everything is gone on exit."""
+    with moto_environment() as session:
+        yield seed_demo(session)
 
 
 def demo_settings(world: DemoWorld) -> Settings:
