@@ -110,8 +110,10 @@ class FaultInjector:
 
     def _before_call(self, model: Any, **_: Any) -> None:
         # before-send knows only the HTTP request; remember which operation this thread is sending.
-        self._current.value = (model.service_model.service_name, model.name, model.service_model.protocol,
-                               getattr(self._current, "params", {}))
+        service = model.service_model
+        # The wire protocol the client chose (CloudWatch lists cbor, json and query and botocore picks json).
+        protocol = getattr(service, "resolved_protocol", None) or service.protocol
+        self._current.value = (service.service_name, model.name, protocol, getattr(self._current, "params", {}))
 
     def _before_send(self, request: Any, **_: Any) -> AWSResponse | None:
         current = getattr(self._current, "value", None)

@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.add_argument("--format", choices=sorted(FLEET_RENDERERS), default="text")
     check.add_argument("--no-progress", action="store_true", help="never print progress on stderr")
     check.add_argument("--demo", action="store_true",
-                       help="scan an embedded demo fleet (moto in-process; 3 accounts x 2 regions x 2 clusters)")
+                       help="scan an embedded demo fleet (moto in-process; 2 accounts x 2 regions x 2 clusters)")
     add_connection_args(check)
     for action in check._actions:
         if action.dest == "region":
@@ -80,9 +80,9 @@ def run(args: argparse.Namespace) -> int:
 def _doctor_and_plan(args: argparse.Namespace) -> Iterator[tuple[Doctor, FleetPlan]]:
     if args.demo:
         from fmdoctor.demo.fleet import DEMO_REGIONS, seed_demo_fleet
-        from fmdoctor.demo.runtime import moto_environment
+        from fmdoctor.demo.runtime import LEAN_MOTO_ENV, moto_environment
 
-        with moto_environment() as session:
+        with moto_environment(LEAN_MOTO_ENV) as session:
             world = seed_demo_fleet(session)
             settings = _with_flags(Settings(), args)
             yield Doctor(settings=settings), build_plan(settings, regions=DEMO_REGIONS, accounts=world.accounts)

@@ -93,7 +93,7 @@ DEMO_REGIONS = ("us-west-2", "us-east-1")
 
 
 def seed_demo_fleet(session: boto3.Session) -> FleetWorld:
-    """Three accounts x two regions x two clusters: one critical, one warning, the rest healthy."""
-    accounts = account_ids(3)
-    faults = {(accounts[0], "us-west-2", "c1"): EGRESS_MISSING, (accounts[2], "us-east-1", "c0"): OUTSIDE_PLACEMENT}
+    """Two accounts x two regions x two clusters: one critical, one warning, the rest healthy."""
+    accounts = account_ids(2)
+    faults = {(accounts[0], "us-west-2", "c1"): EGRESS_MISSING, (accounts[1], "us-east-1", "c0"): OUTSIDE_PLACEMENT}
     return seed_fleet(session, accounts, DEMO_REGIONS, 2, faults)
