@@ -48,7 +48,7 @@ class ClusterResult(BaseModel):
     def worst_findings(self, limit: int = 2) -> str:
         """'efa-sg-self-reference, efa-subnet-spread (+1 critical, 2 warning)': for the summary table."""
         if self.report is None:
-            return f"{self.error.code}: {self.error.message}" if self.error else ""
+            return _brief(f"{self.error.code}: {self.error.message}") if self.error else ""
         findings = self.report.findings  # already sorted worst first
         if not findings:
             errors = self.report.errors
@@ -57,6 +57,10 @@ class ClusterResult(BaseModel):
         rest = [f for f in findings if f.check not in shown]
         extra = [f"{n} {s.value}" for s in Severity if (n := sum(1 for f in rest if f.severity == s))]
         return ", ".join(shown) + (f" (+{', '.join(extra)})" if extra else "")
+
+
+def _brief(text: str, width: int = 72) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 class FleetStats(BaseModel):

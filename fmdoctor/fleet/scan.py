@@ -179,7 +179,10 @@ class _FleetRun:
                                                                          cancel=self.cancel)
             result = ClusterResult(**base, status=report.status, report=report)
         except FmdoctorError as exc:
-            error = CheckError(check=CLUSTER, code=type(exc).__name__, unverified=unverified, message=str(exc))
+            message = str(exc)
+            if cluster.kinds == (HYPERPOD,):
+                message = f"HyperPod cluster (its nodes are not EC2 instances of the account): {message}"
+            error = CheckError(check=CLUSTER, code=type(exc).__name__, unverified=unverified, message=message)
             result = ClusterResult(**base, status=Status.UNKNOWN, error=error)
         except Exception as exc:
             result = ClusterResult(**base, status=Status.UNKNOWN, error=scope_error(exc, CLUSTER, unverified))
