@@ -6,12 +6,10 @@ import argparse
 import contextlib
 import os
 import sys
-import threading
-import time
 from collections.abc import Iterator
-from typing import TextIO
 
 from fmdoctor.cli.common import add_connection_args, split_ids
+from fmdoctor.cli.progress import ProgressLine
 from fmdoctor.config import Settings, load_settings
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.errors import UsageError
@@ -101,34 +99,10 @@ def _with_flags(settings: Settings, args: argparse.Namespace) -> Settings:
     return settings.model_copy(update={"fleet": settings.fleet.model_copy(update={"hyperpod": False})})
 
 
-class FleetProgressLine:
-    """Silent for the first second, then one line per cluster checked on stderr (rewritten on a terminal)."""
-
-    def __init__(self, stream: TextIO | None = None, delay_s: float = 1.0, enabled: bool = True):
-        self.stream = stream or sys.stderr
-        self.enabled = enabled
-        self.delay_s = delay_s
-        self.started = time.monotonic()
-        self._lock = threading.Lock()
-        self._tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self._dirty = False
+class FleetProgressLine(ProgressLine):
+    """One line per cluster checked; the total grows while discovery goes on."""
 
     def __call__(self, event: FleetEvent) -> None:
-        if not self.enabled or time.monotonic() - self.started < self.delay_s:
-            return
-        line = (f"fmdoctor: [{event.done}/{event.total}] {event.account} {event.region} {event.cluster}: "
-                f"{event.status.value}")
-        with self._lock:
-            if self._tty:
-                self.stream.write("\r\x1b[2K" + line[:79])
-                self._dirty = True
-            else:
-                self.stream.write(line + "\n")
-            self.stream.flush()
-
-    def close(self) -> None:
-        with self._lock:
-            if self._dirty:
-                self.stream.write("\r\x1b[2K")
-                self.stream.flush()
-                self._dirty = False
+        if self.wanted():
+            self.write(f"fmdoctor: [{event.done}/{event.total}] {event.account} {event.region} {event.cluster}: "
+                       f"{event.status.value}")

@@ -68,3 +68,17 @@ def test_bad_input_exits_3_with_one_message(capsys, argv, message):
     code, out, err = run(capsys, *argv)
     assert code == 3 and out == ""
     assert message in err and "Traceback" not in err
+
+
+def test_fleet_progress_goes_to_stderr_one_line_per_cluster():
+    import io
+
+    from fmdoctor.cli.fleet_cmd import FleetProgressLine
+    from fmdoctor.engine.model import Status
+    from fmdoctor.fleet import FleetEvent
+
+    stream = io.StringIO()
+    progress = FleetProgressLine(stream=stream, delay_s=0)
+    progress(FleetEvent("111111111111", "us-west-2", "llm", Status.CRITICAL, 1, 3))
+    FleetProgressLine(stream=stream, delay_s=60)(FleetEvent("111111111111", "us-west-2", "b", Status.OK, 2, 3))
+    assert stream.getvalue() == "fmdoctor: [1/3] 111111111111 us-west-2 llm: critical\n"
