@@ -17,7 +17,8 @@ from fmdoctor.engine.errors import CredentialsError, UsageError
 from fmdoctor.engine.model import Severity, Status
 from fmdoctor.engine.registry import Registry
 from fmdoctor.fleet import Scope, build_plan, scan_fleet
-from fmdoctor.fleet.discovery import HYPERPOD
+from fmdoctor.fleet.discovery import HYPERPOD, TAGGED, DiscoveredCluster
+from fmdoctor.fleet.scan import cluster_overrides
 
 ACCOUNTS = account_ids(2)
 
@@ -37,16 +38,29 @@ def by_key(report):
     return {(c.account, c.region, c.cluster): c for c in report.clusters}
 
 
-def test_hyperpod_clusters_are_discovered(aws):
+def test_hyperpod_clusters_are_discovered_and_checked_by_their_name(aws):
     seed_fleet(aws, ACCOUNTS[:1], ["us-west-2"], 1)
     seed_hyperpod(aws, ACCOUNTS[0], "us-west-2", "hp-train")
     report = scan(accounts=ACCOUNTS[:1], regions=["us-west-2"])
     clusters = by_key(report)
     hyperpod = clusters[(ACCOUNTS[0], "us-west-2", "hp-train")]
     assert hyperpod.kinds == [HYPERPOD] and hyperpod.instances == 0
-    # Its nodes are not EC2 instances of the account, so today's EC2 checks cannot verify it: never 'ok'.
-    assert hyperpod.status == Status.UNKNOWN and hyperpod.error.code == "TargetNotFound"
     assert clusters[(ACCOUNTS[0], "us-west-2", "c0")].status == Status.OK
+    # Its nodes are not EC2 instances of the account: an engine that cannot read HyperPod nodes says so
+    # (unknown, never 'ok'); one that can returns a report of the HyperPod cluster itself.
+    if hyperpod.report is None:
+        assert hyperpod.status == Status.UNKNOWN and hyperpod.error.message.startswith("HyperPod cluster")
+    else:
+        assert hyperpod.report.cluster == "hp-train" and hyperpod.status == hyperpod.report.status
+
+
+def test_discovered_clusters_are_checked_where_discovery_found_them():
+    doctor = Doctor(settings=Settings.model_validate({"tag_keys": ["fmdoctor:cluster"]}))
+    tagged = DiscoveredCluster("a", (TAGGED,), 2, ("fmdoctor:cluster", "team:cluster"))
+    assert cluster_overrides(doctor, tagged) == {"tag_keys": ["fmdoctor:cluster", "team:cluster"]}
+    assert cluster_overrides(doctor, DiscoveredCluster("hp", (HYPERPOD,))) == {"hyperpod": {"cluster_name": "hp"}}
+    named = Doctor(settings=Settings.model_validate({"clusters": {"hp": {"hyperpod": {"cluster_name": "other"}}}}))
+    assert cluster_overrides(named, DiscoveredCluster("hp", (HYPERPOD,))) == {}
 
 
 def test_hyperpod_listing_can_be_turned_off(aws):
