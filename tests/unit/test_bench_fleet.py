@@ -24,4 +24,4 @@ def test_quick_fleet_benchmark_passes(capsys, monkeypatch):
     assert bench.main(["--quick", "--latency-ms", "1"]) == 0
     out = capsys.readouterr().out
     assert "fleet (concurrency 16)" in out and "lower bound" in out
-    assert bench.lower_bound(3, 6, 12) == 1 + 3 + 12 + 72
+    assert bench.lower_bound(3, 6, 12, 6) == 1 + 3 + 12 + 72
