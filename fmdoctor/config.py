@@ -228,6 +228,40 @@ class SlackSettings(_Section):
     channel_clusters: dict[str, list[str]] = Field(default_factory=dict)
 
 
+AWS_REGION_NAME = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
+
+
+def validate_region(value: str) -> str:
+    if not isinstance(value, str) or not AWS_REGION_NAME.match(value.strip()):
+        raise ValueError(f"{value!r} is not an AWS region name (e.g. us-west-2)")
+    return value.strip()
+
+
+Region = Annotated[str, BeforeValidator(validate_region)]
+
+
+class FleetSettings(_Section):
+    """Defaults for ``fmdoctor fleet check``; flags and the accounts file override them."""
+
+    role_name: str = Field("fmdoctor-read-only", pattern=r"^[A-Za-z0-9_+=,.@/-]+$", max_length=512,
+                           description="Read-only role assumed in every account.")
+    regions: list[Region] = Field(default_factory=list, description="Regions to scan (default: the region).")
+    concurrency: int = Field(8, ge=1, le=64, description="Clusters checked at once (and scopes discovered).")
+    hyperpod: bool = Field(True, description="Also discover SageMaker HyperPod clusters (ListClusters).")
+    session_duration: Duration = Field(timedelta(hours=1), description="Assumed-role session length.")
+
+    @field_validator("session_duration")
+    @classmethod
+    def _sts_bounds(cls, value: timedelta) -> timedelta:
+        if not timedelta(minutes=15) <= value <= timedelta(hours=12):
+            raise ValueError("session_duration must be between 15m and 12h (the STS limits)")
+        return value
+
+
+class ExportSettings(_Section):
+    cloudwatch_namespace: str = Field("fmdoctor", min_length=1, max_length=255, pattern=r"^[^:].*$")
+
+
 class Settings(_Section):
     """The whole file. Cluster-level keys at the top are defaults for every cluster."""
 
@@ -247,6 +281,8 @@ class Settings(_Section):
     runbooks_dir: str | None = None
     agent: AgentSettings = Field(default_factory=AgentSettings)
     slack: SlackSettings = Field(default_factory=SlackSettings)
+    fleet: FleetSettings = Field(default_factory=FleetSettings)
+    export: ExportSettings = Field(default_factory=ExportSettings)
     source: str | None = Field(None, exclude=True, description="Path the settings were read from.")
 
     @field_validator("clusters", mode="before")

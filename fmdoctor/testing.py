@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,10 +36,11 @@ class Fault:
     status: int
     times: int | None = None  # None: every attempt
     dry_run: bool | None = None  # None: DryRun and real requests alike; True/False: only those
+    when: Callable[[dict[str, Any]], bool] | None = None  # only calls whose API parameters match
 
-    def matches(self, service: str, operation: str, dry_run: bool) -> bool:
+    def matches(self, service: str, operation: str, dry_run: bool, params: dict[str, Any]) -> bool:
         return ((self.service, self.operation) == (service, operation) and (self.times is None or self.times > 0)
-                and (self.dry_run is None or self.dry_run == dry_run))
+                and (self.dry_run is None or self.dry_run == dry_run) and (self.when is None or self.when(params)))
 
 
 class _Raw:
@@ -87,19 +89,20 @@ class FaultInjector:
         self.injected: Counter[str] = Counter()
 
     def deny(self, service: str, operation: str, code: str = "AccessDenied",
-             dry_run: bool | None = None) -> FaultInjector:
+             dry_run: bool | None = None, when: Callable[[dict[str, Any]], bool] | None = None) -> FaultInjector:
         """Deny an action. EC2 says ``UnauthorizedOperation`` (pass it as ``code``), to DryRun requests too."""
         action = iam_action_for(service, operation)  # as AWS words it: tag:GetResources, not the boto3 name
         message = f"User: arn:aws:iam::123456789012:user/ci is not authorized to perform: {action}"
-        return self._add(Fault(service, operation, code, message, 403, dry_run=dry_run))
+        return self._add(Fault(service, operation, code, message, 403, dry_run=dry_run, when=when))
 
     def throttle(self, service: str, operation: str, times: int | None = None,
                  code: str = "Throttling") -> FaultInjector:
         return self._add(Fault(service, operation, code, "Rate exceeded", 400, times))
 
     def fail(self, service: str, operation: str, code: str, message: str = "injected", status: int = 400,
-             times: int | None = None, dry_run: bool | None = None) -> FaultInjector:
-        return self._add(Fault(service, operation, code, message, status, times, dry_run))
+             times: int | None = None, dry_run: bool | None = None,
+             when: Callable[[dict[str, Any]], bool] | None = None) -> FaultInjector:
+        return self._add(Fault(service, operation, code, message, status, times, dry_run, when))
 
     def _add(self, fault: Fault) -> FaultInjector:
         with self._lock:
@@ -107,12 +110,16 @@ class FaultInjector:
         return self
 
     def attach(self, aws: Aws) -> Aws:
+        aws.session.events.register("before-parameter-build", self._before_parameter_build)
         aws.session.events.register("before-call", self._before_call)
         aws.session.events.register_first("before-send", self._before_send)
         return aws
 
-    def aws_factory(self, options: AwsOptions) -> Aws:
-        return self.attach(new_aws(options))
+    def aws_factory(self, options: AwsOptions, credentials: Any = None) -> Aws:
+        return self.attach(new_aws(options, credentials))
+
+    def _before_parameter_build(self, params: dict[str, Any], **_: Any) -> None:
+        self._current.params = dict(params)  # the API parameters, as the caller passed them
 
     def _before_call(self, model: Any, params: Any = None, **_: Any) -> None:
         # before-send knows only the HTTP request; remember which operation this thread is sending.
@@ -122,7 +129,8 @@ class FaultInjector:
         # lists smithy-rpc-v2-cbor first but clients speak json), so the metadata's first entry can be wrong.
         service = model.service_model
         protocol = getattr(service, "resolved_protocol", None) or service.protocol
-        self._current.value = (service.service_name, model.name, protocol, dry_run)
+        self._current.value = (service.service_name, model.name, protocol, dry_run,
+                               getattr(self._current, "params", {}))
 
     def _before_send(self, request: Any, **_: Any) -> AWSResponse | None:
         # botocore calls every before-send handler; moto's in-process mock comes after this one and would
@@ -135,9 +143,9 @@ class FaultInjector:
         current = getattr(self._current, "value", None)
         if current is None:
             return None
-        service, operation, protocol, dry_run = current
+        service, operation, protocol, dry_run, api_params = current
         with self._lock:
-            fault = next((f for f in self._faults if f.matches(service, operation, dry_run)), None)
+            fault = next((f for f in self._faults if f.matches(service, operation, dry_run, api_params)), None)
             if fault is None:
                 return None
             if fault.times is not None:

@@ -8,11 +8,20 @@ import sys
 from collections.abc import Sequence
 
 from fmdoctor import __version__
-from fmdoctor.cli import check_cmd, checks_cmd, fix_cmd, iam_policy_cmd, runbook_cmd, why_not_cmd
+from fmdoctor.cli import (
+    check_cmd,
+    checks_cmd,
+    export_cmd,
+    fix_cmd,
+    fleet_cmd,
+    iam_policy_cmd,
+    runbook_cmd,
+    why_not_cmd,
+)
 from fmdoctor.cli.common import ArgumentParser
 from fmdoctor.engine.errors import FmdoctorError
 
-COMMANDS = (check_cmd, checks_cmd, why_not_cmd, runbook_cmd, fix_cmd, iam_policy_cmd)
+COMMANDS = (check_cmd, checks_cmd, why_not_cmd, runbook_cmd, fix_cmd, iam_policy_cmd, fleet_cmd, export_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,8 +10,8 @@ from typing import TextIO
 from fmdoctor.engine.runner import CheckEvent
 
 
-class StderrProgress:
-    """Silent for the first second; then one line per finished check (rewritten in place on a terminal)."""
+class ProgressLine:
+    """Silent for the first second; then one line per event (rewritten in place on a terminal)."""
 
     def __init__(self, stream: TextIO | None = None, delay_s: float = 1.0, enabled: bool = True):
         self.stream = stream or sys.stderr
@@ -22,13 +22,10 @@ class StderrProgress:
         self._tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self._dirty = False
 
-    def __call__(self, event: CheckEvent) -> None:
-        if not self.enabled or event.phase != "finished" or time.monotonic() - self.started < self.delay_s:
-            return
-        outcome = "skipped" if event.skipped else f"{event.findings} finding{'' if event.findings == 1 else 's'}"
-        if event.errors:
-            outcome += f", {event.errors} errors"
-        line = f"fmdoctor: [{event.done}/{event.total}] {event.check_id}: {outcome} ({event.duration_s:.1f}s)"
+    def wanted(self) -> bool:
+        return self.enabled and time.monotonic() - self.started >= self.delay_s
+
+    def write(self, line: str) -> None:
         with self._lock:
             if self._tty:
                 self.stream.write("\r\x1b[2K" + line[:79])
@@ -43,3 +40,15 @@ class StderrProgress:
                 self.stream.write("\r\x1b[2K")
                 self.stream.flush()
                 self._dirty = False
+
+
+class StderrProgress(ProgressLine):
+    """One line per finished check."""
+
+    def __call__(self, event: CheckEvent) -> None:
+        if event.phase != "finished" or not self.wanted():
+            return
+        outcome = "skipped" if event.skipped else f"{event.findings} finding{'' if event.findings == 1 else 's'}"
+        if event.errors:
+            outcome += f", {event.errors} errors"
+        self.write(f"fmdoctor: [{event.done}/{event.total}] {event.check_id}: {outcome} ({event.duration_s:.1f}s)")

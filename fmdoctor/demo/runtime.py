@@ -19,9 +19,14 @@ _SCRUBBED = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESS
 _FAKE = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-west-2"}
 
 
+# Every account/region is a new moto backend, and loading moto's sample AMIs into each is most of the cost
+# of seeding a fleet; no check reads AMIs (run_instances does not validate the image id by default).
+LEAN_MOTO_ENV = {"MOTO_EC2_LOAD_DEFAULT_AMIS": "false"}
+
+
 @contextlib.contextmanager
-def demo_environment() -> Iterator[DemoWorld]:
-    """Start moto in-process, seed the demo cluster and yield it; everything is gone on exit."""
+def moto_environment(extra_env: dict[str, str] | None = None) -> Iterator[boto3.Session]:
+    """moto in-process with fake credentials and nothing from the shell that points at real AWS."""
     try:
         from moto import mock_aws
     except ImportError as exc:
@@ -35,8 +40,16 @@ def demo_environment() -> Iterator[DemoWorld]:
     env.update(_FAKE)
     env["AWS_CONFIG_FILE"] = os.devnull
     env["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
+    env.update(extra_env or {})
     with mock.patch.dict(os.environ, env, clear=True), mock_aws():
-        yield seed_demo(boto3.Session(region_name="us-west-2"))
+        yield boto3.Session(region_name="us-west-2")
+
+
+@contextlib.contextmanager
+def demo_environment() -> Iterator[DemoWorld]:
+    """Start moto in-process, seed the demo cluster and yield it; everything is gone on exit."""
+    with moto_environment() as session:
+        yield seed_demo(session)
 
 
 def demo_settings(world: DemoWorld) -> Settings:

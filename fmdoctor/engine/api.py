@@ -12,6 +12,7 @@ from typing import Any
 
 import boto3
 import botocore.session
+from botocore.credentials import CredentialProvider, CredentialResolver, Credentials
 from botocore.loaders import Loader
 
 from fmdoctor.config import ClusterSettings, Settings
@@ -52,10 +53,27 @@ class Connection:
 _SHARED_LOADER = Loader()
 
 
-def new_aws(options: AwsOptions) -> Aws:
-    """A fresh session (its own call counter) that reuses the process-wide model loader."""
+class _GivenCredentials(CredentialProvider):
+    METHOD = "fmdoctor-given"
+
+    def __init__(self, credentials: Credentials):
+        super().__init__()
+        self._credentials = credentials
+
+    def load(self) -> Credentials:
+        return self._credentials
+
+
+def new_aws(options: AwsOptions, credentials: Credentials | None = None) -> Aws:
+    """A fresh session (its own call counter) that reuses the process-wide model loader.
+
+    ``credentials`` (e.g. an assumed role's refreshable credentials, shared by the sessions of one fleet
+    account) replace the standard provider chain; without them the chain runs as usual.
+    """
     core = botocore.session.Session(profile=options.profile)
     core.register_component("data_loader", _SHARED_LOADER)
+    if credentials is not None:
+        core.register_component("credential_provider", CredentialResolver([_GivenCredentials(credentials)]))
     if options.region:
         core.set_config_variable("region", options.region)
     return Aws(boto3.Session(botocore_session=core), options)

@@ -1,4 +1,5 @@
-"""Renderers of a :class:`~fmdoctor.engine.model.Report`: text (people), JSON (machines), Markdown (tickets)."""
+"""Renderers of a :class:`~fmdoctor.engine.model.Report`: text (people), JSON (machines), Markdown (tickets),
+Prometheus text exposition (alerting)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable
 
 from fmdoctor.engine.model import Report
 from fmdoctor.report.markdown import render_markdown
+from fmdoctor.report.prometheus import render_prometheus
 from fmdoctor.report.text import render_text
 
 
@@ -18,4 +20,5 @@ RENDERERS: dict[str, Callable[[Report], str]] = {
     "text": render_text,
     "json": render_json,
     "markdown": render_markdown,
+    "prometheus": render_prometheus,
 }

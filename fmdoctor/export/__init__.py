@@ -1,0 +1,1 @@
+"""Exporters: fmdoctor's verdicts into monitoring systems (CloudWatch metrics; Prometheus is a report format)."""

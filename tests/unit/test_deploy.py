@@ -1,0 +1,91 @@
+"""The example deployment stays true: manifests parse, their fmdoctor command lines are valid for today's CLI,
+and the member role grants every action the checks and discovery need (and nothing that writes)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+import fmdoctor
+from fmdoctor.cli.main import build_parser
+from fmdoctor.engine.registry import default_registry
+from fmdoctor.fleet.discovery import IAM_ACTIONS as DISCOVERY_ACTIONS
+
+ROOT = Path(fmdoctor.__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+
+pytestmark = pytest.mark.skipif(not DEPLOY.exists(), reason="needs the source tree")
+
+
+class _CloudFormationLoader(yaml.SafeLoader):
+    """Reads !Ref, !If, !GetAtt... as plain data (enough to inspect a template)."""
+
+
+_CloudFormationLoader.add_multi_constructor("!", lambda loader, suffix, node: (
+    loader.construct_sequence(node) if isinstance(node, yaml.SequenceNode)
+    else loader.construct_mapping(node) if isinstance(node, yaml.MappingNode) else loader.construct_scalar(node)))
+
+
+def documents():
+    for path in sorted(DEPLOY.rglob("*")):
+        if path.suffix == ".json":
+            yield path, [json.loads(path.read_text())]
+        elif path.suffix in {".yaml", ".yml"}:
+            yield path, list(yaml.load_all(path.read_text(), Loader=_CloudFormationLoader))  # noqa: S506
+
+
+def fmdoctor_command_lines():
+    text = "\n".join(p.read_text() for p in DEPLOY.rglob("*") if p.is_file())
+    for match in re.finditer(r"fmdoctor ((?:fleet check|export cloudwatch|check) --[^;\n>|]*)", text):
+        yield match.group(1).strip()
+
+
+def test_manifests_parse():
+    parsed = dict(documents())
+    assert {p.name for p in parsed} >= {"fleet-cronjob.yaml", "task-definition.json", "schedule.json",
+                                         "member-role.cfn.yaml", "scanner-policy.json"}
+    kinds = [d["kind"] for d in parsed[DEPLOY / "kubernetes" / "fleet-cronjob.yaml"]]
+    assert kinds == ["ServiceAccount", "ConfigMap", "CronJob"]
+
+
+def test_command_lines_are_valid_for_the_cli():
+    lines = list(fmdoctor_command_lines())
+    assert len(lines) >= 3
+    samples = {"${JOB_COMPLETION_INDEX}": "1", "${SHARD:-0/1}": "0/2"}
+    for line in lines:
+        for variable, value in samples.items():
+            line = line.replace(variable, value)
+        args = build_parser().parse_args(shlex.split(line))
+        assert args.func, line
+
+
+def test_shard_count_matches_the_indexed_job():
+    [_, _, cronjob] = dict(documents())[DEPLOY / "kubernetes" / "fleet-cronjob.yaml"]
+    job = cronjob["spec"]["jobTemplate"]["spec"]
+    script = job["template"]["spec"]["containers"][0]["args"][0]
+    assert f'--shard "${{JOB_COMPLETION_INDEX}}/{job["completions"]}"' in script
+    assert job["completionMode"] == "Indexed" and job["parallelism"] == job["completions"]
+
+
+def test_member_role_grants_what_the_checks_and_discovery_need():
+    [template] = dict(documents())[DEPLOY / "iam" / "member-role.cfn.yaml"]
+    statements = template["Resources"]["ReadOnlyRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+    granted = {a for s in statements for a in s["Action"]}
+    needed = set(default_registry().iam_actions()) | set(DISCOVERY_ACTIONS)
+    assert sorted(needed - granted) == [], "add these actions to deploy/iam/member-role.cfn.yaml"
+    # Nothing that writes: describes, lists and gets, and receiving Spot notices (never deleting them).
+    read_only = re.compile(r"^[a-z0-9-]+:(Describe|List|Get)[A-Za-z]*$")
+    assert [a for a in granted if not read_only.match(a)] == ["sqs:ReceiveMessage"]
+
+
+def test_scanner_may_only_assume_the_read_only_role_and_publish():
+    [policy] = dict(documents())[DEPLOY / "iam" / "scanner-policy.json"]
+    actions = {s["Action"]: s for s in policy["Statement"]}
+    assert set(actions) == {"sts:AssumeRole", "organizations:ListAccounts", "cloudwatch:PutMetricData"}
+    assert actions["sts:AssumeRole"]["Resource"].endswith(":role/fmdoctor-read-only")
+    assert actions["cloudwatch:PutMetricData"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "fmdoctor"}}
