@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from unittest import mock
 
 import boto3
@@ -20,8 +20,11 @@ _FAKE = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AW
 
 
 @contextlib.contextmanager
-def demo_environment() -> Iterator[DemoWorld]:
-    """Start moto in-process, seed the demo cluster and yield it; everything is gone on exit."""
+def mocked_aws(passthrough_services: Sequence[str] = ()) -> Iterator[boto3.Session]:
+    """moto in-process with fake credentials and nothing from the shell that points at a real account.
+
+    ``passthrough_services`` reach the real AWS (e.g. ``bedrock-runtime`` for an eval against Bedrock, whose
+    client must be made before this starts so it keeps the real credentials)."""
     try:
         from moto import mock_aws
     except ImportError as exc:
@@ -35,8 +38,22 @@ def demo_environment() -> Iterator[DemoWorld]:
     env.update(_FAKE)
     env["AWS_CONFIG_FILE"] = os.devnull
     env["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
-    with mock.patch.dict(os.environ, env, clear=True), mock_aws():
-        yield seed_demo(boto3.Session(region_name="us-west-2"))
+    config = None
+    if passthrough_services:
+        from moto.core.config import default_user_config
+
+        core = dict(default_user_config.get("core", {}))
+        core["passthrough"] = {"urls": [], "services": list(passthrough_services)}
+        config = {"core": core}  # mock_aws replaces top-level sections, so keep the other core defaults
+    with mock.patch.dict(os.environ, env, clear=True), mock_aws(config=config):
+        yield boto3.Session(region_name="us-west-2")
+
+
+@contextlib.contextmanager
+def demo_environment() -> Iterator[DemoWorld]:
+    """Start moto in-process, seed the demo cluster and yield it; everything is gone on exit."""
+    with mocked_aws() as session:
+        yield seed_demo(session)
 
 
 def demo_settings(world: DemoWorld) -> Settings:
@@ -44,4 +61,4 @@ def demo_settings(world: DemoWorld) -> Settings:
     return Settings.model_validate({"region": world.region, "clusters": {world.cluster: world.settings}})
 
 
-__all__ = ["DEMO_CLUSTER", "demo_environment", "demo_settings"]
+__all__ = ["DEMO_CLUSTER", "demo_environment", "demo_settings", "mocked_aws"]
