@@ -19,7 +19,7 @@ import yaml
 from fmdoctor.assistant.api import Assistant
 from fmdoctor.assistant.backends import Backends
 from fmdoctor.assistant.events import AssistantAnswer
-from fmdoctor.assistant.providers import describe, load_chat_model, parse_model
+from fmdoctor.assistant.providers import aws_services, describe, load_chat_model
 from fmdoctor.assistant.safety import strip_invisible
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field
@@ -188,7 +188,7 @@ def run_suite(model: BaseChatModel | str | None = None, settings: AgentSettings 
     registry = registry or default_registry()
     spec = model if isinstance(model, str) else None
     chat = model if isinstance(model, BaseChatModel) else load_chat_model(settings, spec)  # before moto starts
-    passthrough = ("bedrock-runtime",) if spec and parse_model(spec)[0] == "bedrock_converse" else ()
+    passthrough = aws_services(spec)
     selected = [c for c in (cases or load_cases()) if not only or c.id in only or c.scenario in only]
     unknown = sorted({c.scenario for c in selected} - set(SCENARIOS))
     if unknown:

@@ -10,6 +10,7 @@ it once more.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any, Literal
 
@@ -36,7 +37,17 @@ class WhyNotArgs(BaseModel):
     protocol: Literal["tcp", "udp", "icmp", "all"] = "tcp"
 
 
-_AWS_ID_OR_ADDRESS = re.compile(r"^((i|eni|fs|sg|subnet|vpce?)-[0-9a-f]+|[0-9.:/a-f]+|internet|s3://.*)$")
+_AWS_ID = re.compile(r"^((i|eni|fs|sg|subnet|vpce?|pl)-[0-9a-f]+|internet|s3://.+|arn:.+)$")
+
+
+def _is_address_or_id(name: str) -> bool:
+    if _AWS_ID.match(name):
+        return True
+    try:
+        ipaddress.ip_network(name, strict=False)
+    except ValueError:
+        return False
+    return True
 
 
 def _endpoint(ctx: AssistantContext, name: str) -> str:
@@ -44,7 +55,7 @@ def _endpoint(ctx: AssistantContext, name: str) -> str:
     if name == ADMIN:
         cidrs = ctx.doctor.cluster_settings(ctx.cluster).network.admin_cidrs
         return cidrs[0] if cidrs else "internet"
-    if _AWS_ID_OR_ADDRESS.match(name):
+    if _is_address_or_id(name):
         return name
     inventory = ctx.doctor.inventory(ctx.cluster)
     if name == HEAD:

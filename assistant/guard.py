@@ -76,6 +76,8 @@ class ModelGuard(AgentMiddleware):
         tools = request.tools
         system = request.system_message.content if request.system_message else ""
         estimate = estimate_tokens(messages, str(system) + json.dumps([getattr(t, "name", "") for t in tools]))
+        if ctx.cancel is not None and ctx.cancel.is_set():
+            return stop_answer(list(request.messages), "Cancelled. What the tools found before that:")
         if turn is not None:
             turn.model_calls += 1
             cap = self.settings.max_tool_calls

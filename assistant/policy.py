@@ -8,7 +8,7 @@ taken here:
 - a tool marked ``mutate`` runs only when the session holds an approval object for exactly the plan digest
   in its arguments. Approvals are Python objects that front-end code creates after a person said yes
   (:meth:`~fmdoctor.assistant.api.Assistant.resume`); no tool output or model text can produce one;
-- anything else (unmarked, unknown, hallucinated) is refused.
+- anything else (unmarked, unknown, hallucinated) is refused; so is every call once the turn is cancelled.
 
 :class:`ToolEvents` records each call (arguments, duration, status, finding count) for the answer and
 streams it to front ends.
@@ -51,6 +51,8 @@ class ToolGate(AgentMiddleware):
         ctx: AssistantContext = request.runtime.context
         turn = ctx.session.turn
         access = access_of(request.tool)
+        if ctx.cancel is not None and ctx.cancel.is_set():
+            return refuse(request, "cancelled by the person: answer from the results you have", "cancelled")
         if access == MUTATE:
             digest = request.tool_call["args"].get("plan_digest")
             if not ctx.session.has_approval(digest):
@@ -83,7 +85,7 @@ class ToolEvents(AgentMiddleware):
         message = outcome if isinstance(outcome, ToolMessage) else None
         result = result_of(message) if message is not None else None
         if result is not None:
-            record.status = str(result.data.get("refused") and "refused" or result.status.value)
+            record.status = "refused" if result.data.get("refused") else result.status.value
             record.finding_count = len(result.findings)
             record.message = result.message
         else:

@@ -97,6 +97,11 @@ def load_chat_model(settings: AgentSettings, spec: str | None = None) -> BaseCha
         raise ConfigError(f"cannot set up model {spec}: {Redactor()(str(exc))}") from None
 
 
+def aws_services(spec: str | None) -> tuple[str, ...]:
+    """The AWS services a model provider calls (they must reach real AWS even when the cluster is moto's)."""
+    return ("bedrock-runtime",) if spec and parse_model(spec)[0] == "bedrock_converse" else ()
+
+
 def is_offline(model: BaseChatModel) -> bool:
     return isinstance(model, OfflinePlanner)
 

@@ -8,11 +8,11 @@ import sys
 from collections.abc import Sequence
 
 from fmdoctor import __version__
-from fmdoctor.cli import check_cmd, checks_cmd
+from fmdoctor.cli import ask_cmd, check_cmd, checks_cmd, eval_cmd
 from fmdoctor.cli.common import ArgumentParser
 from fmdoctor.engine.errors import FmdoctorError
 
-COMMANDS = (check_cmd, checks_cmd)
+COMMANDS = (check_cmd, checks_cmd, ask_cmd, eval_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -168,3 +168,24 @@ def test_a_model_that_answers_nothing_gets_a_grounded_fallback(sg_fault_cluster,
     answer = Assistant(doctor_for(), model=model, backends=Backends()).ask("is EFA ok?")
     assert answer.answer.startswith("The model gave no answer. What the tools found:")
     assert answer.citations == [f"efa-sg-self-reference/{sg_fault_cluster.groups['efa']}"]
+
+
+def test_cancel_ends_the_turn_without_running_more_tools(sg_fault_cluster, doctor_for, monkeypatch):
+    import threading
+
+    from .conftest import ScriptedModel
+
+    doctor, cancel = doctor_for(), threading.Event()
+    runs = []
+    monkeypatch.setattr(doctor, "check", lambda *a, **k: runs.append(a))
+
+    def steps():
+        cancel.set()  # the person presses cancel while the model is deciding
+        yield call("check_all")
+        yield "never reached"
+
+    model = ScriptedModel(messages=steps())
+    answer = Assistant(doctor, model=model, backends=Backends()).ask("check everything", cancel=cancel)
+    assert [r.status for r in answer.tool_calls] == ["refused"] and runs == []
+    assert len(model.received) == 1  # the model is not called again
+    assert answer.answer.startswith("Cancelled. What the tools found before that:")
