@@ -15,16 +15,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fmdoctor.assistant.guard import ModelGuard
-from fmdoctor.assistant.policy import ToolEvents, ToolGate, interrupt_config
-from fmdoctor.assistant.safety import Redactor
-from fmdoctor.assistant.session import AssistantContext
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 
+from fmdoctor.assistant.guard import ModelGuard
+from fmdoctor.assistant.policy import ToolEvents, ToolGate, interrupt_config
+from fmdoctor.assistant.safety import Redactor
+from fmdoctor.assistant.session import AssistantContext
 from fmdoctor.config import AgentSettings
 
 SYSTEM_PROMPT = """You are fmdoctor, the assistant of on-call engineers who run foundation-model training and \

@@ -29,6 +29,12 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import GraphRecursionError
+from langgraph.types import Command
+
 from fmdoctor.assistant.agent import build_agent
 from fmdoctor.assistant.backends import Backends
 from fmdoctor.assistant.compose import gather
@@ -50,12 +56,6 @@ from fmdoctor.assistant.results import result_of, split_citations
 from fmdoctor.assistant.safety import Redactor, clean_output, strip_invisible
 from fmdoctor.assistant.session import AssistantContext, SessionState, Turn
 from fmdoctor.assistant.tools import EVENT, check_tools
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.errors import GraphRecursionError
-from langgraph.types import Command
-
 from fmdoctor.config import AgentSettings
 from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.errors import FmdoctorError, UsageError

@@ -129,34 +129,40 @@ def _describe_hint(hint: dict[str, Any]) -> str:
     return f"{hint.get('action')} ({details})"
 
 
+def _headline(plan: Plan, results: list[ToolResult], findings: list[dict], errors: list[dict], ran: list[str],
+              cluster: str, fix_lines: list[str], reach: list[str]) -> str:
+    """The answer's first sentence: what was asked, answered."""
+    if fix_lines:
+        return fix_lines[0]
+    if plan.fix:
+        if not findings:
+            return f"Nothing to fix: {health_headline(findings, errors, ran, cluster)}"
+        return "None of these findings has an automatic fix; their runbooks say what to do."
+    if reach and not any(f["check"] == "ssh-unreachable" for f in findings):
+        return reach[0].removeprefix("- ")
+    if results and all(r.tool == "list_findings" for r in results):
+        return (f"{_n(len(findings), 'finding')} so far in this conversation on {cluster}:" if findings else
+                f"No findings so far in this conversation on {cluster}.")
+    topical = [i for i in plan.intents if i not in plan.missing]
+    if topical and not plan.full_run:
+        return _topic_headline(topical[0], findings, errors, ran)
+    return health_headline(findings, errors, ran, cluster)
+
+
 def compose(question: str, plan: Plan, results: list[ToolResult], *, target: dict | None = None,
             remediation: bool = False, note: str = "") -> str:
     findings, errors, ran, skipped = gather(results)
     cluster = next((r.data["cluster"] for r in results if r.data.get("cluster")), "the cluster")
-    lines: list[str] = [note] if note else []
     fix_lines = _fix_lines(results, target, remediation) if plan.fix or plan.runbook else []
     reach = _reachability_lines(results)
-    topical = [i for i in plan.intents if i not in plan.missing]
-    if fix_lines:
-        lines.append(fix_lines[0])
-    elif plan.fix and not findings:
-        lines.append(f"Nothing to fix: {health_headline(findings, errors, ran, cluster)}")
-    elif plan.fix:
-        lines.append("None of these findings has an automatic fix; their runbooks say what to do.")
-    elif reach and not any(f["check"] == "ssh-unreachable" for f in findings):
-        lines.append(reach.pop(0).removeprefix("- "))
-    elif results and all(r.tool == "list_findings" for r in results):
-        lines.append(f"{_n(len(findings), 'finding')} so far in this conversation on {cluster}:" if findings else
-                     f"No findings so far in this conversation on {cluster}.")
-    elif topical and not plan.full_run:
-        lines.append(_topic_headline(topical[0], findings, errors, ran))
-    else:
-        lines.append(health_headline(findings, errors, ran, cluster))
-    if plan.missing and plan.full_run:
+    lines: list[str] = [note] if note else []
+    if plan.missing and plan.full_run:  # say first what could not be answered as asked
         topics = ", ".join(i.topic for i in plan.missing)
         ids = ", ".join(c for i in plan.missing for c in i.checks)
-        lines.append(f"No installed check covers {topics} ({ids}); I ran every check instead.")
-    lines += fix_lines[1:] + reach
+        lines.append(f"No installed check covers {topics} ({ids}), so I ran every check:")
+    headline = _headline(plan, results, findings, errors, ran, cluster, fix_lines, reach)
+    lines.append(headline)
+    lines += fix_lines[1:] + [r for r in reach if r.removeprefix("- ") != headline]
     failed = [r for r in results if r.status is ToolStatus.ERROR and r.tool.startswith(CHECK_TOOLS_PREFIX)]
     lines += [f"- {r.tool} failed: {r.message}" for r in failed]
     if findings:

@@ -16,14 +16,14 @@ from importlib import resources
 from typing import Any, Literal
 
 import yaml
+from langchain_core.language_models import BaseChatModel
+from pydantic import BaseModel, ConfigDict, Field
+
 from fmdoctor.assistant.api import Assistant
 from fmdoctor.assistant.backends import Backends
 from fmdoctor.assistant.events import AssistantAnswer
 from fmdoctor.assistant.providers import aws_services, describe, load_chat_model
 from fmdoctor.assistant.safety import strip_invisible
-from langchain_core.language_models import BaseChatModel
-from pydantic import BaseModel, ConfigDict, Field
-
 from fmdoctor.config import AgentSettings, Settings
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.errors import ConfigError
@@ -180,9 +180,8 @@ def run_suite(model: BaseChatModel | str | None = None, settings: AgentSettings 
               only: list[str] | None = None, backends: Backends | None = None,
               registry: Registry | None = None, cases: list[Case] | None = None) -> SuiteResult:
     """Every case (or those named in ``only``, by case id or scenario), on its scenario's cluster in moto."""
-    from fmdoctor.evals.scenarios import SCENARIOS, facts_of
-
     from fmdoctor.demo.runtime import mocked_aws
+    from fmdoctor.evals.scenarios import SCENARIOS, facts_of
 
     settings = settings or AgentSettings()
     registry = registry or default_registry()

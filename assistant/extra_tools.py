@@ -14,14 +14,14 @@ import ipaddress
 import re
 from typing import Any, Literal
 
-from fmdoctor.assistant.backends import Backends, to_plain
-from fmdoctor.assistant.results import ToolResult, ToolStatus
-from fmdoctor.assistant.session import AssistantContext, PendingPlan
-from fmdoctor.assistant.tools import MUTATE, ToolReply, make_tool, run_safely
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
 
+from fmdoctor.assistant.backends import Backends, to_plain
+from fmdoctor.assistant.results import ToolResult, ToolStatus
+from fmdoctor.assistant.session import AssistantContext, PendingPlan
+from fmdoctor.assistant.tools import MUTATE, make_tool
 from fmdoctor.engine.errors import UsageError
 
 WHY_NOT, GET_RUNBOOK, PROPOSE_FIX, APPLY_FIX = "why_not", "get_runbook", "propose_fix", "apply_fix"
@@ -68,7 +68,9 @@ def _endpoint(ctx: AssistantContext, name: str) -> str:
 
 
 def why_not_tool(backends: Backends) -> BaseTool:
-    def body(ctx: AssistantContext, source: str, destination: str, port: int, protocol: str) -> ToolResult:
+    def body(runtime: ToolRuntime[AssistantContext], destination: str, port: int, source: str = ADMIN,
+             protocol: str = "tcp") -> ToolResult:
+        ctx = runtime.context
         src, dst = _endpoint(ctx, source), _endpoint(ctx, destination)
         result = to_plain(backends.why_not(ctx.doctor, ctx.cluster, src, dst, port, protocol=protocol))
         blocked = result.get("blocked_by") or {}
@@ -77,12 +79,8 @@ def why_not_tool(backends: Backends) -> BaseTool:
                    f"{blocked.get('resource')} ({blocked.get('code')})")
         return ToolResult(tool=WHY_NOT, status=ToolStatus.SUCCESS, message=message, data={"reachability": result})
 
-    def run(destination: str, port: int, source: str = ADMIN, protocol: str = "tcp", *,
-            runtime: ToolRuntime[AssistantContext]) -> ToolReply:
-        return run_safely(WHY_NOT, runtime.context, lambda: body(runtime.context, source, destination, port, protocol))
-
     return make_tool(WHY_NOT, "Explain whether traffic can flow from a source to a destination on a port, hop by hop "
-                     "(security groups, NACLs, routes), and which rule blocks it.", WhyNotArgs, run)
+                     "(security groups, NACLs, routes), and which rule blocks it.", WhyNotArgs, body)
 
 
 class RunbookArgs(BaseModel):
@@ -91,7 +89,8 @@ class RunbookArgs(BaseModel):
 
 
 def runbook_tool(backends: Backends) -> BaseTool:
-    def body(ctx: AssistantContext, runbook_id: str, finding_id: str | None) -> ToolResult:
+    def body(runtime: ToolRuntime[AssistantContext], runbook_id: str, finding_id: str | None = None) -> ToolResult:
+        ctx = runtime.context
         runbook = backends.get_runbook(runbook_id, settings=ctx.doctor.settings)
         finding = ctx.session.finding(finding_id) if finding_id else None
         if finding_id and finding is None:
@@ -100,11 +99,8 @@ def runbook_tool(backends: Backends) -> BaseTool:
         return ToolResult(tool=GET_RUNBOOK, status=ToolStatus.SUCCESS, message=f"runbook {runbook_id}",
                           data={"runbook_id": runbook_id, "finding_id": finding_id, "markdown": text})
 
-    def run(runbook_id: str, finding_id: str | None = None, *, runtime: ToolRuntime[AssistantContext]) -> ToolReply:
-        return run_safely(GET_RUNBOOK, runtime.context, lambda: body(runtime.context, runbook_id, finding_id))
-
     return make_tool(GET_RUNBOOK, "Fetch a runbook (what it means, how to confirm by hand, fix, verify), filled "
-                     "from a finding's evidence when finding_id is given.", RunbookArgs, run)
+                     "from a finding's evidence when finding_id is given.", RunbookArgs, body)
 
 
 class ProposeArgs(BaseModel):
@@ -113,7 +109,8 @@ class ProposeArgs(BaseModel):
 
 
 def propose_fix_tool(backends: Backends) -> BaseTool:
-    def body(ctx: AssistantContext, check_id: str, resource: str | None) -> ToolResult:
+    def body(runtime: ToolRuntime[AssistantContext], check_id: str, resource: str | None = None) -> ToolResult:
+        ctx = runtime.context
         report = ctx.session.report_for(check_id)
         plan = backends.plan_fix(ctx.doctor, ctx.cluster, check_id, resource=resource, report=report)
         if getattr(plan, "empty", False):
@@ -128,11 +125,8 @@ def propose_fix_tool(backends: Backends) -> BaseTool:
                           f"{pending.digest!r}; the person is shown the exact calls and decides",
                           data=pending.to_json_dict())
 
-    def run(check_id: str, resource: str | None = None, *, runtime: ToolRuntime[AssistantContext]) -> ToolReply:
-        return run_safely(PROPOSE_FIX, runtime.context, lambda: body(runtime.context, check_id, resource))
-
     return make_tool(PROPOSE_FIX, "Plan the fix for a finding: the exact AWS API calls and arguments, with a dry-run "
-                     "preflight. Changes nothing.", ProposeArgs, run)
+                     "preflight. Changes nothing.", ProposeArgs, body)
 
 
 class ApplyArgs(BaseModel):
@@ -140,7 +134,8 @@ class ApplyArgs(BaseModel):
 
 
 def apply_fix_tool(backends: Backends) -> BaseTool:
-    def body(ctx: AssistantContext, plan_digest: str) -> ToolResult:
+    def body(runtime: ToolRuntime[AssistantContext], plan_digest: str) -> ToolResult:
+        ctx = runtime.context
         pending = ctx.session.plans.get(plan_digest)
         if pending is None:
             return ToolResult.error(APPLY_FIX, f"no plan {plan_digest!r} was proposed in this conversation; "
@@ -159,11 +154,8 @@ def apply_fix_tool(backends: Backends) -> BaseTool:
                           data={"digest": plan_digest, "check_id": pending.check_id, "resource": pending.resource,
                                 "result": data})
 
-    def run(plan_digest: str, *, runtime: ToolRuntime[AssistantContext]) -> ToolReply:
-        return run_safely(APPLY_FIX, runtime.context, lambda: body(runtime.context, plan_digest))
-
     return make_tool(APPLY_FIX, "Apply a proposed fix plan. A person must approve it first; without their approval "
-                     "nothing changes.", ApplyArgs, run, access=MUTATE)
+                     "nothing changes.", ApplyArgs, body, access=MUTATE)
 
 
 def extra_tools(backends: Backends) -> list[BaseTool]:

@@ -14,14 +14,14 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
 from fmdoctor.assistant.compose import compose
 from fmdoctor.assistant.intents import Plan
 from fmdoctor.assistant.results import result_of
 from fmdoctor.assistant.safety import Redactor
 from fmdoctor.assistant.session import AssistantContext
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-
 from fmdoctor.config import AgentSettings
 
 CHARS_PER_TOKEN = 4  # a conservative estimate where a provider reports no usage

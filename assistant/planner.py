@@ -19,15 +19,16 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from fmdoctor.assistant.compose import compose
-from fmdoctor.assistant.intents import Plan, fix_target, plan_for
-from fmdoctor.assistant.results import ToolResult, ToolStatus, result_of
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from fmdoctor.assistant.compose import compose
+from fmdoctor.assistant.intents import Plan, fix_target, plan_for
+from fmdoctor.assistant.results import ToolResult, ToolStatus, result_of
 
 PROPOSE, APPLY, RUNBOOK = "propose_fix", "apply_fix", "get_runbook"
 

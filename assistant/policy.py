@@ -20,14 +20,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fmdoctor.assistant.results import ToolResult, ToolStatus, result_of
-from fmdoctor.assistant.session import AssistantContext, ToolCallRecord
-from fmdoctor.assistant.tools import ACCESS, EVENT, MUTATE, READ
 from langchain.agents.middleware import AgentMiddleware, InterruptOnConfig
 from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import Command
+
+from fmdoctor.assistant.results import ToolResult, ToolStatus, result_of
+from fmdoctor.assistant.session import AssistantContext, ToolCallRecord
+from fmdoctor.assistant.tools import ACCESS, EVENT, MUTATE, READ
 
 Handler = Callable[[ToolCallRequest], ToolMessage | Command[Any]]
 

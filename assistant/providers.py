@@ -18,10 +18,10 @@ import importlib.util
 import os
 from typing import Any
 
-from fmdoctor.assistant.planner import OfflinePlanner
-from fmdoctor.assistant.safety import Redactor
 from langchain_core.language_models import BaseChatModel
 
+from fmdoctor.assistant.planner import OfflinePlanner
+from fmdoctor.assistant.safety import Redactor
 from fmdoctor.config import AgentSettings
 from fmdoctor.engine.errors import ConfigError, FmdoctorError
 

@@ -12,9 +12,9 @@ import re
 from enum import StrEnum
 from typing import Any
 
-from fmdoctor.assistant.safety import delimit, strip_invisible, truncate, undelimit
 from pydantic import BaseModel, Field
 
+from fmdoctor.assistant.safety import delimit, strip_invisible, truncate, undelimit
 from fmdoctor.engine.model import Report
 
 DEFAULT_CONTENT_LIMIT = 12_000  # characters of one tool output the model sees

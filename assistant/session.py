@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fmdoctor.assistant.backends import Backends, to_plain
-
 from fmdoctor.config import AgentSettings
 from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.model import Finding, Report

@@ -16,12 +16,12 @@ import threading
 from collections.abc import Callable
 from typing import Any, Literal
 
-from fmdoctor.assistant.results import ToolResult, ToolStatus
-from fmdoctor.assistant.session import AssistantContext
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, create_model
 
+from fmdoctor.assistant.results import ToolResult, ToolStatus
+from fmdoctor.assistant.session import AssistantContext
 from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.engine.model import Severity
 from fmdoctor.engine.registry import Registry
@@ -55,9 +55,15 @@ def run_safely(tool: str, ctx: AssistantContext, body: Callable[[], ToolResult])
     return reply(ctx, result)
 
 
-def make_tool(name: str, description: str, args_schema: type[BaseModel], fn: Callable[..., ToolReply],
+def make_tool(name: str, description: str, args_schema: type[BaseModel], body: Callable[..., ToolResult],
               access: str = READ) -> BaseTool:
-    return StructuredTool.from_function(fn, name=name, description=description, args_schema=args_schema,
+    """A tool whose ``body(runtime, **arguments)`` returns a ToolResult; the model's arguments are validated
+    by ``args_schema`` and the runtime (context, stream writer) is injected by LangChain."""
+
+    def run(*, runtime: ToolRuntime[AssistantContext], **arguments: Any) -> ToolReply:
+        return run_safely(name, runtime.context, lambda: body(runtime, **arguments))
+
+    return StructuredTool.from_function(run, name=name, description=description, args_schema=args_schema,
                                         response_format="content_and_artifact", metadata={ACCESS: access})
 
 
@@ -101,12 +107,11 @@ def family_tool(family: str, checks: list[Any]) -> BaseTool:
     description = (f"Run the {family} checks against the cluster; returns findings (id, severity, summary, evidence, "
                    f"runbook) and what could not be verified. Checks: {listing}.")
 
-    def run(checks: list[str] | None = None, *, runtime: ToolRuntime[AssistantContext]) -> ToolReply:
+    def body(runtime: ToolRuntime[AssistantContext], checks: list[str] | None = None) -> ToolResult:
         only = [c for c in (checks or ids) if c in ids] or list(ids)
-        return run_safely(name, runtime.context,
-                          lambda: run_checks_result(runtime.context, name, only, runtime.stream_writer))
+        return run_checks_result(runtime.context, name, only, runtime.stream_writer)
 
-    return make_tool(name, description, args, run)
+    return make_tool(name, description, args, body)
 
 
 class CheckAllArgs(BaseModel):
@@ -115,12 +120,11 @@ class CheckAllArgs(BaseModel):
 
 
 def check_all_tool() -> BaseTool:
-    def run(only: list[str] | None = None, *, runtime: ToolRuntime[AssistantContext]) -> ToolReply:
-        return run_safely(CHECK_ALL, runtime.context,
-                          lambda: run_checks_result(runtime.context, CHECK_ALL, only or None, runtime.stream_writer))
+    def body(runtime: ToolRuntime[AssistantContext], only: list[str] | None = None) -> ToolResult:
+        return run_checks_result(runtime.context, CHECK_ALL, only or None, runtime.stream_writer)
 
     return make_tool(CHECK_ALL, "Run every check against the cluster (a full health check); use it when the question "
-                     "is general or no single family fits.", CheckAllArgs, run)
+                     "is general or no single family fits.", CheckAllArgs, body)
 
 
 class ListFindingsArgs(BaseModel):
@@ -132,7 +136,9 @@ class ListFindingsArgs(BaseModel):
 def list_findings_tool(registry: Registry) -> BaseTool:
     families = {c.id: c.family for c in registry}
 
-    def body(ctx: AssistantContext, severity: str | None, check: str | None, resource: str | None) -> ToolResult:
+    def body(runtime: ToolRuntime[AssistantContext], severity: str | None = None, check: str | None = None,
+             resource: str | None = None) -> ToolResult:
+        ctx = runtime.context
         ran_now = not ctx.session.has_results()
         if ran_now:  # nothing has run in this conversation yet: run everything so the answer is grounded
             ctx.session.remember(ctx.doctor.check(ctx.cluster, cancel=ctx.cancel))
@@ -148,13 +154,9 @@ def list_findings_tool(registry: Registry) -> BaseTool:
                           findings=[f.model_dump(mode="json") | {"id": f.id} for f in found],
                           data={"cluster": ctx.cluster})
 
-    def run(severity: str | None = None, check: str | None = None, resource: str | None = None, *,
-            runtime: ToolRuntime[AssistantContext]) -> ToolReply:
-        return run_safely(LIST_FINDINGS, runtime.context, lambda: body(runtime.context, severity, check, resource))
-
     return make_tool(LIST_FINDINGS, "List the findings of the checks already run in this conversation (runs every "
                      "check first if none has run), filtered by minimum severity, check id or family, or resource.",
-                     ListFindingsArgs, run)
+                     ListFindingsArgs, body)
 
 
 def check_tools(registry: Registry) -> list[BaseTool]:

@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from fmdoctor.assistant.backends import Backends
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import Field
 
+from fmdoctor.assistant.backends import Backends
 from fmdoctor.config import Settings
 from fmdoctor.demo.builders import ClusterBuilder
 from fmdoctor.demo.scenario import seed_demo

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
 from fmdoctor.assistant import AnswerToken, Assistant, CheckProgress, ToolFinished, ToolStarted, TurnFinished
 from fmdoctor.assistant.backends import Backends
 from fmdoctor.assistant.safety import undelimit
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-
 from fmdoctor.config import AgentSettings
 from fmdoctor.engine.errors import UsageError
 

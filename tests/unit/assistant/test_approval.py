@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import fmdoctor.assistant.agent as agent_module
 import pytest
-from fmdoctor.assistant import Assistant
-from fmdoctor.assistant.backends import Backends
 from langchain_core.messages import ToolMessage
 
+import fmdoctor.assistant.agent as agent_module
+from fmdoctor.assistant import Assistant
+from fmdoctor.assistant.backends import Backends
 from fmdoctor.engine.errors import UsageError
 
 from .conftest import FakeApproval, FakePlan, call, scripted

@@ -8,9 +8,9 @@ import sys
 import types
 
 import pytest
-from fmdoctor.assistant.backends import Backends
 
 import fmdoctor.cli.ask_cmd as ask_cmd
+from fmdoctor.assistant.backends import Backends
 from fmdoctor.cli.main import main
 
 from .conftest import FakeApproval

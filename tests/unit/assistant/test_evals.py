@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from fmdoctor.assistant.evaluation import Case, load_cases, run_suite
 from langchain_core.messages import AIMessage
 
+from fmdoctor.assistant.evaluation import Case, load_cases, run_suite
 from fmdoctor.engine.registry import default_registry
 
 from .conftest import ScriptedModel

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from langchain_core.messages import HumanMessage, ToolMessage
+
 from fmdoctor.assistant import Assistant
 from fmdoctor.assistant.backends import Backends
 from fmdoctor.assistant.safety import undelimit
-from langchain_core.messages import HumanMessage, ToolMessage
 
 from .conftest import call, scripted
 

@@ -14,11 +14,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
 from fmdoctor.assistant import Assistant
 from fmdoctor.assistant.backends import Backends
 from fmdoctor.assistant.providers import ModelError
 from fmdoctor.assistant.safety import undelimit
-
 from fmdoctor.config import AgentSettings
 
 KEY = "sk-test-loopback-key-0123456789"

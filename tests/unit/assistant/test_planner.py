@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
 from fmdoctor.assistant.compose import compose
 from fmdoctor.assistant.intents import classify, fix_target, plan_for
 from fmdoctor.assistant.planner import OfflinePlanner, Toolbox, next_message
 from fmdoctor.assistant.results import ToolResult, ToolStatus
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 EFA = ("efa-sg-self-reference", "efa-subnet-spread", "efa-not-attached", "efa-missing-interfaces", "placement-group")
 TODAY = {"check_efa": EFA}
@@ -91,7 +92,6 @@ def _tool_message(result: ToolResult, call_id: str) -> ToolMessage:
 
 def test_planner_is_a_chat_model_that_calls_bound_tools():
     from fmdoctor.assistant.tools import check_tools
-
     from fmdoctor.engine.registry import default_registry
 
     bound = OfflinePlanner().bind_tools(check_tools(default_registry()))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
+
 from fmdoctor.assistant.planner import OfflinePlanner
 from fmdoctor.assistant.providers import describe, load_chat_model, parse_model
-
 from fmdoctor.config import AgentSettings
 from fmdoctor.engine.errors import ConfigError
 

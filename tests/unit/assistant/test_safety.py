@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from fmdoctor.assistant.safety import Redactor, clean_output, delimit, strip_invisible, truncate, undelimit
 
 KEY_ID = "AKIAIOSFODNN7EXAMPLE"

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
 from fmdoctor.assistant import Assistant
 from fmdoctor.assistant.backends import Backends, _load, to_plain
 from fmdoctor.assistant.planner import Toolbox
 from fmdoctor.assistant.tools import ACCESS, check_tools
 from fmdoctor.checks import ALL_CHECKS
-from langchain_core.utils.function_calling import convert_to_openai_tool
-
 from fmdoctor.config import Settings
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.check import Check
