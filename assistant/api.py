@@ -5,8 +5,14 @@
     answer = assistant.ask("why is training slow?", session_id="slack-thread-1234")
     answer.answer, answer.findings, answer.tool_calls    # grounded text, finding JSON, what ran (timed)
 
-    for event in assistant.stream("is my cluster healthy?", session_id="tui"):
-        ...  # ToolStarted / CheckProgress / ToolFinished / AnswerToken (preview) / ApprovalNeeded / TurnFinished
+    for event in assistant.stream("is my cluster healthy?", session_id="tui", cancel=stop_event):
+        ...  # ToolStarted(name, args) / CheckProgress / ToolFinished(status, duration_s, finding_count)
+             # / AnswerToken (a preview as the model writes) / ApprovalNeeded / TurnFinished(answer)
+
+``TurnFinished.answer`` is the final, cleaned text; render it in place of the streamed tokens. Setting
+``cancel`` stops running checks and further tool and model calls; the turn still ends with an answer.
+Errors are typed: ``ConfigError`` (bad model string, missing extra) and ``ModelError`` (provider down, key
+rejected) are :class:`~fmdoctor.engine.errors.FmdoctorError` with a message and hint, never a traceback.
 
 Sessions (``session_id``: a Slack thread, a TUI tab) keep their own history and state; one question at a
 time per session, any number of sessions at once.

@@ -10,6 +10,7 @@ They all live side by side in one account (distinct cluster tags), as clusters d
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -43,9 +44,31 @@ def _nodes(b: ClusterBuilder, names: list[str], *, efa: int = 32, subnet: str = 
              placement_group=f"{b.cluster}-pg" if placement else None, extra_tags=tags)
 
 
+def _gpu_telemetry(world: DemoWorld) -> None:
+    """What a healthy node's CloudWatch agent publishes (busy GPUs, memory in use, quiet EFA counters), so GPU
+    checks find these clusters healthy too and only each scenario's planted fault shows."""
+    b = world.builder
+    assert b is not None
+    cloudwatch = world.session.client("cloudwatch", region_name=REGION)
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    gpu_nodes = [i for name, i in b.nodes.items() if name != "head"]
+    for instance in gpu_nodes:
+        for minutes in range(0, 30, 5):
+            at = now - timedelta(minutes=minutes)
+            data = [{"MetricName": metric, "Value": value, "Timestamp": at, "Unit": unit,
+                     "Dimensions": [{"Name": "InstanceId", "Value": instance}, {"Name": "index", "Value": str(gpu)}]}
+                    for gpu in range(8)
+                    for metric, value, unit in (("nvidia_smi_utilization_gpu", 87.0, "Percent"),
+                                                ("nvidia_smi_memory_used", 52_000.0, "Megabytes"),
+                                                ("nvidia_smi_memory_total", 81_559.0, "Megabytes"))]
+            for start in range(0, len(data), 1000):
+                cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[start:start + 1000])
+
+
 def _done(world: DemoWorld) -> DemoWorld:
     b = world.builder
     assert b is not None
+    _gpu_telemetry(world)
     world.facts.update(vpc=b.vpc_id, subnets=dict(b.subnets), groups=dict(b.groups), nodes=dict(b.nodes))
     world.settings["region"] = REGION
     return world
