@@ -18,6 +18,7 @@ from fmdoctor.assistant.safety import delimit, strip_invisible, truncate, undeli
 from fmdoctor.engine.model import Report
 
 DEFAULT_CONTENT_LIMIT = 12_000  # characters of one tool output the model sees
+_RESERVED = frozenset({"status", "message", "findings", "errors", "skipped", "checks_run"})
 
 
 class ToolStatus(StrEnum):
@@ -58,7 +59,7 @@ class ToolResult(BaseModel):
             status, message = ToolStatus.NO_DATA, "no check applied to this cluster"
         return cls(tool=tool, status=status, message=message, findings=raw["findings"], errors=raw["errors"],
                    skipped=raw["skipped"], checks_run=report.stats.checks_run,
-                   data={"cluster": report.cluster, "region": report.region, "status": report.status.value})
+                   data={"cluster": report.cluster, "region": report.region, "report_status": report.status.value})
 
     @property
     def finding_ids(self) -> list[str]:
@@ -76,7 +77,7 @@ class ToolResult(BaseModel):
         for key in ("errors", "skipped", "checks_run"):
             if getattr(self, key):
                 shown[key] = getattr(self, key)
-        shown.update(self.data)
+        shown.update({k: v for k, v in self.data.items() if k not in _RESERVED})  # data never masks the status
         body = strip_invisible(json.dumps(shown, ensure_ascii=False, default=str, separators=(",", ":")))
         return delimit(self.tool, truncate(body, limit))
 
@@ -95,7 +96,7 @@ def result_of(message: Any) -> ToolResult | None:
         return None
     if not isinstance(data, dict) or "status" not in data:
         return None
-    known = {k: data.pop(k) for k in ("status", "message", "findings", "errors", "skipped", "checks_run") if k in data}
+    known = {k: data.pop(k) for k in _RESERVED if k in data}
     for finding in known.get("findings") or []:  # the model's copy leaves out what the id already says
         if isinstance(finding, dict) and "/" in str(finding.get("id", "")):
             check, resource = str(finding["id"]).split("/", 1)

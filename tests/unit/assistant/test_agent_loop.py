@@ -189,3 +189,14 @@ def test_cancel_ends_the_turn_without_running_more_tools(sg_fault_cluster, docto
     assert [r.status for r in answer.tool_calls] == ["refused"] and runs == []
     assert len(model.received) == 1  # the model is not called again
     assert answer.answer.startswith("Cancelled. What the tools found before that:")
+
+
+def test_large_tool_output_reaches_the_model_as_head_and_tail(demo_doctor):
+    model = scripted(call("check_all"), "Summarised.")
+    settings = AgentSettings(max_tool_output_chars=800)
+    answer = Assistant(demo_doctor, settings=settings, model=model, backends=Backends()).ask("is my cluster healthy?")
+    [tool_message] = _tool_messages(model)
+    body = undelimit(tool_message.content)
+    assert len(body) < 900 and "characters omitted ...]" in body
+    assert body.startswith('{"status":"success"') and body.rstrip().endswith("}")  # head and tail both kept
+    assert len(tool_message.artifact["findings"]) == 5 == len(answer.findings)  # front ends get everything

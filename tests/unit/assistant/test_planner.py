@@ -129,3 +129,20 @@ def test_compose_says_healthy_only_when_everything_ran_clean():
     result = ToolResult(tool="check_all", status=ToolStatus.SUCCESS, checks_run=list(EFA), data={"cluster": "c1"})
     text = compose("is my cluster healthy", plan_for("is my cluster healthy", TODAY, TOOLS), [result])
     assert text.startswith("c1 is healthy: 5 checks ran and found nothing.")
+
+
+def test_a_report_survives_the_trip_through_the_models_text():
+    from datetime import UTC, datetime
+
+    from fmdoctor.assistant.results import result_of
+    from fmdoctor.engine.model import Finding, Report, RunStats, Severity, Status
+
+    finding = Finding(check="efa-not-attached", severity=Severity.CRITICAL, resource="i-0abc", summary="No EFA.",
+                      evidence={"instance": "i-0abc"}, runbook="efa-not-attached")
+    report = Report(cluster="c1", region="us-west-2", generated_at=datetime.now(UTC), status=Status.CRITICAL,
+                    findings=[finding], stats=RunStats(checks_run=["efa-not-attached"]))
+    result = ToolResult.from_report("check_efa", report)
+    back = result_of(ToolMessage(content=result.content(), tool_call_id="x", name="check_efa"))
+    assert back is not None and back.status is ToolStatus.SUCCESS  # the report's own status does not mask it
+    assert back.finding_ids == ["efa-not-attached/i-0abc"] and back.findings[0]["resource"] == "i-0abc"
+    assert back.checks_run == ["efa-not-attached"] and back.data["report_status"] == "critical"
