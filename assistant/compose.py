@@ -172,5 +172,9 @@ def compose(question: str, plan: Plan, results: list[ToolResult], *, target: dic
     if ran:
         lines += ["", f"Checks run: {', '.join(ran)}."]
     if skipped:
-        lines.append("Not applicable: " + "; ".join(f"{s['check']} ({s['reason']})" for s in skipped) + ".")
+        by_reason: dict[str, list[str]] = {}
+        for skip in skipped:
+            by_reason.setdefault(skip["reason"], []).append(skip["check"])
+        lines.append("Not applicable: " + "; ".join(f"{', '.join(checks)} ({reason})"
+                                                     for reason, checks in by_reason.items()) + ".")
     return "\n".join(lines).strip()

@@ -32,7 +32,7 @@ from fmdoctor.engine.registry import Registry, default_registry
 
 _CLEAN = re.compile(r"\b(healthy|no (problems?|findings?|issues?|faults?)( found)?|nothing (wrong|to fix)|"
                     r"found nothing|(all|every) checks? pass)", re.I)
-_DIRTY = re.compile(r"\b(not healthy|unhealthy)\b", re.I)
+_DIRTY = re.compile(r"(?<![\w-])(not healthy|unhealthy)\b", re.I)  # not inside ids like hyperpod-node-unhealthy
 
 
 class Case(BaseModel):

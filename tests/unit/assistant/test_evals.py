@@ -77,3 +77,21 @@ def test_every_case_names_real_scenarios_and_known_fields():
     assert len({c.id for c in cases}) == len(cases)
     today = [c for c in cases if all(x in default_registry().ids() for x in c.needed_checks())]
     assert len(today) >= 25
+
+
+def test_healthy_verdict_is_read_from_words_not_from_check_ids():
+    from datetime import UTC, datetime
+
+    from fmdoctor.assistant.evaluation import score
+    from fmdoctor.assistant.events import AssistantAnswer
+    from fmdoctor.engine.model import Report, Status
+
+    case = Case(id="x", scenario="healthy", question="ok?", verdict="healthy")
+    truth = Report(cluster="c", region="us-west-2", generated_at=datetime.now(UTC), status=Status.OK)
+
+    def answer(text):
+        return AssistantAnswer(answer=text, session_id="s", model="m")
+
+    assert score(case, answer("c is healthy. Not applicable: hyperpod-node-unhealthy (no cluster)."), {}, truth) == []
+    assert score(case, answer("c is not healthy."), {}, truth) == ["answer does not say healthy (or cites findings)"]
+    assert score(case, answer("Two nodes are unhealthy."), {}, truth) != []
