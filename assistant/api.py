@@ -213,7 +213,10 @@ class Assistant:
             text = str(stop_answer(messages, "The model gave no answer. What the tools found:").content)
         text = clean_output(text)
         cited, unknown = split_citations(text, [f["id"] for f in findings], self._check_ids)
-        calls = list(session.turn.tool_calls) if session.turn else []
+        # tools of one model message run in parallel; report them in the order the model asked for them
+        requested = [c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls]
+        asked = {call_id: n for n, call_id in enumerate(requested)}
+        calls = sorted(session.turn.tool_calls if session.turn else [], key=lambda c: asked.get(c.call_id, len(asked)))
         return AssistantAnswer(answer=text, session_id=session.id, model=self.model_name, tool_calls=calls,
                                findings=findings, errors=errors, checks_run=ran, citations=cited,
                                unverified_citations=unknown,

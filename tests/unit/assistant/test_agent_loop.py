@@ -21,9 +21,10 @@ def test_tool_loop_runs_the_check_and_grounds_the_answer(sg_fault_cluster, docto
     group = sg_fault_cluster.groups["efa"]
     model = scripted(call("check_efa", checks=["efa-sg-self-reference"]),
                      f"EFA traffic is blocked: efa-sg-self-reference/{group} lacks its egress self-rule.")
-    answer = Assistant(doctor_for(), model=model, backends=Backends()).ask("is EFA ok?")
+    assistant = Assistant(doctor_for(), model=model, backends=Backends())
+    answer = assistant.ask("is EFA ok?")
 
-    assert model.tool_sets[0] == ["check_efa", "check_all", "list_findings"]
+    assert model.tool_sets[0] == assistant.tool_names and "check_efa" in assistant.tool_names
     [tool_message] = _tool_messages(model)
     assert tool_message.content.startswith('<tool_output tool="check_efa" nonce="')
     assert f"efa-sg-self-reference/{group}" in undelimit(tool_message.content)
@@ -143,14 +144,15 @@ def test_streaming_reports_tools_checks_and_answer(demo_doctor):
     started = next(e for e in events if isinstance(e, ToolStarted))
     finished = next(e for e in events if isinstance(e, ToolFinished))
     assert (started.name, finished.name, finished.call_id) == ("check_all", "check_all", started.call_id)
-    assert finished.finding_count == 5 and finished.duration_s > 0 and finished.status == "success"
+    answer = events[-1].answer
+    assert finished.finding_count == len(answer.findings) >= 5
+    assert finished.duration_s > 0 and finished.status == "success"
     progress = [e for e in events if isinstance(e, CheckProgress)]
     assert {e.phase for e in progress} == {"started", "finished"}
-    assert {e.check_id for e in progress} == set(demo_doctor.registry.ids())
+    assert {e.check_id for e in progress} == {c.id for c in demo_doctor.registry.select(None)}
     assert kinds.index(ToolFinished) < kinds.index(AnswerToken)
-    answer = events[-1].answer
     assert "".join(e.text for e in events if isinstance(e, AnswerToken)).strip() == answer.answer
-    assert len(answer.citations) == 5
+    assert answer.citations == [f["id"] for f in answer.findings]
 
 
 def test_an_empty_question_is_bad_input(sg_fault_cluster, doctor_for):
@@ -199,4 +201,4 @@ def test_large_tool_output_reaches_the_model_as_head_and_tail(demo_doctor):
     body = undelimit(tool_message.content)
     assert len(body) < 900 and "characters omitted ...]" in body
     assert body.startswith('{"status":"success"') and body.rstrip().endswith("}")  # head and tail both kept
-    assert len(tool_message.artifact["findings"]) == 5 == len(answer.findings)  # front ends get everything
+    assert len(tool_message.artifact["findings"]) == len(answer.findings) >= 5  # front ends get everything

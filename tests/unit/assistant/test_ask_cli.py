@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 import types
 
@@ -21,17 +22,18 @@ def test_ask_json_has_answer_tool_calls_and_findings(capsys):
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     assert set(out) >= {"answer", "tool_calls", "findings", "citations", "approval_required"}
-    assert [c["name"] for c in out["tool_calls"]] == ["check_efa"]
-    assert out["tool_calls"][0]["finding_count"] == 5 and out["model"] == "offline"
-    assert {f["id"] for f in out["findings"]} == set(out["citations"]) and len(out["findings"]) == 5
+    calls = {c["name"]: c for c in out["tool_calls"]}
+    assert "check_efa" in calls and calls["check_efa"]["finding_count"] == 5 and out["model"] == "offline"
+    assert {f["id"] for f in out["findings"]} == set(out["citations"])
+    assert {f["check"] for f in out["findings"]} >= {"efa-sg-self-reference", "efa-subnet-spread", "placement-group"}
     assert out["approval_required"] is None
 
 
 def test_ask_text_prints_the_answer_and_tool_calls_on_stderr(capsys):
     assert main(["ask", "--demo", "is my cluster healthy"]) == 0
     captured = capsys.readouterr()
-    assert captured.out.startswith("demo-llm-train is not healthy: 3 critical and 2 warning findings.")
-    assert "fmdoctor: check_all(): success, 5 findings" in captured.err
+    assert captured.out.startswith("demo-llm-train is not healthy: ")
+    assert re.search(r"fmdoctor: check_all\(\): success, \d+ findings \(\d+\.\ds\)", captured.err)
 
 
 @pytest.mark.parametrize(

@@ -131,7 +131,7 @@ def test_openai_client_path_end_to_end(sg_fault_cluster, doctor_for, stub, setti
 
     first, second = stub.requests
     assert first["model"] == "gpt-test" and first["stream"] is True
-    assert [t["function"]["name"] for t in first["tools"]] == ["check_efa", "check_all", "list_findings"]
+    assert [t["function"]["name"] for t in first["tools"]] == assistant.tool_names
     assert stub.headers[0]["authorization"] == f"Bearer {KEY}"
     assert first["messages"][0]["role"] == "system" and "Cite every factual claim" in first["messages"][0]["content"]
     assert "AKIAIOSFODNN7EXAMPLE" not in json.dumps(stub.requests)  # redacted before it left

@@ -96,7 +96,8 @@ def test_planner_is_a_chat_model_that_calls_bound_tools():
 
     bound = OfflinePlanner().bind_tools(check_tools(default_registry()))
     message = bound.invoke([HumanMessage("why is training slow?")])
-    assert [c["name"] for c in message.tool_calls] == ["check_efa"]
+    assert "check_efa" in [c["name"] for c in message.tool_calls]
+    assert bound.invoke([HumanMessage("is my cluster healthy?")]).tool_calls[0]["name"] == "check_all"
     assert OfflinePlanner().invoke([HumanMessage("hi")]).content.startswith("I cannot answer that")
 
 
