@@ -146,16 +146,27 @@ def apply_fix_tool(backends: Backends) -> BaseTool:
         result: Any = backends.apply_fix(ctx.doctor, pending.plan, approval)
         del ctx.session.plans[plan_digest]
         data = to_plain(result)
-        verified = data.get("verified") if isinstance(data, dict) else None
-        return ToolResult(tool=APPLY_FIX, status=ToolStatus.SUCCESS if verified is not False else ToolStatus.ERROR,
-                          message=f"applied plan {plan_digest}; " + ("verified: the finding is gone" if verified
-                                                                     else "not verified: the finding is still there"
-                                                                     if verified is False else "verification unknown"),
+        verified = _verified(result, data)
+        outcome = {True: "verified: the finding is gone", False: "not verified: the finding is still there",
+                   None: "verification unknown"}[verified]
+        return ToolResult(tool=APPLY_FIX, status=ToolStatus.ERROR if verified is False else ToolStatus.SUCCESS,
+                          message=f"applied plan {plan_digest}; {outcome}",
                           data={"digest": plan_digest, "check_id": pending.check_id, "resource": pending.resource,
                                 "result": data})
 
     return make_tool(APPLY_FIX, "Apply a proposed fix plan. A person must approve it first; without their approval "
                      "nothing changes.", ApplyArgs, body, access=MUTATE)
+
+
+def _verified(result: Any, data: Any) -> bool | None:
+    """FixResult.ok (applied and verified), else its ``verified``, else the same keys in its JSON."""
+    for key in ("ok", "verified"):
+        value = getattr(result, key, None)
+        if isinstance(value, bool):
+            return value
+        if isinstance(data, dict) and isinstance(data.get(key), bool):
+            return data[key]
+    return None
 
 
 def extra_tools(backends: Backends) -> list[BaseTool]:
