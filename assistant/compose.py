@@ -124,6 +124,20 @@ def _fix_lines(results: list[ToolResult], target: dict | None, remediation: bool
     return [f"To fix {target['id']}: {hints}."]
 
 
+def fixed_ids(results: list[ToolResult], findings: list[dict]) -> list[str]:
+    """Findings an applied and verified fix removed in this turn (the plan says which; else its check)."""
+    applied = next((r for r in results if r.tool == "apply_fix" and r.status is ToolStatus.SUCCESS
+                    and "verified: " in r.message), None)
+    if applied is None:
+        return []
+    proposed = next((r for r in results if r.tool == "propose_fix"), None)
+    plan = proposed.data.get("plan") if proposed else None
+    if isinstance(plan, dict) and isinstance(plan.get("findings"), list):
+        return [str(i) for i in plan["findings"]]
+    check, resource = applied.data.get("check_id"), applied.data.get("resource")
+    return [f["id"] for f in findings if f["check"] == check and resource in (None, f["resource"])]
+
+
 def _describe_hint(hint: dict[str, Any]) -> str:
     details = ", ".join(f"{k}={v}" for k, v in hint.items() if k != "action")
     return f"{hint.get('action')} ({details})"
@@ -165,8 +179,12 @@ def compose(question: str, plan: Plan, results: list[ToolResult], *, target: dic
     lines += fix_lines[1:] + [r for r in reach if r.removeprefix("- ") != headline]
     failed = [r for r in results if r.status is ToolStatus.ERROR and r.tool.startswith(CHECK_TOOLS_PREFIX)]
     lines += [f"- {r.tool} failed: {r.message}" for r in failed]
+    fixed = fixed_ids(results, findings)
+    if fixed:
+        lines.append(f"Fixed now: {', '.join(fixed)}.")
+        findings = [f for f in findings if f["id"] not in fixed]
     if findings:
-        lines += ["", "Findings:"] + [finding_line(f) for f in findings]
+        lines += ["", "Still open:" if fixed else "Findings:"] + [finding_line(f) for f in findings]
     if errors:
         lines += ["", "Could not verify:"] + [error_line(e) for e in errors]
     if ran:

@@ -38,12 +38,21 @@ class ApprovalRequest:
         for call in self.calls():
             lines.append(f"  {call.get('service')}.{call.get('operation')} {call.get('params')}")
         if self.preflight is not None:
-            lines.append(f"Dry run: {self.preflight}")
+            lines.append(f"Dry run: {_dry_run(self.preflight)}")
         return "\n".join(lines)
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "plan_digest": self.plan_digest, "check_id": self.check_id,
                 "resource": self.resource, "plan": self.plan, "preflight": self.preflight}
+
+
+def _dry_run(preflight: Any) -> str:
+    if isinstance(preflight, dict) and isinstance(preflight.get("ok"), bool):
+        if preflight["ok"]:
+            return "every call would succeed (or has no dry run)"
+        denied = ", ".join(preflight.get("denied_actions") or []) or "see the plan"
+        return f"would fail: denied {denied}"
+    return str(preflight)
 
 
 @dataclass

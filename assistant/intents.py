@@ -124,10 +124,11 @@ _FIX_TOPICS = ((re.compile(r"security group|\bsgs?\b|self[- ]?referenc", re.I), 
                (re.compile(r"ssh|head node", re.I), "ssh"), (re.compile(r"interface|\benis?\b", re.I), "interface"))
 
 
-def fix_target(question: str, findings: list[dict]) -> dict | None:
-    """The finding a 'fix ...' question means: one fmdoctor can fix (evidence.fix), the topic named first."""
-    fixable = [f for f in findings if (f.get("evidence") or {}).get("fix")]
-    if not fixable:
+def fix_target(question: str, findings: list[dict], fixable: bool = True) -> dict | None:
+    """The finding a 'fix ...' question means, the topic it names first, then the worst. ``fixable``: only
+    findings fmdoctor can fix (evidence.fix); a runbook question takes any finding."""
+    candidates = [f for f in findings if not fixable or (f.get("evidence") or {}).get("fix")]
+    if not candidates:
         return None
     topics = [word for pattern, word in _FIX_TOPICS if pattern.search(question)]
     order = {"critical": 0, "warning": 1, "info": 2}
@@ -136,4 +137,4 @@ def fix_target(question: str, findings: list[dict]) -> dict | None:
         named = any(t in finding["check"] for t in topics)
         return (0 if named else 1, order.get(finding.get("severity", "info"), 3))
 
-    return sorted(fixable, key=rank)[0]
+    return sorted(candidates, key=rank)[0]

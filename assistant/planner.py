@@ -103,7 +103,7 @@ def next_message(messages: Sequence[BaseMessage], toolbox: Toolbox) -> AIMessage
     findings = [f for r in results for f in r.findings]
     target = fix_target(question, findings) if plan.fix else None
     if plan.runbook:
-        target = target or (findings[0] if findings else None)
+        target = fix_target(question, findings, fixable=False)
         follow_up = _runbook_step(toolbox, called, target)
     else:
         follow_up = _fix_step(plan, toolbox, called, results, target)

@@ -51,7 +51,7 @@ class ToolResult(BaseModel):
             message = (f"{count} finding{'s' if count != 1 else ''} from {len(report.stats.checks_run)} checks"
                        if count else f"no findings: {', '.join(report.stats.checks_run)} ran and found nothing")
             if report.errors:
-                message += f"; {len(report.errors)} parts could not be verified"
+                message += f"; {len(report.errors)} part{'s' if len(report.errors) != 1 else ''} could not be verified"
         elif report.errors:
             status, message = ToolStatus.ERROR, "nothing could be verified: " + "; ".join(
                 f"{e.check}: {e.code}" for e in report.errors)

@@ -129,7 +129,7 @@ class FakeRemediation:
         return FakePlan(calls, check_id)
 
     def preflight(self, doctor: Doctor, plan: FakePlan) -> dict[str, Any]:
-        return {"dry_run": "DryRunOperation", "would_succeed": True}
+        return {"plan_digest": plan.digest, "ok": True, "denied_actions": [], "checks": []}
 
     def apply_fix(self, doctor: Doctor, plan: FakePlan, approval: Any) -> dict[str, Any]:
         if approval is None or approval.plan_digest != plan.digest:

@@ -32,12 +32,13 @@ def test_fix_stops_at_the_exact_plan_and_changes_nothing(fixer, sg_fault_cluster
     assert request is not None and answer.approval_required
     assert request.plan_digest == _egress_plan(group).digest
     assert request.calls() == _egress_plan(group).calls  # the exact API calls and arguments
-    assert request.preflight == {"dry_run": "DryRunOperation", "would_succeed": True}
+    assert request.preflight == {"plan_digest": request.plan_digest, "ok": True, "denied_actions": [], "checks": []}
     assert (request.check_id, request.resource) == ("efa-sg-self-reference", group)
     assert remediation.planned == [("efa-sg-self-reference", group)]
     assert remediation.applied == []
     assert [c.name for c in answer.tool_calls] == ["check_efa", "propose_fix"]
     assert "AuthorizeSecurityGroupEgress" in answer.answer and "Nothing changes unless you approve" in answer.answer
+    assert "Dry run: every call would succeed" in answer.answer
 
 
 def test_declining_changes_nothing(fixer, remediation):
@@ -62,6 +63,8 @@ def test_yes_applies_that_plan_once_with_the_front_ends_approval(fixer, remediat
     [(plan, used)] = remediation.applied
     assert used is approval and plan.digest == request.plan_digest
     assert answer.answer.startswith("Fix applied: applied plan")
+    assert f"Fixed now: {request.check_id}/{request.resource}." in answer.answer
+    assert f"{request.check_id}/{request.resource}:" not in answer.answer  # not listed as still open
     assert "apply_fix" in [c.name for c in answer.tool_calls]
     with pytest.raises(UsageError):
         fixer.resume("s", approval)  # nothing waits any more; an approval is not reusable

@@ -84,6 +84,7 @@ def test_fix_target_prefers_the_named_topic_and_fixable_findings():
     assert fix_target("fix the EFA security group", [subnet, nacl, sg]) is sg
     assert fix_target("fix it", [nacl, subnet]) is nacl
     assert fix_target("fix it", [subnet]) is None
+    assert fix_target("how do I fix the subnet spread by hand?", [sg, subnet], fixable=False) is subnet
 
 
 def _tool_message(result: ToolResult, call_id: str) -> ToolMessage:
