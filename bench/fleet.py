@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fmdoctor.config import Settings  # noqa: E402
 from fmdoctor.demo.fleet import EGRESS_MISSING, OUTSIDE_PLACEMENT, account_ids, seed_fleet  # noqa: E402
-from fmdoctor.demo.runtime import LEAN_MOTO_ENV, moto_environment  # noqa: E402
+from fmdoctor.demo.runtime import LEAN_MOTO_ENV, mocked_aws  # noqa: E402
 from fmdoctor.engine.api import Connection, Doctor, new_aws  # noqa: E402
 from fmdoctor.engine.aws import AwsOptions  # noqa: E402
 from fmdoctor.fleet import FleetReport, build_plan, scan_fleet  # noqa: E402
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     regions = REGION_POOL[: args.regions]
     latency_s = args.latency_ms / 1000
 
-    with moto_environment(LEAN_MOTO_ENV) as session:
+    with mocked_aws(extra_env=LEAN_MOTO_ENV) as session:
         started = time.perf_counter()
         faults = {(a, regions[0], "c0"): EGRESS_MISSING for a in accounts[::10]}
         faults.update({(a, regions[-1], "c1"): OUTSIDE_PLACEMENT for a in accounts[5::10]})

@@ -20,7 +20,6 @@ import time
 from datetime import UTC, datetime
 
 from fmdoctor.checks.efa_peer_unreachable import EfaPeerUnreachable
-
 from fmdoctor.config import ClusterSettings
 from fmdoctor.engine.context import CheckContext, RunScope
 from fmdoctor.engine.inventory import (

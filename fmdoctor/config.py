@@ -219,8 +219,26 @@ _CLUSTER_KEYS = set(ClusterSettings.model_fields)
 class AgentSettings(_Section):
     model: str | None = Field(None, description="Provider string, e.g. 'bedrock_converse:...'; unset = offline.")
     max_tool_calls: int = Field(12, ge=1, le=100)
-    max_tokens: int = Field(4096, ge=256)
+    max_tokens: int = Field(4096, ge=256, description="Tokens the model may write per call.")
     redact: list[str] = Field(default_factory=list, description="Extra regexes to redact before sending.")
+    base_url: str | None = Field(None, description="OpenAI-compatible or Ollama endpoint, e.g. a vLLM server.")
+    api_key_env: str | None = Field(None, description="Environment variable holding the API key (never the key).")
+    region: str | None = Field(None, description="Bedrock region (default: the AWS default region).")
+    temperature: float = Field(0.0, ge=0, le=2)
+    timeout_s: float = Field(120.0, gt=0)
+    max_turn_tokens: int = Field(200_000, ge=1000, description="Input + output tokens per question, all calls.")
+    max_tool_output_chars: int = Field(12_000, ge=500, description="Longer tool output is cut to head and tail.")
+    history_turns: int = Field(10, ge=1, description="Earlier questions (with their tool calls) sent per call.")
+
+    @field_validator("redact")
+    @classmethod
+    def _patterns(cls, values: list[str]) -> list[str]:
+        for value in values:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"{value!r} is not a regular expression: {exc}") from exc
+        return values
 
 
 class SlackSettings(_Section):

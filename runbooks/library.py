@@ -13,10 +13,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fmdoctor.engine.errors import UsageError
 from fmdoctor.runbooks.errors import RunbookError
 from fmdoctor.runbooks.model import REQUIRED_SECTIONS, Runbook, parse_runbook
-
-from fmdoctor.engine.errors import UsageError
 
 if TYPE_CHECKING:
     from fmdoctor.config import Settings

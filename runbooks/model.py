@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from fmdoctor.runbooks.errors import RunbookError
-from fmdoctor.runbooks.render import compile_body, render_runbook
 from jinja2 import Template, TemplateSyntaxError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fmdoctor.engine.check import CHECK_ID, IAM_ACTION
 from fmdoctor.engine.model import Finding, Severity
+from fmdoctor.runbooks.errors import RunbookError
+from fmdoctor.runbooks.render import compile_body, render_runbook
 
 REQUIRED_SECTIONS = ("## What it means", "## Confirm by hand", "## Fix", "## Verify")
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)---[ \t]*(?:\n|\Z)", re.S)

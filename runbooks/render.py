@@ -14,13 +14,13 @@ import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from fmdoctor.runbooks.errors import RunbookRenderError
 from jinja2 import StrictUndefined, Template, TemplateError, UndefinedError
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import ValidationError
 
 from fmdoctor.engine.model import Finding
+from fmdoctor.runbooks.errors import RunbookRenderError
 
 if TYPE_CHECKING:
     from fmdoctor.runbooks.model import Runbook

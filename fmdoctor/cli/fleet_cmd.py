@@ -78,9 +78,9 @@ def run(args: argparse.Namespace) -> int:
 def _doctor_and_plan(args: argparse.Namespace) -> Iterator[tuple[Doctor, FleetPlan]]:
     if args.demo:
         from fmdoctor.demo.fleet import DEMO_REGIONS, seed_demo_fleet
-        from fmdoctor.demo.runtime import LEAN_MOTO_ENV, moto_environment
+        from fmdoctor.demo.runtime import LEAN_MOTO_ENV, mocked_aws
 
-        with moto_environment(LEAN_MOTO_ENV) as session:
+        with mocked_aws(extra_env=LEAN_MOTO_ENV) as session:
             world = seed_demo_fleet(session)
             settings = _with_flags(Settings(), args)
             yield Doctor(settings=settings), build_plan(settings, regions=DEMO_REGIONS, accounts=world.accounts)

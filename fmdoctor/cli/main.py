@@ -9,8 +9,10 @@ from collections.abc import Sequence
 
 from fmdoctor import __version__
 from fmdoctor.cli import (
+    ask_cmd,
     check_cmd,
     checks_cmd,
+    eval_cmd,
     export_cmd,
     fix_cmd,
     fleet_cmd,
@@ -21,7 +23,8 @@ from fmdoctor.cli import (
 from fmdoctor.cli.common import ArgumentParser
 from fmdoctor.engine.errors import FmdoctorError
 
-COMMANDS = (check_cmd, checks_cmd, why_not_cmd, runbook_cmd, fix_cmd, iam_policy_cmd, fleet_cmd, export_cmd)
+COMMANDS = (check_cmd, checks_cmd, why_not_cmd, runbook_cmd, fix_cmd, iam_policy_cmd, ask_cmd, eval_cmd,
+            fleet_cmd, export_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

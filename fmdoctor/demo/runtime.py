@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from unittest import mock
 
 import boto3
@@ -25,8 +25,14 @@ LEAN_MOTO_ENV = {"MOTO_EC2_LOAD_DEFAULT_AMIS": "false"}
 
 
 @contextlib.contextmanager
-def moto_environment(extra_env: dict[str, str] | None = None) -> Iterator[boto3.Session]:
-    """moto in-process with fake credentials and nothing from the shell that points at real AWS."""
+def mocked_aws(
+    passthrough_services: Sequence[str] = (), extra_env: dict[str, str] | None = None
+) -> Iterator[boto3.Session]:
+    """moto in-process with fake credentials and nothing from the shell that points at a real account.
+
+    ``passthrough_services`` reach the real AWS (e.g. ``bedrock-runtime`` for an eval against Bedrock, whose
+    client must be made before this starts so it keeps the real credentials); ``extra_env`` tunes moto
+    (e.g. :data:`LEAN_MOTO_ENV`)."""
     try:
         from moto import mock_aws
     except ImportError as exc:
@@ -41,14 +47,21 @@ def moto_environment(extra_env: dict[str, str] | None = None) -> Iterator[boto3.
     env["AWS_CONFIG_FILE"] = os.devnull
     env["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
     env.update(extra_env or {})
-    with mock.patch.dict(os.environ, env, clear=True), mock_aws():
+    config = None
+    if passthrough_services:
+        from moto.core.config import default_user_config
+
+        core = dict(default_user_config.get("core", {}))
+        core["passthrough"] = {"urls": [], "services": list(passthrough_services)}
+        config = {"core": core}  # mock_aws replaces top-level sections, so keep the other core defaults
+    with mock.patch.dict(os.environ, env, clear=True), mock_aws(config=config):
         yield boto3.Session(region_name="us-west-2")
 
 
 @contextlib.contextmanager
 def demo_environment() -> Iterator[DemoWorld]:
     """Start moto in-process, seed the demo cluster and yield it; everything is gone on exit."""
-    with moto_environment() as session:
+    with mocked_aws() as session:
         yield seed_demo(session)
 
 
@@ -57,4 +70,4 @@ def demo_settings(world: DemoWorld) -> Settings:
     return Settings.model_validate({"region": world.region, "clusters": {world.cluster: world.settings}})
 
 
-__all__ = ["DEMO_CLUSTER", "demo_environment", "demo_settings"]
+__all__ = ["DEMO_CLUSTER", "demo_environment", "demo_settings", "mocked_aws"]

@@ -149,11 +149,10 @@ def test_iam_policy_groups_by_service_and_scopes_remediation(capsys):
 
 
 def test_iam_policy_covers_every_remediation_a_runbook_declares():
-    from fmdoctor.runbooks import list_runbooks
-
     from fmdoctor.engine.registry import default_registry
     from fmdoctor.iam_policy import iam_policy
     from fmdoctor.remediation import ACTIONS
+    from fmdoctor.runbooks import list_runbooks
 
     runbooks = list_runbooks()
     policy, warnings = iam_policy(default_registry(), runbooks, remediation=True)

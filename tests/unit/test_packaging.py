@@ -25,7 +25,8 @@ def test_wheel_contents(tmp_path):
     top_level = {n.split("/", 1)[0] for n in names}
     assert top_level == {"fmdoctor", next(n for n in top_level if n.endswith(".dist-info"))}
     for source_dir, package in [("checks", "fmdoctor/checks"), ("assistant", "fmdoctor/assistant"),
-                                ("tui", "fmdoctor/tui"), ("runbooks", "fmdoctor/runbooks")]:
+                                ("tui", "fmdoctor/tui"), ("runbooks", "fmdoctor/runbooks"),
+                                ("evals", "fmdoctor/evals")]:
         for path in (ROOT / source_dir).rglob("*.py"):
             if "__pycache__" in path.parts:
                 continue
@@ -35,3 +36,4 @@ def test_wheel_contents(tmp_path):
             assert path.relative_to(ROOT).as_posix() in names, f"{path} missing from the wheel"
     for path in (ROOT / "runbooks").glob("*.md"):
         assert f"fmdoctor/runbooks/{path.name}" in names
+    assert "fmdoctor/evals/cases.yaml" in names  # fmdoctor eval works from an installed wheel

@@ -5,6 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
+
+from fmdoctor.config import Settings
+from fmdoctor.engine.api import Connection, Doctor
+from fmdoctor.engine.model import Finding
+from fmdoctor.engine.registry import default_registry
 from fmdoctor.runbooks import (
     RunbookError,
     RunbookRenderError,
@@ -14,11 +19,6 @@ from fmdoctor.runbooks import (
     list_runbooks,
     parse_runbook,
 )
-
-from fmdoctor.config import Settings
-from fmdoctor.engine.api import Connection, Doctor
-from fmdoctor.engine.model import Finding
-from fmdoctor.engine.registry import default_registry
 
 REGISTRY = default_registry()
 GOOD = """---

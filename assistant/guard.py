@@ -1,0 +1,103 @@
+"""What happens around every model call: the history window, redaction for remote models, and the caps.
+
+- History: the last ``agent.history_turns`` questions of the session, each with its tool calls and results.
+- Redaction: messages sent to a model that is not the offline planner pass through the
+  :class:`~fmdoctor.assistant.safety.Redactor` (the graph's own state keeps the originals, for the person).
+- Caps: once the question used ``agent.max_tool_calls`` tool calls the model is called without tools (it
+  must answer); past ``agent.max_turn_tokens`` (input + output, all calls of the question) or when a model
+  keeps calling tools anyway, the turn ends with an answer written from the findings gathered so far.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from fmdoctor.assistant.compose import compose
+from fmdoctor.assistant.intents import Plan
+from fmdoctor.assistant.results import result_of
+from fmdoctor.assistant.safety import Redactor
+from fmdoctor.assistant.session import AssistantContext
+from fmdoctor.config import AgentSettings
+
+CHARS_PER_TOKEN = 4  # a conservative estimate where a provider reports no usage
+EXTRA_MODEL_CALLS = 3  # model calls allowed past the tool-call cap before the turn is ended for it
+
+
+def window(messages: list[BaseMessage], turns: int) -> list[BaseMessage]:
+    """The last ``turns`` questions with everything after them; cut only at a question, never inside a
+    tool call and its result."""
+    starts = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+    return messages[starts[-turns]:] if len(starts) > turns else messages
+
+
+def redact_message(message: BaseMessage, redact: Redactor) -> BaseMessage:
+    content = message.content
+    if isinstance(content, str):
+        cleaned: Any = redact(content)
+    else:
+        cleaned = [{**b, "text": redact(b["text"])} if isinstance(b, dict) and isinstance(b.get("text"), str)
+                   else redact(b) if isinstance(b, str) else b for b in content]
+    update: dict[str, Any] = {"content": cleaned}
+    if isinstance(message, AIMessage) and message.tool_calls:
+        update["tool_calls"] = [{**c, "args": json.loads(redact(json.dumps(c["args"])))} for c in message.tool_calls]
+    return message.model_copy(update=update)
+
+
+def estimate_tokens(messages: list[BaseMessage], extra: str = "") -> int:
+    size = len(extra) + sum(len(str(m.content)) + len(json.dumps(getattr(m, "tool_calls", []) or [])) for m in messages)
+    return size // CHARS_PER_TOKEN + 1
+
+
+def stop_answer(messages: list[BaseMessage], note: str) -> AIMessage:
+    """End the turn with what the tools found so far (grounded, like the planner's answers)."""
+    start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
+    results = [r for m in messages[start:] if isinstance(m, ToolMessage) and (r := result_of(m)) is not None]
+    question = str(messages[start].content) if messages else ""
+    return AIMessage(compose(question, Plan(), results, note=note))
+
+
+class ModelGuard(AgentMiddleware):
+    def __init__(self, settings: AgentSettings, redactor: Redactor | None = None):
+        super().__init__()
+        self.settings = settings
+        self.redactor = redactor
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        ctx: AssistantContext = request.runtime.context
+        turn = ctx.session.turn
+        messages = window(list(request.messages), self.settings.history_turns)
+        if self.redactor is not None:
+            messages = [redact_message(m, self.redactor) for m in messages]
+        tools = request.tools
+        system = request.system_message.content if request.system_message else ""
+        estimate = estimate_tokens(messages, str(system) + json.dumps([getattr(t, "name", "") for t in tools]))
+        if ctx.cancel is not None and ctx.cancel.is_set():
+            return stop_answer(list(request.messages), "Cancelled. What the tools found before that:")
+        if turn is not None:
+            turn.model_calls += 1
+            cap = self.settings.max_tool_calls
+            if turn.executed >= cap:
+                tools = []
+            if turn.model_calls > cap + EXTRA_MODEL_CALLS:
+                return stop_answer(list(request.messages), f"Stopped: the model kept asking for tools past the cap "
+                                   f"of {cap} calls per question. What the tools found:")
+            if turn.tokens_used + estimate > self.settings.max_turn_tokens:
+                return stop_answer(list(request.messages), f"Stopped: this question reached its token budget "
+                                   f"({self.settings.max_turn_tokens} tokens). What the tools found:")
+        response = handler(request.override(messages=messages, tools=tools))
+        if turn is not None:
+            turn.tokens_used += _used(response, estimate)
+        return response
+
+
+def _used(response: Any, estimate: int) -> int:
+    messages = response.result if isinstance(response, ModelResponse) else [response]
+    usage = next((m.usage_metadata for m in messages if isinstance(m, AIMessage) and m.usage_metadata), None)
+    if usage and usage.get("total_tokens"):
+        return int(usage["total_tokens"])
+    return estimate + sum(estimate_tokens([m]) for m in messages)

@@ -1,0 +1,99 @@
+"""``fmdoctor ask "QUESTION"``: one question to the assistant, answered from the checks it runs.
+
+The model comes from ``--model``, else ``FMDOCTOR_MODEL``, else ``agent.model`` in the config; unset means
+the offline planner. A fix is applied only after a person types ``yes`` at the terminal; without a
+terminal to ask on, the plan is printed (``approval_required`` in JSON) and nothing changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from fmdoctor.cli.common import add_connection_args, add_target_args, open_target
+from fmdoctor.engine.errors import ConfigError, FmdoctorError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "ask",
+        help="ask the assistant a question about a cluster",
+        description="Answer a question by running the relevant checks; every claim cites a finding id. "
+        "Offline (no model, no network) unless --model, FMDOCTOR_MODEL or agent.model names a provider.",
+    )
+    parser.add_argument("question", help='e.g. "why is training slow?"')
+    add_target_args(parser)
+    add_connection_args(parser)
+    parser.add_argument("--model", metavar="PROVIDER:MODEL", help="a provider string, e.g. openai:gpt-4o-mini; "
+                        "default FMDOCTOR_MODEL, then agent.model, then the offline planner")
+    parser.add_argument("--format", choices=["text", "json"], default="text")
+    parser.add_argument("--no-progress", action="store_true", help="do not show tool calls on stderr")
+    parser.set_defaults(func=run)
+
+
+def model_spec(args: argparse.Namespace) -> str | None:
+    return args.model or os.environ.get("FMDOCTOR_MODEL") or None
+
+
+def run(args: argparse.Namespace) -> int:
+    from fmdoctor.assistant import Assistant, ToolFinished, TurnFinished
+    from fmdoctor.assistant.providers import aws_services
+
+    spec = model_spec(args)
+    if args.demo and aws_services(spec):
+        raise ConfigError(f"--demo runs AWS in-process with fake credentials, so {spec} cannot be called from it",
+                          hint="use --demo with a model outside AWS, or the offline planner")
+    show_progress = args.format == "text" and not args.no_progress
+    with open_target(args) as target:
+        target.doctor.inventory(target.cluster)  # an unknown cluster or bad credentials: exit 3 before asking
+        assistant = Assistant(target.doctor, target.cluster, model=spec or target.doctor.settings.agent.model)
+        answer = None
+        for event in assistant.stream(args.question, session_id="cli"):
+            if isinstance(event, ToolFinished) and show_progress:
+                _progress(event, sys.stderr)
+            elif isinstance(event, TurnFinished):
+                answer = event.answer
+        assert answer is not None
+        if answer.approval is not None and args.format == "text" and _interactive():
+            approval = _ask_approval(answer.approval, sys.stdout)
+            answer = assistant.resume("cli", approval)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(answer.to_json_dict(), indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write(answer.answer + "\n")
+    return 0
+
+
+def _progress(event: Any, stream: TextIO) -> None:
+    args = ", ".join(f"{k}={v}" for k, v in event.args.items())
+    found = f"{event.finding_count} finding{'s' if event.finding_count != 1 else ''}"
+    stream.write(f"fmdoctor: {event.name}({args}): {event.status}, {found} ({event.duration_s:.1f}s)\n")
+    stream.flush()
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def _ask_approval(request: Any, stream: TextIO) -> Any | None:
+    """A person at this terminal decides; only the word 'yes' approves. The approval names the plan digest."""
+    stream.write(request.describe() + "\n")
+    stream.write("Apply exactly these calls? Type 'yes' to approve, anything else declines: ")
+    stream.flush()
+    try:
+        reply = sys.stdin.readline().strip().lower()
+    except (EOFError, KeyboardInterrupt):
+        reply = ""
+    if reply != "yes":
+        return None
+    try:
+        from fmdoctor.remediation import Approval  # type: ignore[import-not-found]
+    except ImportError as exc:  # the plan came from fmdoctor.remediation, so this means a broken install
+        raise FmdoctorError("fmdoctor.remediation is not installed; cannot approve a fix") from exc
+    return Approval(plan_digest=request.plan_digest, approver=getpass.getuser(), channel="cli",
+                    granted_at=datetime.now(UTC))
