@@ -7,6 +7,9 @@ Two fidelity patches, installed by :func:`fmdoctor.demo.moto_compat.install`:
   request is created here, so DescribeSpotInstanceRequests sees every Spot node as AWS would.
 - moto's ListClusterNodes paginates on an ``arn`` its nodes lack, so every page repeats the first; nodes
   get one here (real HyperPod nodes need none: its service pages them).
+- moto names HyperPod nodes ``<instance group>-<n>``; real ListClusterNodes returns EC2 instance ids
+  (``i-0123456789abcdef0``, in a SageMaker-owned account), which BatchRebootClusterNodes and
+  BatchReplaceClusterNodes take. Nodes get such ids here, so fix hints built from them are real.
 
 Helpers play AWS's part in the demo story, things no customer API can do: time passing for objects and
 instances that already exist (:func:`backdate_s3_object`, :func:`backdate_launch`), EC2 marking a Spot
@@ -79,7 +82,23 @@ def _patch_spot_requests() -> None:
 
 
 def _patch_hyperpod_nodes() -> None:
-    from moto.sagemaker.models import ClusterNode
+    from moto.ec2.utils import random_instance_id
+    from moto.sagemaker.models import ClusterNode, SageMakerModelBackend
+
+    original_create = SageMakerModelBackend.create_cluster
+
+    @functools.wraps(original_create)
+    def create_cluster(self: Any, *args: Any, **kwargs: Any) -> Any:
+        before = set(self.clusters)
+        arn = original_create(self, *args, **kwargs)
+        for name in set(self.clusters) - before:
+            cluster = self.clusters[name]
+            for node in cluster.nodes.values():
+                node.instance_id = random_instance_id()
+            cluster.nodes = {node.instance_id: node for node in cluster.nodes.values()}
+        return arn
+
+    SageMakerModelBackend.create_cluster = create_cluster
 
     ClusterNode.arn = property(
         lambda self: f"arn:aws:sagemaker:{self.region_name}:{self.account_id}:cluster/{self.cluster_name}/"

@@ -140,7 +140,9 @@ def seed_hyperpod(world: DemoWorld) -> None:
         VpcConfig={"SecurityGroupIds": [world.facts["groups"]["demo-efa"]],
                    "Subnets": [world.facts["subnets"]["private-a"]]},
     )
-    failed = "worker-group-1-2"
+    workers = sagemaker.list_cluster_nodes(ClusterName=HYPERPOD_CLUSTER,
+                                           InstanceGroupNameContains="worker-group-1")["ClusterNodeSummaries"]
+    failed = workers[2]["InstanceId"]  # the third worker, an EC2 instance id as HyperPod reports it
     # Fault: a worker failed HyperPod's deep health check (GPU memory errors in the DCGM diagnostic).
     set_hyperpod_node_status(world.session, world.region, HYPERPOD_CLUSTER, failed, "Failure",
                              "Deep health check failed: DCGM diagnostic level 2 found GPU memory errors on GPU 3")
