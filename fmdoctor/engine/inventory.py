@@ -14,6 +14,14 @@ from fmdoctor.engine.hyperpod import HyperPodCluster
 
 EFA_INTERFACE_TYPES = frozenset({"efa", "efa-only"})
 
+# The parts of an inventory a check may need (Check.inventory); discovery fetches only those a run's checks
+# name. The instance listing itself is always made, since it is what identifies a cluster; INSTANCES adds
+# the groups, subnets and instance types of those instances.
+INSTANCES = "instances"
+ENDPOINTS = "endpoints"  # SageMaker endpoints tagged with the cluster or named in the config
+HYPERPOD = "hyperpod"  # the SageMaker HyperPod cluster of that name, looked up when no instance carries it
+INVENTORY_PARTS = frozenset({INSTANCES, ENDPOINTS, HYPERPOD})
+
 
 @dataclass(frozen=True)
 class SgRule:
