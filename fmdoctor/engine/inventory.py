@@ -1,6 +1,8 @@
-"""The cluster as fetched once per run: instances, their interfaces, groups, subnets and type facts.
+"""The cluster as fetched once per run: instances, their interfaces, groups, subnets and type facts, plus
+its SageMaker endpoints and HyperPod cluster.
 
-Plain frozen data, so every check is a pure function over it and most logic is tested without AWS.
+Plain frozen data, so every check is a pure function over it and most logic is tested without AWS. A run
+fills only the parts its checks declare (``Check.inventory``); a part not asked for is left empty.
 """
 
 from __future__ import annotations
