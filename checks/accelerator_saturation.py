@@ -8,6 +8,7 @@ from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.inference.assess import Load, accelerated_fleet, node_load, variant_load
 from fmdoctor.inference.signals import (
+    FLEET_PARTS,
     LOAD_ACTIONS,
     serving_variants,
     signals_and_types,
@@ -27,6 +28,7 @@ class AcceleratorSaturation(Check):
     family = "inference"
     severity = Severity.WARNING
     iam_actions = LOAD_ACTIONS
+    inventory = FLEET_PARTS
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         loaded = signals_and_types(ctx, "accelerator utilisation of the endpoints and fleet nodes")

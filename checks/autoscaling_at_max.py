@@ -9,6 +9,7 @@ from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.inference.assess import Load, VariantLatency, latency_breach, ms, node_load, variant_load
 from fmdoctor.inference.scaling import ASG_TAG, VARIANT_DIMENSION, fleet_groups, scalable_targets
 from fmdoctor.inference.signals import (
+    FLEET_PARTS,
     LOAD_ACTIONS,
     Signals,
     latency_ms,
@@ -30,6 +31,7 @@ class AutoscalingAtMax(Check):
     severity = Severity.WARNING
     iam_actions = (*LOAD_ACTIONS, "application-autoscaling:DescribeScalableTargets",
                    "autoscaling:DescribeAutoScalingGroups")
+    inventory = FLEET_PARTS
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         loaded = signals_and_types(ctx, "latency and accelerator load at the scaling limit")

@@ -7,7 +7,7 @@ from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.endpoints import Endpoint
 from fmdoctor.engine.model import Finding, Severity
-from fmdoctor.inference.signals import DISCOVERY_ACTIONS, targets_or_skip
+from fmdoctor.inference.signals import DISCOVERY_ACTIONS, ENDPOINT_PARTS, targets_or_skip
 
 BROKEN = frozenset({"Failed", "OutOfService", "UpdateRollbackFailed"})
 TRANSITIONAL = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"})
@@ -26,6 +26,7 @@ class EndpointUnhealthy(Check):
     family = "inference"
     severity = Severity.CRITICAL
     iam_actions = DISCOVERY_ACTIONS
+    inventory = ENDPOINT_PARTS
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         targets_or_skip(ctx, fleet=False)

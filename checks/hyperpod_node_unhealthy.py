@@ -6,6 +6,7 @@ from fmdoctor.engine.check import Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.errors import describe_aws_failure
 from fmdoctor.engine.hyperpod import HyperPodCluster, HyperPodNode, describe_hyperpod_cluster, list_hyperpod_nodes
+from fmdoctor.engine.inventory import HYPERPOD
 from fmdoctor.engine.model import Finding, Severity
 
 # What each non-Running status means for the job, and whether it is a fault or a wait.
@@ -34,6 +35,7 @@ class HyperpodNodeUnhealthy(Check):
     family = "hyperpod"
     severity = Severity.CRITICAL
     iam_actions = ("sagemaker:DescribeCluster", "sagemaker:ListClusterNodes")
+    inventory = frozenset({HYPERPOD})  # its nodes are no EC2 instances of this account
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         cluster = self._cluster(ctx)

@@ -5,7 +5,13 @@ from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.inference.assess import error_percentages
-from fmdoctor.inference.signals import DISCOVERY_ACTIONS, serving_variants, signals_or_none, targets_or_skip
+from fmdoctor.inference.signals import (
+    DISCOVERY_ACTIONS,
+    ENDPOINT_PARTS,
+    serving_variants,
+    signals_or_none,
+    targets_or_skip,
+)
 
 
 class InferenceErrors(Check):
@@ -21,6 +27,7 @@ class InferenceErrors(Check):
     family = "inference"
     severity = Severity.CRITICAL
     iam_actions = (*DISCOVERY_ACTIONS, "cloudwatch:GetMetricData")
+    inventory = ENDPOINT_PARTS
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         targets_or_skip(ctx, fleet=False)

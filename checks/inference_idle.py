@@ -10,6 +10,7 @@ from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.inference.assess import accelerated_fleet, node_load
 from fmdoctor.inference.metrics import Window
 from fmdoctor.inference.signals import (
+    FLEET_PARTS,
     LOAD_ACTIONS,
     Signals,
     serving_variants,
@@ -31,6 +32,7 @@ class InferenceIdle(Check):
     family = "inference"
     severity = Severity.WARNING
     iam_actions = LOAD_ACTIONS
+    inventory = FLEET_PARTS
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         loaded = signals_and_types(ctx, "invocations of the endpoints and fleet nodes")

@@ -7,6 +7,7 @@ from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.inference.assess import LatencyBreach, VariantLatency, latency_breach, ms
 from fmdoctor.inference.signals import (
     DISCOVERY_ACTIONS,
+    FLEET_PARTS,
     Signals,
     latency_ms,
     serving_variants,
@@ -28,6 +29,7 @@ class InferenceLatencySlo(Check):
     family = "inference"
     severity = Severity.WARNING
     iam_actions = (*DISCOVERY_ACTIONS, "cloudwatch:GetMetricData", "ec2:DescribeInstances")
+    inventory = FLEET_PARTS
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         targets_or_skip(ctx)

@@ -81,6 +81,11 @@ def _length(value: Any) -> Any:
     return Placeholder(f"{value._path}.length") if isinstance(value, Placeholder) else len(value)
 
 
+def _percent(value: Any) -> Any:
+    """The ``percent`` filter: a ratio as a whole percentage (0.375 -> '38%'), so bodies do no arithmetic."""
+    return value if isinstance(value, Placeholder) else f"{float(value) * 100:.0f}%"
+
+
 def _environment() -> ImmutableSandboxedEnvironment:
     env = ImmutableSandboxedEnvironment(
         undefined=StrictUndefined,
@@ -91,6 +96,7 @@ def _environment() -> ImmutableSandboxedEnvironment:
     )
     env.filters["sh"] = shell_quote
     env.filters["length"] = env.filters["count"] = _length
+    env.filters["percent"] = _percent
     return env
 
 

@@ -7,11 +7,15 @@ Two fidelity patches, installed by :func:`fmdoctor.demo.moto_compat.install`:
   request is created here, so DescribeSpotInstanceRequests sees every Spot node as AWS would.
 - moto's ListClusterNodes paginates on an ``arn`` its nodes lack, so every page repeats the first; nodes
   get one here (real HyperPod nodes need none: its service pages them).
+- moto names HyperPod nodes ``<instance group>-<n>``; real ListClusterNodes returns EC2 instance ids
+  (``i-0123456789abcdef0``, in a SageMaker-owned account), which BatchRebootClusterNodes and
+  BatchReplaceClusterNodes take. Nodes get such ids here, so fix hints built from them are real.
 
-Helpers play AWS's part in the demo story, things no customer API can do: time passing for objects and
-instances that already exist (:func:`backdate_s3_object`, :func:`backdate_launch`), EC2 marking a Spot
-request for interruption (:func:`mark_spot_request`) and HyperPod's health agents failing a node
-(:func:`set_hyperpod_node_status`).
+Helpers play AWS's part in the demo story, things no customer API can do: time passing for objects,
+instances and endpoints that already exist (:func:`backdate_s3_object`, :func:`backdate_launch`,
+:func:`backdate_endpoint`), EC2 marking a Spot request for interruption (:func:`mark_spot_request`),
+HyperPod's health agents failing a node (:func:`set_hyperpod_node_status`) and SageMaker failing an
+endpoint's deployment (:func:`fail_endpoint`).
 They touch moto's in-process state only; checks read everything back through the ordinary APIs.
 """
 
@@ -79,7 +83,23 @@ def _patch_spot_requests() -> None:
 
 
 def _patch_hyperpod_nodes() -> None:
-    from moto.sagemaker.models import ClusterNode
+    from moto.ec2.utils import random_instance_id
+    from moto.sagemaker.models import ClusterNode, SageMakerModelBackend
+
+    original_create = SageMakerModelBackend.create_cluster
+
+    @functools.wraps(original_create)
+    def create_cluster(self: Any, *args: Any, **kwargs: Any) -> Any:
+        before = set(self.clusters)
+        arn = original_create(self, *args, **kwargs)
+        for name in set(self.clusters) - before:
+            cluster = self.clusters[name]
+            for node in cluster.nodes.values():
+                node.instance_id = random_instance_id()
+            cluster.nodes = {node.instance_id: node for node in cluster.nodes.values()}
+        return arn
+
+    SageMakerModelBackend.create_cluster = create_cluster
 
     ClusterNode.arn = property(
         lambda self: f"arn:aws:sagemaker:{self.region_name}:{self.account_id}:cluster/{self.cluster_name}/"
@@ -138,3 +158,23 @@ def set_hyperpod_node_status(session: boto3.Session, region: str, cluster: str, 
     node = sagemaker_backends[_account(session)][region].clusters[cluster].nodes[node_id]
     node.status = status
     node._fmdoctor_message = message
+
+
+def _endpoint(session: boto3.Session, region: str, name: str) -> Any:
+    from moto.sagemaker.models import sagemaker_backends
+
+    return sagemaker_backends[_account(session)][region].endpoints[name]
+
+
+def backdate_endpoint(session: boto3.Session, region: str, name: str, when: datetime) -> None:
+    """Make an endpoint look created (and last updated) at ``when``: it has served, or idled, since."""
+    endpoint = _endpoint(session, region, name)
+    endpoint.creation_time = endpoint.last_modified_time = when.astimezone(UTC).replace(tzinfo=None)
+
+
+def fail_endpoint(session: boto3.Session, region: str, name: str, reason: str, when: datetime) -> None:
+    """What SageMaker reports when an endpoint's creation fails (moto makes every endpoint InService)."""
+    endpoint = _endpoint(session, region, name)
+    endpoint.endpoint_status = "Failed"
+    endpoint.failure_reason = reason
+    endpoint.last_modified_time = when.astimezone(UTC).replace(tzinfo=None)

@@ -2,7 +2,8 @@
 
 The job (a 70B run checkpointing with torch.distributed.checkpoint every 200 steps, about every 30
 minutes) hung while saving step 2400 95 minutes ago: that checkpoint has 6 of its 8 shards and no
-``.metadata``, and nothing was saved since. Now EC2 is reclaiming Spot node gpu-node-3 (its request is
+``.metadata``, and nothing was saved since. The evaluation job beside it, configured to save under
+``llama-70b/eval-0412/``, has never saved anything there. Now EC2 is reclaiming Spot node gpu-node-3 (its request is
 marked for termination and the interruption warning is in the SQS queue an EventBridge rule feeds), so
 the last usable checkpoint, step 2200, is two hours of work behind; Spot node gpu-node-6 has a rebalance
 recommendation. Next to it, the team's HyperPod cluster has one worker that failed its deep health check.
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 CHECKPOINT_BUCKET = "demo-llm-train-checkpoints"
 CHECKPOINT_PREFIX = "llama-70b/run-0412/"
+EVAL_PREFIX = "llama-70b/eval-0412/"  # configured, never written to
 SPOT_QUEUE = "demo-spot-events"
 HYPERPOD_CLUSTER = "demo-llm-hyperpod"
 OTHER_TEAMS_INSTANCE = "i-0f1e2d3c4b5a69788"
@@ -87,9 +89,11 @@ def seed_checkpoints(world: DemoWorld) -> None:
     write_checkpoint(session, CHECKPOINT_BUCKET, CHECKPOINT_PREFIX, "step-002400", partial,
                      now - timedelta(minutes=95))
     location = f"s3://{CHECKPOINT_BUCKET}/{CHECKPOINT_PREFIX}"
-    world.settings["checkpoints"] = {"locations": [location], "max_age": "1h"}
+    # Fault: the eval job's checkpoint location is configured, but the job has never saved there.
+    empty = f"s3://{CHECKPOINT_BUCKET}/{EVAL_PREFIX}"
+    world.settings["checkpoints"] = {"locations": [location, empty], "max_age": "1h"}
     world.facts["checkpoints"] = {"location": location, "incomplete": f"{location}step-002400/",
-                                  "usable": f"{location}step-002200/"}
+                                  "usable": f"{location}step-002200/", "empty": empty}
 
 
 def seed_spot(world: DemoWorld) -> None:
@@ -140,7 +144,9 @@ def seed_hyperpod(world: DemoWorld) -> None:
         VpcConfig={"SecurityGroupIds": [world.facts["groups"]["demo-efa"]],
                    "Subnets": [world.facts["subnets"]["private-a"]]},
     )
-    failed = "worker-group-1-2"
+    workers = sagemaker.list_cluster_nodes(ClusterName=HYPERPOD_CLUSTER,
+                                           InstanceGroupNameContains="worker-group-1")["ClusterNodeSummaries"]
+    failed = workers[2]["InstanceId"]  # the third worker, an EC2 instance id as HyperPod reports it
     # Fault: a worker failed HyperPod's deep health check (GPU memory errors in the DCGM diagnostic).
     set_hyperpod_node_status(world.session, world.region, HYPERPOD_CLUSTER, failed, "Failure",
                              "Deep health check failed: DCGM diagnostic level 2 found GPU memory errors on GPU 3")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -17,9 +17,10 @@ from botocore.loaders import Loader
 
 from fmdoctor.config import ClusterSettings, Settings
 from fmdoctor.engine.aws import Aws, AwsOptions
+from fmdoctor.engine.check import inventory_parts
 from fmdoctor.engine.context import RunScope
 from fmdoctor.engine.discovery import fetch_inventory
-from fmdoctor.engine.endpoints import endpoint_target_name, with_endpoints
+from fmdoctor.engine.endpoints import endpoint_target_name
 from fmdoctor.engine.errors import (
     AwsUnavailable,
     ConfigError,
@@ -28,7 +29,7 @@ from fmdoctor.engine.errors import (
     describe_aws_failure,
 )
 from fmdoctor.engine.host import Host, LocalHost
-from fmdoctor.engine.inventory import Inventory
+from fmdoctor.engine.inventory import ENDPOINTS, HYPERPOD, INVENTORY_PARTS, Inventory
 from fmdoctor.engine.model import CheckError, Report, RunStats, Status, status_for
 from fmdoctor.engine.registry import Registry, default_registry
 from fmdoctor.engine.runner import ProgressCallback, RunOutcome, run_checks
@@ -123,14 +124,17 @@ class Doctor:
             raise CredentialsError(f"cannot set up AWS access: {failure.message}") from None
         return aws
 
-    def inventory(self, cluster: str | None = None, aws: Aws | None = None) -> Inventory:
+    def inventory(self, cluster: str | None = None, aws: Aws | None = None,
+                  parts: Collection[str] | None = None) -> Inventory:
+        """The target's inventory: every part by default, or only ``parts`` (see Check.inventory)."""
         name = self.resolve_cluster(cluster)
         settings = self.cluster_settings(name)
         aws = aws or self.connect(settings)
+        wanted = INVENTORY_PARTS if parts is None else frozenset(parts)
         try:
             inventory = fetch_inventory(aws, name, settings.tag_keys, settings.head_nodes,
-                                        hyperpod_name=settings.hyperpod.cluster_name)
-            inventory = with_endpoints(aws, inventory, settings.tag_keys, settings.inference.endpoints)
+                                        hyperpod_name=settings.hyperpod.cluster_name,
+                                        endpoint_names=settings.inference.endpoints, parts=wanted)
         except Exception as exc:
             failure = describe_aws_failure(exc)
             if failure is None:
@@ -149,11 +153,9 @@ class Doctor:
             )
             raise _InventoryFailed(error) from None
         if inventory.is_empty():
-            keys = ", ".join(settings.tag_keys)
             raise TargetNotFound(
                 f"no running or pending instances tagged with cluster {name!r} in {aws.region}",
-                hint=f"tag keys searched on EC2 instances and SageMaker endpoints: {keys}; check --region and "
-                "the tag_keys setting",
+                hint=_not_found_hint(settings.tag_keys, wanted),
             )
         return inventory
 
@@ -172,7 +174,7 @@ class Doctor:
         started = time.perf_counter()
         now = self.clock()
         try:
-            inventory = self.inventory(name, aws)
+            inventory = self.inventory(name, aws, parts=inventory_parts(checks))
         except _InventoryFailed as failed:
             return Report(
                 cluster=name,
@@ -204,6 +206,16 @@ class Doctor:
                          host=host, extras=self.extras)
         outcome = run_checks(scope, checks, self.settings.max_workers, progress)
         return _report(scope, outcome, started)
+
+
+def _not_found_hint(tag_keys: Sequence[str], parts: frozenset[str]) -> str:
+    searched = "EC2 instances and SageMaker endpoints" if ENDPOINTS in parts else "EC2 instances"
+    hint = f"tag keys searched on {searched}: {', '.join(tag_keys)}; check --region and the tag_keys setting"
+    skipped = [what for part, what in ((ENDPOINTS, "SageMaker endpoints"), (HYPERPOD, "SageMaker HyperPod clusters"))
+               if part not in parts]
+    if skipped:
+        hint += f"; the selected checks read no {' or '.join(skipped)}, so none were looked up"
+    return hint
 
 
 def _report(scope: RunScope, outcome: RunOutcome, started: float) -> Report:

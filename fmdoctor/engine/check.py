@@ -11,8 +11,10 @@ from __future__ import annotations
 import inspect
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from fmdoctor.engine.inventory import INSTANCES, INVENTORY_PARTS
 from fmdoctor.engine.model import Finding, Severity
 
 if TYPE_CHECKING:
@@ -40,6 +42,9 @@ class Check(ABC):
     # fmdoctor check --local). A check with both uses what the mode offers (e.g. Spot notices from
     # EC2/SQS for a cluster, from IMDS on a node).
     targets: ClassVar[frozenset[str]] = frozenset({"cluster"})
+    # The inventory parts it reads (fmdoctor.engine.inventory: "instances", "endpoints", "hyperpod"); a run
+    # discovers only what its checks name, so `--only efa` makes no SageMaker call.
+    inventory: ClassVar[frozenset[str]] = frozenset({INSTANCES})
 
     @abstractmethod
     def run(self, ctx: CheckContext) -> list[Finding]:
@@ -86,9 +91,16 @@ def validate_check_class(cls: type[Check]) -> list[str]:
         problems.append(f"{cls.id}: no docstring saying what it proves")
     if not cls.targets or not set(cls.targets) <= {"cluster", "node"}:
         problems.append(f"{cls.id}: targets must be a non-empty subset of {{'cluster', 'node'}}")
+    if not set(cls.inventory) <= INVENTORY_PARTS:
+        problems.append(f"{cls.id}: inventory parts must be a subset of {sorted(INVENTORY_PARTS)}")
     if not isinstance(cls.severity, Severity):
         problems.append(f"{cls.id}: severity must be a Severity")
     for action in cls.iam_actions:
         if not IAM_ACTION.match(action):
             problems.append(f"{cls.id}: {action!r} is not an IAM action like 'ec2:DescribeInstances'")
     return problems
+
+
+def inventory_parts(checks: Iterable[Check]) -> frozenset[str]:
+    """What discovery must fetch for these checks."""
+    return frozenset(part for check in checks for part in check.inventory)

@@ -1,23 +1,32 @@
-"""Fetch a cluster's :class:`Inventory` with the fewest AWS calls the APIs allow.
+"""Fetch a cluster's :class:`Inventory` with the fewest AWS calls the APIs allow, and only the parts asked for.
 
 One paginated DescribeInstances (filtered by tag value and state) yields the instances *and* their
-interfaces; groups, rules, subnets and instance types then come in batched describes, in parallel.
-The call count grows with pages, never with instances. A name no instance carries is looked up as a
-SageMaker HyperPod cluster (one DescribeCluster).
+interfaces; it is always made, since it is what identifies a cluster. For the ``instances`` part, groups,
+rules, subnets and instance types then come in batched describes, in parallel. The call count grows with
+pages, never with instances. For the ``hyperpod`` part, a name no instance carries is looked up as a
+SageMaker HyperPod cluster (one DescribeCluster); for ``endpoints``, the SageMaker endpoints of the target
+are discovered (fmdoctor.engine.endpoints). A run asks for the parts its checks read, so a name no instance
+carries is looked up as whatever else those checks can check before it is reported unknown.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fmdoctor.engine.aws import Aws
+from fmdoctor.engine.endpoints import with_endpoints
 from fmdoctor.engine.hyperpod import probe_hyperpod_cluster
 from fmdoctor.engine.inventory import (
     COMPUTE,
+    ENDPOINTS,
     HEAD,
+    HYPERPOD,
     INFERENCE,
+    INSTANCES,
+    INVENTORY_PARTS,
     LOGIN,
     Instance,
     InstanceTypeInfo,
@@ -45,34 +54,36 @@ def fetch_inventory(
     tag_keys: Sequence[str],
     head_node_ids: Sequence[str] = (),
     hyperpod_name: str | None = None,
+    *,
+    endpoint_names: Sequence[str] = (),
+    parts: Collection[str] = INVENTORY_PARTS,
 ) -> Inventory:
     ec2 = aws.client("ec2")
     instances, interfaces = _fetch_instances(ec2, cluster, tag_keys, set(head_node_ids))
-    if not instances:
-        hyperpod = probe_hyperpod_cluster(aws, hyperpod_name or cluster)
-        return Inventory(cluster=cluster, region=aws.region, hyperpod=hyperpod)
-    group_ids = sorted({g for eni in interfaces.values() for g in eni.security_group_ids})
-    subnet_ids = sorted({eni.subnet_id for eni in interfaces.values() if eni.subnet_id})
-    type_names = sorted({i.instance_type for i in instances})
+    inventory = Inventory(cluster=cluster, region=aws.region, instances=tuple(instances), interfaces=interfaces)
+    if instances and INSTANCES in parts:
+        inventory = _with_instance_details(ec2, inventory)
+    if not instances and HYPERPOD in parts:
+        inventory = dataclasses.replace(inventory, hyperpod=probe_hyperpod_cluster(aws, hyperpod_name or cluster))
+    if ENDPOINTS in parts:
+        inventory = with_endpoints(aws, inventory, tag_keys, endpoint_names)
+    return inventory
+
+
+def _with_instance_details(ec2: Any, inventory: Inventory) -> Inventory:
+    interfaces = inventory.interfaces.values()
+    group_ids = sorted({g for eni in interfaces for g in eni.security_group_ids})
+    subnet_ids = sorted({eni.subnet_id for eni in interfaces if eni.subnet_id})
+    type_names = sorted({i.instance_type for i in inventory.instances})
 
     jobs: dict[str, Callable[[], Any]] = {
-        "groups": lambda: fetch_security_groups(ec2, group_ids),
+        "security_groups": lambda: fetch_security_groups(ec2, group_ids),
         "subnets": lambda: _fetch_subnets(ec2, subnet_ids),
-        "types": lambda: _fetch_instance_types(ec2, type_names),
+        "instance_types": lambda: _fetch_instance_types(ec2, type_names),
     }
     with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="fmdoctor-inventory") as pool:
         futures = {name: pool.submit(job) for name, job in jobs.items()}
-        results = {name: future.result() for name, future in futures.items()}
-
-    return Inventory(
-        cluster=cluster,
-        region=aws.region,
-        instances=tuple(instances),
-        interfaces=interfaces,
-        security_groups=results["groups"],
-        subnets=results["subnets"],
-        instance_types=results["types"],
-    )
+        return dataclasses.replace(inventory, **{name: future.result() for name, future in futures.items()})
 
 
 def _fetch_instances(

@@ -78,7 +78,7 @@ def endpoint_target_name(names: Sequence[str]) -> str:
 def with_endpoints(aws: Aws, inventory: Inventory, tag_keys: Sequence[str], names: Sequence[str]) -> Inventory:
     """The inventory plus its endpoints; re-raises a discovery failure when nothing else was found."""
     endpoints, gaps = fetch_endpoints(aws, inventory.cluster, tag_keys, names)
-    if gaps and not endpoints and not inventory.instances:
+    if gaps and not endpoints and inventory.is_empty():  # a HyperPod cluster found is something
         raise gaps[0].error  # the target may exist: report that it could not be read, not "unknown cluster"
     return dataclasses.replace(inventory, endpoints=endpoints, endpoint_gaps=gaps)
 

@@ -1,6 +1,8 @@
-"""The cluster as fetched once per run: instances, their interfaces, groups, subnets and type facts.
+"""The cluster as fetched once per run: instances, their interfaces, groups, subnets and type facts, plus
+its SageMaker endpoints and HyperPod cluster.
 
-Plain frozen data, so every check is a pure function over it and most logic is tested without AWS.
+Plain frozen data, so every check is a pure function over it and most logic is tested without AWS. A run
+fills only the parts its checks declare (``Check.inventory``); a part not asked for is left empty.
 """
 
 from __future__ import annotations
@@ -13,6 +15,14 @@ from fmdoctor.engine.endpoints import DiscoveryGap, Endpoint
 from fmdoctor.engine.hyperpod import HyperPodCluster
 
 EFA_INTERFACE_TYPES = frozenset({"efa", "efa-only"})
+
+# The parts of an inventory a check may need (Check.inventory); discovery fetches only those a run's checks
+# name. The instance listing itself is always made, since it is what identifies a cluster; INSTANCES adds
+# the groups, subnets and instance types of those instances.
+INSTANCES = "instances"
+ENDPOINTS = "endpoints"  # SageMaker endpoints tagged with the cluster or named in the config
+HYPERPOD = "hyperpod"  # the SageMaker HyperPod cluster of that name, looked up when no instance carries it
+INVENTORY_PARTS = frozenset({INSTANCES, ENDPOINTS, HYPERPOD})
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,13 @@ from fmdoctor.engine.check import NotApplicable
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.discovery import INSTANCE_TYPES_MAX, instance_type_info
 from fmdoctor.engine.endpoints import Endpoint, EndpointVariant
-from fmdoctor.engine.inventory import InstanceTypeInfo, chunked
+from fmdoctor.engine.inventory import ENDPOINTS, INSTANCES, InstanceTypeInfo, chunked
 from fmdoctor.inference.metrics import MetricQuery, Window, fetch_metrics, window_ending
 
+# The inventory parts the inference checks read (Check.inventory): the endpoints, and for the checks that
+# also judge an EC2/EKS inference fleet, the instances with their types.
+ENDPOINT_PARTS = frozenset({ENDPOINTS})
+FLEET_PARTS = frozenset({ENDPOINTS, INSTANCES})
 # What endpoint discovery calls (in the inventory step): every inference check needs them.
 DISCOVERY_ACTIONS = ("tag:GetResources", "sagemaker:ListEndpoints", "sagemaker:DescribeEndpoint",
                      "sagemaker:DescribeEndpointConfig")

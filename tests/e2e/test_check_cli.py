@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -21,10 +22,12 @@ EXPECTED_CALLS = {
 }
 
 
-def test_broken_cluster_over_http(moto_server, fmdoctor_cli):
+def test_broken_cluster_over_http(moto_server, fmdoctor_cli, tmp_path):
     world = seed_demo(moto_server.session())
-    result = fmdoctor_cli("check", "--cluster", DEMO_CLUSTER, "--region", "us-west-2",
-                          "--endpoint-url", moto_server.url, "--format", "json", "--only", "efa")
+    config = tmp_path / "fmdoctor.yaml"  # the demo's own settings (its nodes count as settled: startup_grace 0s)
+    config.write_text(json.dumps({"clusters": {DEMO_CLUSTER: world.settings}}))  # JSON is YAML
+    result = fmdoctor_cli("check", "--cluster", DEMO_CLUSTER, "--region", "us-west-2", "--endpoint-url",
+                          moto_server.url, "--config", str(config), "--format", "json", "--only", "efa")
     assert result.code == 2, result.stderr
     report = result.json()
     assert report["status"] == "critical"
@@ -34,9 +37,18 @@ def test_broken_cluster_over_http(moto_server, fmdoctor_cli):
     assert by_check["efa-not-attached"]["resource"] == world.facts["nodes"]["gpu-node-5"]
     assert by_check["efa-missing-interfaces"]["resource"] == world.facts["nodes"]["gpu-node-4"]
     assert by_check["placement-group"]["resource"] == world.facts["nodes"]["gpu-node-6"]
-    assert report["errors"] == []
+    assert by_check["efa-errors"]["resource"] == world.facts["nodes"]["gpu-node-1"]
+    assert by_check["efa-errors"]["evidence"]["interfaces"][0]["eni"] == world.facts["gpu"]["sick_efa"]
+    # The one thing not verified: gpu-node-6's CloudWatch agent is down (a planted fault), so efa-errors
+    # cannot read its EFA counters and says so rather than calling them healthy.
+    [error] = report["errors"]
+    assert (error["check"], error["code"]) == ("efa-errors", "NoMetrics")
+    assert world.facts["nodes"]["gpu-node-6"] in error["unverified"]
     # Seven nodes and 133 interfaces, and still one call per describe.
-    assert {k: v for k, v in report["stats"]["api_calls"].items() if k.startswith("ec2.")} == EXPECTED_CALLS
+    calls = report["stats"]["api_calls"]
+    assert {k: v for k, v in calls.items() if k.startswith("ec2.")} == EXPECTED_CALLS
+    # The EFA checks read no SageMaker endpoint or HyperPod cluster, so none is looked up.
+    assert not [k for k in calls if k.startswith(("sagemaker.", "resourcegroupstaggingapi."))]
 
 
 def test_healthy_cluster_exits_0(moto_server, fmdoctor_cli):

@@ -22,11 +22,12 @@ def test_health_checks_over_http(moto_server, fmdoctor_cli, tmp_path):
     assert result.code == 2, result.stderr
     report = result.json()
     assert {f["check"] for f in report["findings"]} == {
-        "checkpoint-stale", "checkpoint-incomplete", "spot-interruption", "spot-rebalance",
+        "checkpoint-missing", "checkpoint-stale", "checkpoint-incomplete", "spot-interruption", "spot-rebalance",
         "spot-interruption-unprotected", "hyperpod-node-unhealthy"}
     assert report["errors"] == []
     calls = report["stats"]["api_calls"]
-    assert calls["s3.ListObjectsV2"] == 3 and calls["sqs.ReceiveMessage"] == 1
+    # One top-level listing per location (two), then the newest two checkpoints of the one that has any.
+    assert calls["s3.ListObjectsV2"] == 4 and calls["sqs.ReceiveMessage"] == 1
     assert calls["ec2.DescribeSpotInstanceRequests"] == 1 and calls["sagemaker.ListClusterNodes"] == 1
     # The queue still holds every event for the node termination handler.
     sqs = moto_server.session().client("sqs")

@@ -5,30 +5,45 @@ from __future__ import annotations
 import pytest
 
 from fmdoctor.demo.scenario import DEMO_CLUSTER, seed_demo
-from fmdoctor.demo.seed_inference import CHAT, seed_inference
+from fmdoctor.demo.seed_inference import CANARY, CHAT, RERANKER, SUMMARIZER, seed_inference
 
 pytestmark = pytest.mark.e2e
 
 INFERENCE_CALLS = {
     "resourcegroupstaggingapi.GetResources": 3,  # one per configured tag key
     "sagemaker.ListEndpoints": 1,
-    "sagemaker.DescribeEndpoint": 2,
-    "sagemaker.DescribeEndpointConfig": 2,
+    "sagemaker.DescribeEndpoint": 5,  # SageMaker has no batched describe: one per endpoint
+    "sagemaker.DescribeEndpointConfig": 5,
     "cloudwatch.GetMetricData": 1,  # every metric of every inference check
     "application-autoscaling.DescribeScalableTargets": 1,
 }
 
 
-def test_demo_endpoint_over_its_slo_at_max_capacity(moto_server, fmdoctor_cli):
+def variant(endpoint: str) -> str:
+    return f"endpoint/{endpoint}/variant/AllTraffic"
+
+
+def test_demo_endpoints_each_trip_their_own_check(moto_server, fmdoctor_cli):
     seed_demo(moto_server.session(), seeders=(seed_inference,))  # the demo's endpoints only: a cluster of endpoints
     result = fmdoctor_cli("check", "--cluster", DEMO_CLUSTER, "--region", "us-west-2", "--endpoint-url",
                           moto_server.url, "--format", "json", "--only", "inference")
     assert result.code == 2, result.stderr
     report = result.json()
     by_check = {f["check"]: f for f in report["findings"]}
-    assert set(by_check) == {"inference-latency-slo", "accelerator-saturation", "autoscaling-at-max"}
-    resource = f"endpoint/{CHAT}/variant/AllTraffic"
-    assert {f["resource"] for f in report["findings"]} == {resource}  # demo-embeddings stays healthy
+    # One finding per check, on the endpoint planted for it; demo-embeddings stays healthy.
+    assert sorted((f["check"], f["resource"]) for f in report["findings"]) == sorted([
+        ("inference-latency-slo", variant(CHAT)),
+        ("accelerator-saturation", variant(CHAT)),
+        ("autoscaling-at-max", variant(CHAT)),
+        ("endpoint-unhealthy", f"endpoint/{CANARY}"),
+        ("inference-errors", variant(RERANKER)),
+        ("inference-idle", variant(SUMMARIZER)),
+    ])
+    unhealthy = by_check["endpoint-unhealthy"]["evidence"]
+    assert unhealthy["status"] == "Failed" and "ping health check" in unhealthy["failure_reason"]
+    errors = by_check["inference-errors"]
+    assert errors["evidence"]["error_rate_percent"] == 4.0 and errors["evidence"]["invocation_model_errors"] == 120
+    assert by_check["inference-idle"]["severity"] == "warning"  # a GPU variant, not a CPU one
     latency = by_check["inference-latency-slo"]
     assert latency["severity"] == "critical" and latency["evidence"]["model_latency_p90_ms"] == 1600.0
     assert by_check["accelerator-saturation"]["evidence"]["utilization_percent"] == 93.0

@@ -16,6 +16,7 @@ def test_demo_health_faults():
     found = sorted((f.check, f.resource) for f in report.findings)
     ckpt, spot, hp = world.facts["checkpoints"], world.facts["spot"], world.facts["hyperpod"]
     assert found == sorted([
+        ("checkpoint-missing", ckpt["empty"]),
         ("checkpoint-stale", ckpt["location"]),
         ("checkpoint-incomplete", ckpt["incomplete"]),
         ("spot-interruption", spot["interrupted"]),

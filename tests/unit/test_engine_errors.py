@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from fmdoctor.engine.errors import TargetNotFound
 from fmdoctor.engine.model import Status
 
 
@@ -58,21 +61,27 @@ def test_a_crashing_check_does_not_sink_the_run(healthy_efa_cluster, run_checks,
     assert "efa-sg-self-reference" in report.stats.checks_run
 
 
+EFA_RUN_CALLS = {
+    # efa-errors' CloudWatch snapshot: one listing per EFA counter and GPU metric name; no series, no fetch.
+    "cloudwatch.ListMetrics": 7,
+    "ec2.DescribeInstanceTypes": 1,
+    "ec2.DescribeInstances": 1,
+    "ec2.DescribePlacementGroups": 1,
+    "ec2.DescribeSecurityGroupRules": 1,
+    "ec2.DescribeSecurityGroups": 1,
+    "ec2.DescribeSubnets": 1,
+}
+
+
 def test_api_calls_are_counted_and_batched(healthy_efa_cluster, run_checks):
-    report = run_checks()
+    report = run_checks()  # a full run: every inventory part is discovered
     calls = report.stats.api_calls
     # 4 instances, 97 interfaces: still one call per describe, never one per instance or interface. The
     # network topology (subnets again, VPC-wide) is read once for every network check; prefix-list entries
     # only for S3's list; no FSx file system, so no interfaces beyond the inventory.
     assert calls == {
-        # efa-errors' CloudWatch snapshot: one listing per EFA counter and GPU metric name; no series, no fetch.
-        "cloudwatch.ListMetrics": 7,
-        "ec2.DescribeInstanceTypes": 1,
-        "ec2.DescribeInstances": 1,
-        "ec2.DescribePlacementGroups": 1,
-        "ec2.DescribeSecurityGroupRules": 1,
-        "ec2.DescribeSecurityGroups": 1,
-        "ec2.DescribeSubnets": 2,
+        **EFA_RUN_CALLS,
+        "ec2.DescribeSubnets": 2,  # the inventory's subnets, then the VPC-wide topology's
         "ec2.DescribeNetworkAcls": 1,
         "ec2.DescribeRouteTables": 1,
         "ec2.DescribeInternetGateways": 1,
@@ -85,3 +94,34 @@ def test_api_calls_are_counted_and_batched(healthy_efa_cluster, run_checks):
         # SageMaker endpoints tagged with the cluster: one tag query per configured tag key (none found).
         "resourcegroupstaggingapi.GetResources": 3,
     }
+
+
+def test_only_efa_discovers_only_what_the_efa_checks_read(healthy_efa_cluster, run_with_faults, faults):
+    """A training-only user without tag:GetResources or SageMaker access, asking for the EFA checks, gets no
+    SageMaker or tagging call and no error for checks that were not asked for."""
+    faults.deny("resourcegroupstaggingapi", "GetResources")
+    faults.deny("sagemaker", "DescribeCluster")
+    report = run_with_faults(["efa"])
+    assert report.errors == [] and faults.injected == {}
+    assert report.stats.api_calls == EFA_RUN_CALLS  # the full run's calls less the endpoint and HyperPod ones
+    assert "efa-sg-self-reference" in report.stats.checks_run
+
+
+def test_a_name_no_instance_carries_is_looked_up_as_what_the_selected_checks_read(aws, run_checks):
+    aws.client("sagemaker").create_cluster(
+        ClusterName="hp-train",
+        InstanceGroups=[{"InstanceGroupName": "workers", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 2,
+                         "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/", "OnCreate": "on_create.sh"},
+                         "ExecutionRole": "arn:aws:iam::123456789012:role/hp", "ThreadsPerCore": 1}],
+        VpcConfig={"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": ["subnet-0123456789abcdef0"]},
+    )
+    # The EFA checks read EC2 instances only: a HyperPod cluster's name is unknown to them, and says why.
+    with pytest.raises(TargetNotFound, match="no running or pending instances tagged with cluster") as caught:
+        run_checks(["efa"], cluster="hp-train")
+    assert "cluster 'hp-train' in us-west-2" in caught.value.message
+    assert "the selected checks read no SageMaker endpoints or SageMaker HyperPod clusters" in caught.value.hint
+    # With the HyperPod check selected, the name is looked up as a HyperPod cluster before it is unknown.
+    report = run_checks(["efa", "hyperpod"], cluster="hp-train")
+    assert report.status is Status.OK and report.stats.checks_run == ["hyperpod-node-unhealthy"]
+    assert report.stats.api_calls == {"ec2.DescribeInstances": 1, "sagemaker.DescribeCluster": 1,
+                                      "sagemaker.ListClusterNodes": 1}

@@ -1,19 +1,18 @@
 """The checkpoint, Spot and HyperPod runbooks: front matter that matches the check, and bodies that render
-(sandboxed Jinja2, StrictUndefined, as issue 4's renderer will) from the demo's real findings."""
+(with the product's renderer: sandboxed Jinja2, StrictUndefined) from the demo's real findings."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import jinja2
 import pytest
 import yaml
-from jinja2.sandbox import SandboxedEnvironment
 
 import fmdoctor
 from fmdoctor.demo.runtime import demo_environment, demo_settings
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.registry import default_registry
+from fmdoctor.runbooks import get_runbook
 
 RUNBOOKS = Path(fmdoctor.__file__).resolve().parent.parent / "runbooks"
 IDS = ["checkpoint-stale", "checkpoint-missing", "checkpoint-incomplete", "spot-interruption", "spot-rebalance",
@@ -44,11 +43,7 @@ def test_front_matter_matches_the_check(check_id):
 
 
 def render(check_id, finding):
-    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined)
-    _, body = split(RUNBOOKS / f"{check_id}.md")
-    data = finding.model_dump(mode="json")
-    return env.from_string(body).render(finding=data, evidence=data["evidence"], cluster="demo-llm-train",
-                                        region="us-west-2")
+    return get_runbook(check_id).render(finding, cluster="demo-llm-train", region="us-west-2")
 
 
 @pytest.mark.parametrize("check_id", [i for i in IDS if i != "checkpoint-missing"])

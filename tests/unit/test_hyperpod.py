@@ -3,6 +3,7 @@ for what moto cannot show (NodeRecovery, paging by SageMaker's own tokens, statu
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -32,15 +33,24 @@ def create_hyperpod(aws, name="hp-train", workers=3):
     return name
 
 
+def node_ids(aws, name):
+    """The nodes' ids as ListClusterNodes returns them: EC2 instance ids (moto_health makes moto's realistic)."""
+    summaries = aws.client("sagemaker").list_cluster_nodes(ClusterName=name)["ClusterNodeSummaries"]
+    ids = [n["InstanceId"] for n in summaries]
+    assert all(re.fullmatch(r"i-[0-9a-f]{17}", i) for i in ids), ids
+    return ids
+
+
 def test_hyperpod_only_cluster_is_found_and_its_failed_node_reported(aws, run_checks):
     name = create_hyperpod(aws)
-    set_hyperpod_node_status(aws, REGION, name, "workers-1", "Failure", "Node failed deep health check")
+    failed = node_ids(aws, name)[1]
+    set_hyperpod_node_status(aws, REGION, name, failed, "Failure", "Node failed deep health check")
     report = run_checks(CHECK, cluster=name)
     [finding] = report.findings
-    assert (finding.resource, finding.severity) == ("workers-1", Severity.CRITICAL)
+    assert (finding.resource, finding.severity) == (failed, Severity.CRITICAL)
     assert finding.evidence["instance_group"] == "workers" and finding.evidence["status"] == "Failure"
     assert finding.evidence["fix"] == [{"action": "replace-hyperpod-node", "cluster_name": name,
-                                        "node_id": "workers-1"}]
+                                        "node_id": failed}]
     assert finding.evidence["nodes_by_status"] == {"Failure": 1, "Running": 2}
     assert "Node failed deep health check" in finding.summary
     # Discovery's DescribeCluster is reused by the check.
@@ -66,7 +76,7 @@ def test_ec2_cluster_without_hyperpod_is_skipped_and_a_configured_one_checked(bu
     report = run_checks(CHECK)
     assert [s.reason for s in report.skipped] == [f"no SageMaker HyperPod cluster named {CLUSTER!r} in {REGION}"]
     name = create_hyperpod(aws)
-    set_hyperpod_node_status(aws, REGION, name, "workers-0", "DeepHealthCheckInProgress", "")
+    set_hyperpod_node_status(aws, REGION, name, node_ids(aws, name)[0], "DeepHealthCheckInProgress", "")
     [finding] = run_checks(CHECK, hyperpod={"cluster_name": name}).findings
     assert finding.severity is Severity.WARNING and "fix" not in finding.evidence
     assert "running deep health checks" in finding.summary

@@ -6,8 +6,9 @@ import importlib
 
 import pytest
 
-from fmdoctor.engine.check import Check, NotApplicable
+from fmdoctor.engine.check import Check, NotApplicable, inventory_parts
 from fmdoctor.engine.errors import UsageError
+from fmdoctor.engine.inventory import INVENTORY_PARTS
 from fmdoctor.engine.model import Severity
 from fmdoctor.engine.registry import Registry, default_registry
 
@@ -37,6 +38,7 @@ def test_registry_refuses_bad_declarations():
         family = "x"
         severity = Severity.INFO
         iam_actions = ("ec2.describe",)
+        inventory = frozenset({"instances", "gpus"})
 
         def run(self, ctx):
             raise NotApplicable("never")
@@ -45,6 +47,16 @@ def test_registry_refuses_bad_declarations():
         Registry([NoDoc])
     message = str(caught.value)
     assert "not kebab-case" in message and "no docstring" in message and "not an IAM action" in message
+    assert "inventory parts must be a subset of ['endpoints', 'hyperpod', 'instances']" in message
+
+
+def test_selection_names_the_inventory_parts_it_reads():
+    registry = default_registry()
+    assert inventory_parts(registry.select(["efa"])) == {"instances"}
+    assert inventory_parts(registry.select(["hyperpod"])) == {"hyperpod"}
+    assert inventory_parts(registry.select(["endpoint-unhealthy", "inference-errors"])) == {"endpoints"}
+    assert inventory_parts(registry.select(["inference"])) == {"endpoints", "instances"}
+    assert inventory_parts(registry.select()) == INVENTORY_PARTS  # a full run discovers everything
 
 
 def test_iam_actions_union_is_sorted_and_unique():

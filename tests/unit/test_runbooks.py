@@ -87,6 +87,9 @@ def test_template_view_marks_every_value_it_needs(runbook):
     assert "source follows" not in text, "the body must render over placeholders, not fall back to its source"
     assert "⟨evidence." in text and "--finding -" in text
     assert "{{" not in text
+    # Placeholders name evidence keys; one named after a method (`.get` defaults, string methods) means the
+    # body computes on evidence and would show the reader nothing they can fill in.
+    assert not re.search(r"⟨[^⟩]*\.(get|rsplit|rstrip|split|replace|startswith)\b", text)
 
 
 def test_missing_evidence_is_an_error_not_blank_text(demo_report):

@@ -32,8 +32,8 @@ def test_endpoint_only_cluster_is_a_target_not_an_unknown_cluster(endpoints, inf
     calls = report.stats.api_calls
     # One tag query per configured tag key, one listing, one describe per endpoint and config, one
     # GetMetricData for every metric of every check, one DescribeScalableTargets, one DescribeInstanceTypes.
+    # No DescribeCluster: no inference check reads a HyperPod cluster, so none is looked up.
     assert calls == {
-        "sagemaker.DescribeCluster": 1,  # no EC2 instance carries the name: is it a HyperPod cluster?
         "resourcegroupstaggingapi.GetResources": 3,
         "sagemaker.ListEndpoints": 1,
         "sagemaker.DescribeEndpoint": 2,

@@ -1,8 +1,7 @@
 """The inference runbooks: front matter in the shared format, and bodies that render for every finding.
 
-Rendered the way issue 4's renderer will (sandboxed Jinja2, StrictUndefined, variables finding, evidence,
-cluster, region), against the real findings of a target where every inference check fails, and with no
-finding at all.
+Rendered by the product's renderer (fmdoctor.runbooks: sandboxed Jinja2, StrictUndefined), against the real
+findings of a target where every inference check fails, and with no finding at all (the template view).
 """
 
 from __future__ import annotations
@@ -11,12 +10,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from jinja2 import StrictUndefined
-from jinja2.sandbox import SandboxedEnvironment
 
 import fmdoctor
 from fmdoctor.demo.endpoint_builder import publish_node_metric, samples
 from fmdoctor.engine.registry import default_registry
+from fmdoctor.runbooks import get_runbook
 
 INFERENCE_IDS = [c.id for c in default_registry().select(["inference"])]
 RUNBOOKS = Path(fmdoctor.__file__).resolve().parent.parent / "runbooks"
@@ -29,10 +27,8 @@ def split(check_id: str) -> tuple[dict, str]:
     return yaml.safe_load(front), body
 
 
-def render(body: str, finding=None, cluster: str = "serving", region: str = "us-west-2") -> str:
-    env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
-    evidence = finding.evidence if finding else None
-    return env.from_string(body).render(finding=finding, evidence=evidence, cluster=cluster, region=region)
+def render(runbook_id: str, finding=None, cluster: str = "serving", region: str = "us-west-2") -> str:
+    return get_runbook(runbook_id).render(finding, cluster=cluster, region=region)
 
 
 @pytest.mark.parametrize("check_id", INFERENCE_IDS)
@@ -45,7 +41,7 @@ def test_front_matter_and_sections(check_id):
     assert front["remediation_iam_actions"] == []  # the fixes are manual: nothing here mutates
     assert [line for line in body.splitlines() if line.startswith("## ")] == [
         "## What it means", "## Confirm by hand", "## Fix", "## Verify"]
-    assert "<" not in render(body).replace("<-", "")  # no <placeholder> even without a finding
+    assert "<" not in render(check_id).replace("<-", "")  # no <placeholder> even without a finding
 
 
 def test_every_inference_finding_renders_its_runbook(builder, endpoints, endpoint_state, infer, at, aws):
@@ -66,8 +62,7 @@ def test_every_inference_finding_renders_its_runbook(builder, endpoints, endpoin
     report = infer(INFERENCE_IDS, inference={"latency_metric": "LLM/Latency"})
     assert {f.check for f in report.findings} == set(INFERENCE_IDS)
     for finding in report.findings:
-        _, body = split(finding.runbook)
-        text = render(body, finding)
+        text = render(finding.runbook, finding)
         assert finding.evidence.get("endpoint", finding.resource) in text, finding.check
         assert "None" not in text, (finding.check, text)
 
