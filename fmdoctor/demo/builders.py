@@ -115,6 +115,12 @@ class ClusterBuilder:
         self.gateways["nat"] = nat["NatGateway"]["NatGatewayId"]
         return self.gateways["nat"]
 
+    def main_route_table(self) -> str:
+        """The VPC's main route table (subnets without a table of their own use it)."""
+        tables = self.ec2.describe_route_tables(Filters=[{"Name": "vpc-id", "Values": [self.vpc_id]},
+                                                         {"Name": "association.main", "Values": ["true"]}])
+        return str(tables["RouteTables"][0]["RouteTableId"])
+
     def s3_gateway_endpoint(self, route_tables: Sequence[str], region: str) -> str:
         """An S3 gateway endpoint: it adds the S3 prefix-list route to each table."""
         tables = [self.route_tables.get(t, t) for t in route_tables]

@@ -49,9 +49,13 @@ class FleetWorld:
 
 def seed_scope(session: boto3.Session, account: str, region: str, names: Sequence[str],
                faults: Sequence[str], nodes: int = 2) -> None:
-    """Clusters of ``nodes`` p4d nodes (4 EFA interfaces each) in one shared VPC of the account/region."""
+    """Clusters of ``nodes`` p4d nodes (4 EFA interfaces each) in one shared VPC of the account/region, with an S3
+    gateway endpoint."""
     ec2 = session.client("ec2", region_name=region)
-    vpc = ClusterBuilder(ec2, "fleet").vpc("10.0.0.0/16")
+    shared = ClusterBuilder(ec2, "fleet")
+    vpc = shared.vpc("10.0.0.0/16")
+    # Healthy nodes reach their checkpoints in S3 (s3-unreachable): a gateway endpoint on the VPC's main table.
+    shared.s3_gateway_endpoint([shared.main_route_table()], region)
     for index, (name, fault) in enumerate(zip(names, faults, strict=True)):
         b = ClusterBuilder(ec2, name, vpc_id=vpc)
         b.subnet("a", f"10.0.{index * 4}.0/22", f"{region}a")

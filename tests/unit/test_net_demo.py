@@ -1,4 +1,4 @@
-"""The demo's network story (one SSH fault, one FSx fault, S3 healthy) and the runbooks rendering its findings."""
+"""The demo's network story (one SSH, one FSx and one S3 fault) and the runbooks rendering its findings."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def demo_findings() -> tuple[dict, list[Finding]]:
         return world.facts, report.findings, report.errors
 
 
-def test_demo_has_one_ssh_and_one_fsx_fault_and_a_healthy_s3_path(demo_findings):
+def test_demo_has_one_ssh_one_fsx_and_one_s3_fault(demo_findings):
     facts, findings, errors = demo_findings
     assert errors == []
     by_check = {}
@@ -46,7 +46,10 @@ def test_demo_has_one_ssh_and_one_fsx_fault_and_a_healthy_s3_path(demo_findings)
     assert fsx.evidence["blocking_resource"] == facts["fsx"]["security_group"]
     assert {(f["from_port"], f["to_port"]) for f in fsx.evidence["fix"]} == {(1018, 1023)}
     assert fsx.evidence["directions_blocked"] == ["node -> file system"]
-    assert "s3-unreachable" not in by_check
+    # private-b kept the VPC's main route table (local route only): its Spot node has no way to S3.
+    [s3] = by_check["s3-unreachable"]
+    assert s3.evidence["code"] == "no-route"
+    assert s3.evidence["nodes"] == [f"gpu-node-6 ({facts['nodes']['gpu-node-6']})"]
     # The EFA group's missing egress self-rule (the engine issue's fault) shows up pairwise too.
     [efa] = by_check["efa-peer-unreachable"]
     assert efa.resource == facts["groups"]["demo-efa"] and efa.evidence["code"] == "sg-egress-no-match"
