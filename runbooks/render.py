@@ -55,6 +55,12 @@ class Placeholder:
     def __bool__(self) -> bool:
         return True
 
+    # `{% if evidence.islands > 1 %}`: an ordering test on a placeholder shows its variant, as `if` does.
+    def __gt__(self, _: Any) -> bool:
+        return True
+
+    __ge__ = __lt__ = __le__ = __gt__
+
     def __call__(self, *_: Any, **__: Any) -> Placeholder:
         return self
 
