@@ -3,6 +3,8 @@ server on 127.0.0.1, every account reached through sts:AssumeRole."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -39,7 +41,7 @@ def test_fleet_json_over_http(fleet, moto_server, fmdoctor_cli):
     statuses = {(c["account"], c["region"], c["cluster"]): c["status"] for c in report["clusters"]}
     assert statuses == {key: world.expected_status(fault) for key, fault in world.clusters.items()}
     broken = next(c for c in report["clusters"] if c["status"] == "critical")
-    assert broken["report"]["findings"][0]["check"] == "efa-sg-self-reference"
+    assert [f["check"] for f in broken["report"]["findings"]] == ["efa-sg-self-reference", "efa-peer-unreachable"]
     assert report["stats"]["api_calls"]["sts.AssumeRole"] == 2
     assert report["summary"]["clusters_by_status"] == {"ok": 3, "warning": 0, "critical": 1, "unknown": 0}
 
@@ -59,7 +61,11 @@ def test_fleet_prometheus_then_cloudwatch_export(fleet, moto_server, fmdoctor_cl
     exported = fmdoctor_cli("export", "cloudwatch", "--report", str(saved), "--namespace", "fmdoctor-e2e",
                             "--region", "us-west-2", "--endpoint-url", moto_server.url)
     assert exported.code == 0, exported.stderr
-    assert "put 42 metrics into fmdoctor-e2e (us-west-2) in 1 PutMetricData calls" in exported.stderr
+    # Per cluster: Findings for each check that ran x 3 severities, CheckErrors for each check, and Status.
+    ran = [c["report"]["stats"]["checks_run"] for c in json.loads(saved.read_text())["clusters"]]
+    expected = sum(4 * len(checks) + 1 for checks in ran)
+    assert len(ran) == 2 and all(ran)
+    assert f"put {expected} metrics into fmdoctor-e2e (us-west-2) in 1 PutMetricData calls" in exported.stderr
     cloudwatch = moto_server.session().client("cloudwatch")
     metrics = [m for page in cloudwatch.get_paginator("list_metrics").paginate(Namespace="fmdoctor-e2e")
                for m in page["Metrics"]]

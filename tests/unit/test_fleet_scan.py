@@ -66,7 +66,7 @@ def test_every_account_and_region_is_checked_through_its_role(fleet):
         assert clusters[key].status.value == fleet.expected_status(fault), key
         assert clusters[key].kinds == [TAGGED] and clusters[key].instances == 2
     critical = clusters[(ACCOUNTS[0], "us-west-2", "c1")].report
-    assert [f.check for f in critical.findings] == ["efa-sg-self-reference"]
+    assert [f.check for f in critical.findings] == ["efa-sg-self-reference", "efa-peer-unreachable"]
     assert report.status == Status.CRITICAL and report.exit_code == 2
     assert [s.status for s in report.scopes] == [Status.OK] * 6 and report.accounts == 3
 

@@ -169,7 +169,9 @@ def test_a_model_that_answers_nothing_gets_a_grounded_fallback(sg_fault_cluster,
     model = scripted(call("check_efa"), AIMessage(""))
     answer = Assistant(doctor_for(), model=model, backends=Backends()).ask("is EFA ok?")
     assert answer.answer.startswith("The model gave no answer. What the tools found:")
-    assert answer.citations == [f"efa-sg-self-reference/{sg_fault_cluster.groups['efa']}"]
+    # The group's missing egress self-rule, seen by the rule check and by the pairwise EFA reachability.
+    group = sg_fault_cluster.groups["efa"]
+    assert sorted(answer.citations) == [f"efa-peer-unreachable/{group}", f"efa-sg-self-reference/{group}"]
 
 
 def test_cancel_ends_the_turn_without_running_more_tools(sg_fault_cluster, doctor_for, monkeypatch):

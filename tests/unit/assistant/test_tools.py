@@ -103,10 +103,12 @@ def test_why_not_resolves_head_and_admin_and_explains_the_block(healthy_efa_clus
     answer = Assistant(doctor, backends=Backends(why_not=why_not)).ask("why can't I ssh to the head node?")
     head = healthy_efa_cluster.nodes["head"]
     assert asked == [(CLUSTER, "203.0.113.0/24", head, 22, "tcp")]
-    assert answer.answer.startswith(
-        f"sg-0head: tcp/22 from 203.0.113.0/24 to {head} is blocked by security-group sg-0head "
-        "(sg-ingress-no-match); the rule that fixes it: tcp 22 from 203.0.113.0/24")
-    assert [c.name for c in answer.tool_calls] == ["why_not"]
+    # The real ssh-unreachable check runs beside the (faked) trace; its finding heads the answer, the trace follows.
+    assert answer.answer.startswith("1 finding concerns SSH to the head node.")
+    assert (f"\n- sg-0head: tcp/22 from 203.0.113.0/24 to {head} is blocked by security-group sg-0head "
+            "(sg-ingress-no-match); the rule that fixes it: tcp 22 from 203.0.113.0/24") in answer.answer
+    assert answer.citations == [f"ssh-unreachable/{head}"]
+    assert [c.name for c in answer.tool_calls] == ["check_network", "why_not"]
 
 
 def test_why_not_takes_name_tags_and_reports_a_missing_head(builder, doctor_for):
