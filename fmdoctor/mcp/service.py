@@ -106,11 +106,12 @@ class McpService:
                                  hint=f"it answers: {', '.join(runbook.checks)}")
             report = self.doctor.check(name, only=[check_id])
             region = report.region
-            matches = [f for f in report.findings_for(check_id) if f.id == finding_id or f.resource == resource]
+            matches = [f for f in report.to_json_dict()["findings"]
+                       if f["check"] == check_id and (f["id"] == finding_id or f["resource"] == resource)]
             if not matches:
                 raise UsageError(f"no current finding {finding_id} on {name}",
                                  hint="run the check tool for the finding ids raised now")
-            finding = matches[0].to_json_dict()
+            finding = matches[0]
         markdown = runbook.render(finding, cluster=name, region=region or self.doctor.connection.region)
         return {**runbook.to_json_dict(), "finding": finding, "markdown": markdown}
 
