@@ -20,6 +20,7 @@ from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
 from fmdoctor import __version__
+from fmdoctor.assistant.safety import strip_invisible
 from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.mcp.service import McpService, Prepared, confirmation_message
 
@@ -54,16 +55,29 @@ def build_server(service: McpService) -> MCPServer:
 
 def guarded(call: Callable[[], T]) -> T:
     """fmdoctor's own errors (bad input, AccessDenied, unknown cluster) reach the model as a tool error with
-    the message and hint, never a traceback."""
+    the message and hint, never a traceback. Results are cleaned of invisible characters (see :func:`clean`)."""
     try:
-        return call()
+        return clean(call())
     except FmdoctorError as exc:
-        raise ToolError(str(exc)) from None
+        raise ToolError(strip_invisible(str(exc))) from None
+
+
+def clean(value: T) -> T:
+    """Every string with the characters a person cannot see but a model reads (Unicode tags, zero-width and
+    bidi controls, escape sequences) removed, as the assistant does: tag values and AWS messages are written
+    by whoever controls the account's resources, and reach the client's model as data."""
+    if isinstance(value, str):
+        return strip_invisible(value)  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {clean(k): clean(v) for k, v in value.items()}  # type: ignore[return-value]
+    if isinstance(value, list | tuple):
+        return type(value)(clean(v) for v in value)  # type: ignore[return-value]
+    return value
 
 
 def _read_tools(server: MCPServer, service: McpService) -> None:
     @server.tool(annotations=READ_ONLY)
-    def check(cluster: str | None = None, only: list[str] | None = None) -> dict[str, Any]:
+    def check(cluster: str | None = None, only: list[str] | str | None = None) -> dict[str, Any]:
         """Run fmdoctor's checks on a cluster and return the report: status, findings (id, check, severity,
         resource, summary, evidence, runbook), errors (what could not be verified) and stats. `only` takes
         check ids or families (efa, inference, ...); `cluster` defaults to the server's."""
@@ -72,10 +86,10 @@ def _read_tools(server: MCPServer, service: McpService) -> None:
     @server.tool(annotations=READ_ONLY)
     def list_checks() -> list[dict[str, Any]]:
         """The check catalogue: id, family, severity, what it proves, the IAM actions it needs, its runbook."""
-        return service.list_checks()
+        return guarded(service.list_checks)
 
     @server.tool(annotations=READ_ONLY)
-    def why_not(source: str, destination: str, port: str | None = None, protocol: str = "tcp",
+    def why_not(source: str, destination: str, port: str | int | None = None, protocol: str = "tcp",
                 cluster: str | None = None) -> dict[str, Any]:
         """Why can (or can't) `source` reach `destination`? Traces security groups, network ACLs, routes and
         gateways and names the blocking component with the rule that fixes it. Endpoints: instance id or Name
@@ -127,7 +141,7 @@ def _fix_tools(server: MCPServer, service: McpService) -> None:
             return NOT_ASKED
         if not can_elicit(ctx):
             return NO_ELICITATION
-        return Elicit(confirmation_message(prepared), FixConfirmation)
+        return Elicit(strip_invisible(confirmation_message(prepared)), FixConfirmation)
 
     @server.tool(annotations=CHANGES_AWS)
     def apply_fix(

@@ -77,17 +77,20 @@ class McpService:
 
     # --- read-only tools ---------------------------------------------------------------------------------
 
-    def check(self, cluster: str | None = None, only: list[str] | None = None) -> dict[str, Any]:
-        """The same JSON as ``fmdoctor check --format json``."""
-        return self.doctor.check(self._cluster(cluster), only=only or None).to_json_dict()
+    def check(self, cluster: str | None = None, only: list[str] | str | None = None) -> dict[str, Any]:
+        """The same JSON as ``fmdoctor check --format json``; ``only`` as a list or 'a,b' like ``--only``."""
+        ids = [i.strip() for i in (only.split(",") if isinstance(only, str) else only or []) if i.strip()]
+        return self.doctor.check(self._cluster(cluster), only=ids or None).to_json_dict()
 
     def list_checks(self) -> list[dict[str, Any]]:
         return [{"id": c.id, "family": c.family, "severity": c.severity.value, "proves": c.proves(),
                  "iam_actions": list(c.iam_actions), "runbook": c.runbook_id()} for c in self.doctor.registry]
 
-    def why_not(self, source: str, destination: str, port: str | None = None, protocol: str = "tcp",
+    def why_not(self, source: str, destination: str, port: str | int | None = None, protocol: str = "tcp",
                 cluster: str | None = None) -> dict[str, Any]:
-        return why_not(self.doctor, self._cluster(cluster), source, destination, port, protocol).to_json_dict()
+        """The same JSON as ``fmdoctor why-not --format json``; ``port`` 22, '22', '1018-1023' or '988,1018-1023'."""
+        ports = None if port is None else str(port)
+        return why_not(self.doctor, self._cluster(cluster), source, destination, ports, protocol).to_json_dict()
 
     def list_runbooks(self) -> list[dict[str, Any]]:
         return [r.to_json_dict() for r in list_runbooks(self.doctor.settings)]
