@@ -158,8 +158,8 @@ def _fix_tools(server: MCPServer, service: McpService) -> None:
         plan applied is the one shown; if the cluster changed since, nothing is applied. Re-runs the check
         afterwards and says whether the findings are gone. Every attempt goes to the audit log."""
         if prepared.nothing_to_do:
-            return {"applied": False, "reason": "nothing to fix: no current finding needs an automated call",
-                    "plan": prepared.plan.to_json_dict() if prepared.plan else None}
+            return clean({"applied": False, "reason": "nothing to fix: no current finding needs an automated call",
+                          "plan": prepared.plan.to_json_dict() if prepared.plan else None})
         if prepared.refusal is not None:
             return guarded(lambda: service.refuse(prepared, prepared.refusal or ""))
         if getattr(answer, "data", None) == NO_ELICITATION:
@@ -169,7 +169,8 @@ def _fix_tools(server: MCPServer, service: McpService) -> None:
         approver = client_name(ctx)
         data = getattr(answer, "data", None)
         if answer.action != "accept" or not isinstance(data, FixConfirmation) or not data.approve:
-            return guarded(lambda: service.refuse(prepared, f"the person did not approve ({answer.action})",
+            how = answer.action if answer.action != "accept" else "approve: false"
+            return guarded(lambda: service.refuse(prepared, f"the person did not approve ({how})",
                                                   event="declined", approver=approver))
         return guarded(lambda: service.apply(prepared, approver))
 
