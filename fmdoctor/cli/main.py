@@ -17,6 +17,7 @@ from fmdoctor.cli import (
     fix_cmd,
     fleet_cmd,
     iam_policy_cmd,
+    mcp_cmd,
     runbook_cmd,
     why_not_cmd,
 )
@@ -24,7 +25,7 @@ from fmdoctor.cli.common import ArgumentParser
 from fmdoctor.engine.errors import FmdoctorError
 
 COMMANDS = (check_cmd, checks_cmd, why_not_cmd, runbook_cmd, fix_cmd, iam_policy_cmd, ask_cmd, eval_cmd,
-            fleet_cmd, export_cmd)
+            fleet_cmd, export_cmd, mcp_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,68 @@
+"""``fmdoctor mcp``: serve the checks, why-not, runbooks and (with --allow-fixes) fixes to MCP clients.
+
+stdio for a client that starts fmdoctor itself (Claude Desktop, IDEs); streamable HTTP for a shared server,
+only with a bearer token. The SDK is imported here, inside run(), so other commands start without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fmdoctor.cli.common import add_connection_args, add_target_args, open_target
+from fmdoctor.engine.errors import ConfigError
+from fmdoctor.remediation import AuditLog
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "mcp",
+        help="serve fmdoctor's tools to MCP clients (stdio, or streamable HTTP with a bearer token)",
+        description="A Model Context Protocol server with the tools check, list_checks, why_not, get_runbook and "
+        "list_runbooks (read-only), plus plan_fix and apply_fix with --allow-fixes: apply_fix changes nothing "
+        "until the person at the client confirms the exact calls (elicitation). HTTP needs FMDOCTOR_MCP_TOKEN.",
+    )
+    add_target_args(parser)
+    add_connection_args(parser)
+    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio",
+                        help="stdio (default) or streamable HTTP at http://HOST:PORT/mcp")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    parser.add_argument("--allow-fixes", action="store_true",
+                        help="also serve plan_fix and apply_fix (each apply needs the client user's confirmation)")
+    parser.add_argument("--audit-log", metavar="FILE",
+                        help="JSONL audit log for fixes (default: $FMDOCTOR_AUDIT_LOG, else "
+                        "$XDG_STATE_HOME/fmdoctor/audit.jsonl)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    token = None
+    if args.transport == "http":
+        from fmdoctor.mcp.http import LOOPBACK, token_from_env
+
+        token = token_from_env()  # before anything else: no token, no server
+        if not 0 < args.port < 65536:
+            raise ConfigError(f"--port {args.port} is not a TCP port")
+        if args.host not in LOOPBACK:
+            sys.stderr.write(f"fmdoctor mcp: listening on {args.host}: the bearer token crosses the network; "
+                             "put TLS in front (a reverse proxy or load balancer)\n")
+    try:
+        from fmdoctor.mcp.server import build_server
+        from fmdoctor.mcp.service import McpService
+    except ImportError as exc:
+        raise ConfigError(f"the MCP server needs the MCP Python SDK ({exc.name} is missing)",
+                          hint="pip install 'fmdoctor[mcp]'") from None
+    with open_target(args) as target:
+        service = McpService(target.doctor, cluster=target.cluster, allow_fixes=args.allow_fixes,
+                             audit=AuditLog(args.audit_log))
+        server = build_server(service)
+        if token is not None:
+            from fmdoctor.mcp.http import serve_http
+
+            sys.stderr.write(f"fmdoctor mcp: http://{args.host}:{args.port}/mcp (cluster {target.cluster}, "
+                             f"fixes {'allowed, each confirmed by the client user' if args.allow_fixes else 'off'})\n")
+            serve_http(server, token, args.host, args.port)
+        else:
+            server.run("stdio")
+    return 0
