@@ -30,13 +30,13 @@ def allowed_clusters(settings: SlackSettings, channel: str | None) -> list[str]:
 def pick_cluster(settings: SlackSettings, channel: str | None, cluster: str | None) -> str:
     """The cluster a command in ``channel`` may run on: the one named, or the channel's only one."""
     allowed = allowed_clusters(settings, channel)
+    if not allowed:
+        raise NotAllowed("this channel may not check any cluster",
+                         hint="add it to slack.channel_clusters in fmdoctor.yaml")
     if cluster is None:
         named = [c for c in allowed if c != "*"]
         if len(named) == 1 and "*" not in allowed:
             return named[0]
-        if not allowed:
-            raise NotAllowed("this channel may not check any cluster",
-                             hint="add it to slack.channel_clusters in fmdoctor.yaml")
         raise NotAllowed("name the cluster", hint=f"clusters this channel may check: {', '.join(allowed)}")
     if cluster in allowed or "*" in allowed:
         return cluster
