@@ -107,7 +107,7 @@ class SlackApp:
 
     def submit(self, view: dict[str, Any], user: str) -> Reply:
         return self.interactive({"type": "view_submission", "user": {"id": user}, "trigger_id": "8.8.trig",
-                                 "view": {"id": "VFAKE", "callback_id": view["callback_id"],
+                                 "view": {"id": "VFAKE", "type": "modal", "callback_id": view["callback_id"],
                                           "private_metadata": view.get("private_metadata", ""),
                                           "state": {"values": {}}}})
 
