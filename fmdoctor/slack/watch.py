@@ -72,7 +72,7 @@ class Change:
 class Watcher:
     def __init__(self, doctor: Doctor, cluster: str, client: Any, channel: str, every: timedelta,
                  only: Sequence[str] | None = None, max_blocks: int = 40,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] | None = None):
         self.doctor, self.cluster, self.client, self.channel = doctor, cluster, client, channel
         self.every, self.only, self.max_blocks, self.sleep = every, list(only or []) or None, max_blocks, sleep
         self.last: Snapshot | None = None
@@ -116,4 +116,8 @@ class Watcher:
             self.run_once()
             done += 1
             if count is None or done < count:
-                self.sleep(max(0.0, self.every.total_seconds() - (time.monotonic() - started)))
+                (self.sleep or _sleep)(max(0.0, self.every.total_seconds() - (time.monotonic() - started)))
+
+
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)
