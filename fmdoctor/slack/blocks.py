@@ -76,7 +76,9 @@ def finding_blocks(finding: Finding, cluster: str, index: int) -> list[Block]:
     lines = [f"*{escape(finding.resource)}* · `{escape(finding.check)}`", escape(finding.summary)]
     lines += [f"> {escape(line)}" for line in evidence_lines(finding, limit=4, width=150)]
     text = "\n".join(lines)
-    blocks: list[Block] = [{**section(text[:SECTION_CHARS]), "block_id": f"finding-{index}"}]
+    if len(text) > SECTION_CHARS:  # a summary is one sentence; if one is ever this long, say it was cut
+        text = text[:SECTION_CHARS - 30] + "… (cut: see its Runbook)"
+    blocks: list[Block] = [{**section(text), "block_id": f"finding-{index}"}]
     buttons = [_button("Runbook", RUNBOOK_ACTION, {"cluster": cluster, "finding": finding.id,
                                                    "runbook": finding.runbook})]
     if fixable(finding):
@@ -103,9 +105,9 @@ def report_messages(report: Report, max_blocks: int = 40, title: str = "") -> li
     summary = ", ".join(f"{n} {s.value}" for s, n in counts.items() if n) or "no findings"
     head = (f"{STATUS_ICON[status]} *{escape(report.cluster)}* ({escape(report.region)}): *{status.upper()}* · "
             f"{summary}")
-    units: list[list[Block]] = [[section(f"{title}\n{head}" if title else head),
-                                 context(f"{len(report.stats.checks_run)} checks · "
-                                         f"{report.stats.duration_s:.1f}s · {report.generated_at:%Y-%m-%d %H:%M} UTC")]]
+    units: list[list[Block]] = [[section(piece) for piece in chunks(title)] if title else []]
+    units[0] += [section(head), context(f"{len(report.stats.checks_run)} checks · {report.stats.duration_s:.1f}s · "
+                                        f"{report.generated_at:%Y-%m-%d %H:%M} UTC")]
     index = 0
     for severity in Severity:
         found = [f for f in report.findings if f.severity == severity]

@@ -173,3 +173,9 @@ def test_seen_events_forget_after_their_ttl():
     assert seen.first_time("E2") and not seen.first_time("E2")
     assert seen.first_time("E3") and not seen.first_time("E3")
     assert seen.first_time("E1"), "bounded: the oldest id is dropped first"
+
+
+def test_a_long_title_is_split_too():
+    messages = blocks.report_messages(report([finding(1)]), title="new critical: " + ", ".join(["`x/y`"] * 1500))
+    sections = [b["text"]["text"] for m in messages for b in m["blocks"] if b["type"] == "section"]
+    assert all(len(s) <= 3000 for s in sections) and sum(s.count("`x/y`") for s in sections) == 1500
