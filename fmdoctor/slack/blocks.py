@@ -51,8 +51,10 @@ def chunks(text: str, size: int = SECTION_CHARS) -> list[str]:
             if current:
                 pieces.append(current)
                 current = ""
-            pieces.append(line[:size])
-            line = line[size:]
+            cut = line.rfind(" ", size // 2, size)  # between words where there is a space to split at
+            cut = size if cut <= 0 else cut
+            pieces.append(line[:cut])
+            line = line[cut:]
         if len(current) + len(line) > size:
             pieces.append(current)
             current = ""
