@@ -15,6 +15,7 @@ import json
 import logging
 from typing import Any
 
+from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.remediation import Approval, FixPlan, PreflightResult, apply_fix, plan_fix, preflight
 from fmdoctor.remediation.audit import who
 from fmdoctor.report.fix import plan_lines, preflight_lines, result_lines
@@ -80,8 +81,14 @@ class FixFlow:
         message = body.get("message") or {}
         metadata = {"cluster": cluster, "check": check, "resource": resource, "channel": channel,
                     "thread_ts": message.get("thread_ts") or message.get("ts")}
-        plan = plan_fix(service.doctor, cluster, check, resource=resource, audit=service.audit)
-        checked = preflight(service.doctor, plan, audit=service.audit) if not plan.empty else None
+        try:
+            plan = plan_fix(service.doctor, cluster, check, resource=resource, audit=service.audit)
+            checked = preflight(service.doctor, plan, audit=service.audit) if not plan.empty else None
+        except FmdoctorError as exc:  # cannot plan (state unreadable, unknown check): say so in the dialog
+            hint = f"\n_{blocks.escape(exc.hint)}_" if exc.hint else ""
+            service.client.views_update(view_id=view_id, view=_view("fmdoctor fix", [
+                blocks.section(f":x: {blocks.escape(exc.message)}{hint}")]))
+            return
         service.client.views_update(view_id=view_id, view=plan_view(plan, checked, metadata))
 
     def submit(self, body: dict[str, Any]) -> None:

@@ -123,3 +123,15 @@ def test_a_member_of_an_approver_group_may_approve(demo, make_app, fake_slack):
     fake_slack.wait_for("views.update")
     assert fake_slack.of("usergroups.users.list")[0]["usergroup"] == "SOPSGROUP1"
     assert fake_slack.of("chat.postEphemeral") == []
+
+
+def test_a_fix_that_cannot_be_planned_says_why_in_the_dialog(demo, make_app, fake_slack):
+    world, doctor = demo
+    app = make_app(doctor, world.cluster)
+    fix = {"action_id": "fmdoctor_fix", "value": json.dumps({"cluster": world.cluster, "check": "efa-sg-self-ref",
+                                                              "resource": None})}
+    app.click(fix, APPROVER)
+    [updated] = fake_slack.wait_for("views.update")
+    text = texts({"blocks": updated["view"]["blocks"]})
+    assert "unknown check" in text and "efa-sg-self-reference" in text  # with the suggestion
+    assert "submit" not in updated["view"]
