@@ -241,9 +241,43 @@ class AgentSettings(_Section):
         return values
 
 
+_SLACK_APPROVER = re.compile(r"^[UWS][A-Z0-9]{2,}$")
+_SLACK_CHANNEL = re.compile(r"^[CGD][A-Z0-9]{2,}$")
+
+
 class SlackSettings(_Section):
-    approvers: list[str] = Field(default_factory=list, description="Slack user or user-group ids that may approve.")
-    channel_clusters: dict[str, list[str]] = Field(default_factory=dict)
+    """``fmdoctor slack``: who may approve fixes and which clusters each channel may look at.
+
+    Tokens are never read from here: they come from the environment (``SLACK_BOT_TOKEN``, ...)."""
+
+    approvers: list[str] = Field(default_factory=list,
+                                 description="Slack user ids (U..., W...) or user-group ids (S...) that may approve.")
+    channel_clusters: dict[str, list[str]] = Field(
+        default_factory=dict, description="Channel id -> clusters it may check; '*' is every other channel.")
+    max_blocks: int = Field(40, ge=6, le=50, description="Blocks per message before a report is split.")
+    approver_cache: Duration = Field(timedelta(minutes=5), description="How long user-group members are cached.")
+
+    @field_validator("approvers")
+    @classmethod
+    def _approver_ids(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not isinstance(value, str) or not _SLACK_APPROVER.match(value):
+                raise ValueError(f"{value!r} is not a Slack user id (U0123ABCD) or user-group id (S0123ABCD)")
+        return values
+
+    @field_validator("channel_clusters")
+    @classmethod
+    def _channel_ids(cls, values: dict[str, list[str]]) -> dict[str, list[str]]:
+        for channel in values:
+            if channel != "*" and not _SLACK_CHANNEL.match(channel):
+                raise ValueError(f"{channel!r} is not a Slack channel id (C0123ABCD) or '*'")
+        return values
+
+    def clusters_for(self, channel: str | None) -> list[str]:
+        """The clusters this channel may check: its own entry, else the '*' entry, else none."""
+        if channel and channel in self.channel_clusters:
+            return list(self.channel_clusters[channel])
+        return list(self.channel_clusters.get("*", []))
 
 
 AWS_REGION_NAME = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
