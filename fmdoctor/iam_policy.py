@@ -1,6 +1,7 @@
 """The least-privilege IAM policy fmdoctor needs, derived from what its checks and remediations declare.
 
-Checks declare ``iam_actions`` (all reads). A check's runbook declares ``remediation_iam_actions``: the
+Checks declare ``iam_actions`` (all reads); discovery adds what finding the checks' inventory parts calls.
+A check's runbook declares ``remediation_iam_actions``: the
 mutating actions of its automated fix; each maps to an :class:`~fmdoctor.remediation.actions.ActionSpec`,
 which adds the reads that recompute the plan and the resource ARN pattern the action can be limited to.
 Actions without resource-level permissions (EC2 and SageMaker describes/lists) get ``"Resource": "*"``.
@@ -14,7 +15,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from fmdoctor.engine.check import Check
+from fmdoctor.engine.check import Check, inventory_parts
+from fmdoctor.engine.discovery import discovery_iam_actions
 from fmdoctor.remediation.actions import specs_for_iam_action
 from fmdoctor.runbooks import Runbook
 
@@ -40,6 +42,8 @@ def iam_policy(checks: Iterable[Check], runbooks: Iterable[Runbook], remediation
     def grant(action: str, resource: str = "*") -> None:
         grants[(action.split(":", 1)[0], resource.replace("arn:aws:", f"arn:{partition}:", 1))].add(action)
 
+    for action in discovery_iam_actions(inventory_parts(checks)):  # finding the target comes first
+        grant(action)
     for check in checks:
         for action in check.iam_actions:
             grant(action)

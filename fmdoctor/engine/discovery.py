@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from fmdoctor.engine.aws import Aws
 from fmdoctor.engine.endpoints import with_endpoints
+from fmdoctor.engine.errors import describe_aws_failure
 from fmdoctor.engine.hyperpod import probe_hyperpod_cluster
 from fmdoctor.engine.inventory import (
     COMPUTE,
@@ -35,6 +36,7 @@ from fmdoctor.engine.inventory import (
     SecurityGroup,
     SgRule,
     Subnet,
+    UnavailablePart,
     chunked,
 )
 
@@ -42,6 +44,23 @@ from fmdoctor.engine.inventory import (
 FILTER_VALUES_MAX = 200
 INSTANCE_TYPES_MAX = 100
 PAGE_SIZE = 1000
+
+# What discovery itself calls, so a policy for some checks (`fmdoctor iam-policy --only`) lets their run discover
+# the target: the instance listing always (it identifies a cluster), and the describes of each part they read.
+DISCOVERY_IAM_ACTIONS: dict[str | None, tuple[str, ...]] = {
+    None: ("ec2:DescribeInstances",),
+    INSTANCES: ("ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules", "ec2:DescribeSubnets",
+                "ec2:DescribeInstanceTypes"),
+    HYPERPOD: ("sagemaker:DescribeCluster",),
+    ENDPOINTS: ("tag:GetResources", "sagemaker:ListEndpoints", "sagemaker:DescribeEndpoint",
+                "sagemaker:DescribeEndpointConfig"),
+}
+
+
+def discovery_iam_actions(parts: Collection[str]) -> list[str]:
+    """The IAM actions discovery of ``parts`` needs (see DISCOVERY_IAM_ACTIONS)."""
+    return [a for part in (None, *sorted(parts)) for a in DISCOVERY_IAM_ACTIONS.get(part, ())]
+
 
 HEAD_NODE_TAGS = {("parallelcluster:node-type", "HeadNode"), ("fmdoctor:role", "head")}
 LOGIN_NODE_TAGS = {("parallelcluster:node-type", "LoginNode"), ("fmdoctor:role", "login")}
@@ -83,7 +102,20 @@ def _with_instance_details(ec2: Any, inventory: Inventory) -> Inventory:
     }
     with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="fmdoctor-inventory") as pool:
         futures = {name: pool.submit(job) for name, job in jobs.items()}
-        return dataclasses.replace(inventory, **{name: future.result() for name, future in futures.items()})
+        return dataclasses.replace(inventory, **{name: _part(name, future) for name, future in futures.items()})
+
+
+def _part(name: str, future: Future[Any]) -> Any:
+    """A fetched detail, or a stand-in that fails only the checks that read it (denied, throttled, timed out).
+
+    Bad credentials and bugs still end the run: no check could do better."""
+    try:
+        return future.result()
+    except Exception as exc:
+        failure = describe_aws_failure(exc)
+        if failure is None or failure.kind == "credentials":
+            raise
+        return UnavailablePart(name, failure)
 
 
 def _fetch_instances(

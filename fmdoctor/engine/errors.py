@@ -7,6 +7,7 @@ as a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from dataclasses import dataclass
@@ -118,8 +119,19 @@ class AwsFailure:
         return self.kind == "credentials"
 
 
+class AwsCallFailed(Exception):
+    """An AWS failure met earlier (classified where it happened), raised again where it matters: a check that
+    reads an inventory part discovery could not fetch."""
+
+    def __init__(self, failure: AwsFailure, what: str):
+        super().__init__(f"could not read {what}: {failure.message}")
+        self.failure = failure
+
+
 def describe_aws_failure(exc: BaseException) -> AwsFailure | None:
     """Classify a botocore/boto3 exception; ``None`` means it is not an AWS failure (a bug: let it surface)."""
+    if isinstance(exc, AwsCallFailed):
+        return dataclasses.replace(exc.failure, message=str(exc))
     if isinstance(exc, bex.ClientError):
         error = exc.response.get("Error", {})
         code = str(error.get("Code") or "ClientError")

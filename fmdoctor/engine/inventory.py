@@ -2,7 +2,8 @@
 its SageMaker endpoints and HyperPod cluster.
 
 Plain frozen data, so every check is a pure function over it and most logic is tested without AWS. A run
-fills only the parts its checks declare (``Check.inventory``); a part not asked for is left empty.
+fills only the parts its checks declare (``Check.inventory``); a part not asked for is left empty, and one
+AWS would not return is an :class:`UnavailablePart` that fails the checks reading it.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NoReturn
 
 from fmdoctor.engine.endpoints import DiscoveryGap, Endpoint
+from fmdoctor.engine.errors import AwsCallFailed, AwsFailure
 from fmdoctor.engine.hyperpod import HyperPodCluster
 
 EFA_INTERFACE_TYPES = frozenset({"efa", "efa-only"})
@@ -153,6 +156,24 @@ class Instance:
     @property
     def name(self) -> str:
         return self.tags.get("Name", self.id)
+
+
+class UnavailablePart(dict):  # type: ignore[type-arg]
+    """Stands in for an inventory part AWS would not return (denied, throttled, timed out).
+
+    Any read raises that failure inside the check that made it, so exactly the checks that need the part
+    report an error naming the missing IAM action, and every other check still runs and reports.
+    """
+
+    def __init__(self, part: str, failure: AwsFailure):
+        super().__init__()
+        self.part = part
+        self.failure = failure
+
+    def _fail(self, *_: object, **__: object) -> NoReturn:
+        raise AwsCallFailed(self.failure, f"the cluster's {self.part.replace('_', ' ')}")
+
+    __getitem__ = __iter__ = __len__ = __contains__ = __bool__ = get = keys = values = items = _fail  # type: ignore
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,7 @@ def apply_fix(
                    outcome=FAILED if failed else APPLIED if completed else "interrupted",
                    results=[o.to_json_dict() for o in outcomes])
 
-    verification = verify(doctor, plan, verify_delays if not failed else (), sleep)
+    verification = verify(doctor, plan, verify_delays if not failed else (), sleep, applied=not failed)
     log.record("verify", **plan_fields(plan), who=actor, outcome=verification.status,
                remaining=list(verification.remaining), detail=verification.detail)
     return FixResult(plan, approval, tuple(outcomes), verification, aws.calls.snapshot())
@@ -170,8 +170,11 @@ def _batch_outcome(step: PlannedCall, response: dict[str, Any], busy_codes: froz
 
 
 def verify(doctor: Doctor, plan: FixPlan, delays: Sequence[float] = DEFAULT_VERIFY_DELAYS,
-           sleep: Callable[[float], None] = time.sleep) -> Verification:
-    """Re-run the check that raised the findings; retry briefly, because EC2 reads lag writes."""
+           sleep: Callable[[float], None] = time.sleep, applied: bool = True) -> Verification:
+    """Re-run the check that raised the findings; retry briefly, because EC2 reads lag writes.
+
+    ``applied`` False (a call failed): no asynchronous change is under way, so what is still raised is still
+    present, never "pending"."""
     attempts = [0.0] if plan.asynchronous else [0.0, *delays]
     remaining: tuple[str, ...] = ()
     for delay in attempts:
@@ -186,7 +189,7 @@ def verify(doctor: Doctor, plan: FixPlan, delays: Sequence[float] = DEFAULT_VERI
         remaining = tuple(f for f in plan.findings if f in raised)
         if not remaining:
             return Verification(VERIFIED, (), f"{plan.check} no longer raises {', '.join(plan.findings) or 'it'}")
-    if plan.asynchronous:
+    if plan.asynchronous and applied:
         return Verification(PENDING, remaining, "HyperPod reboots and replaces nodes asynchronously; re-run "
                                                 f"'fmdoctor check --only {plan.check}' in a few minutes")
     return Verification(STILL_PRESENT, remaining, f"{plan.check} still raises {', '.join(remaining)}")

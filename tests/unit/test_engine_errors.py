@@ -30,6 +30,19 @@ def test_denied_inventory_means_unknown(healthy_efa_cluster, run_with_faults, fa
     assert report.findings == []
 
 
+def test_denied_inventory_detail_fails_only_the_checks_that_read_it(healthy_efa_cluster, run_with_faults, faults):
+    faults.deny("ec2", "DescribeSecurityGroups")
+    only = ["efa-sg-self-reference", "efa-subnet-spread", "efa-not-attached", "efa-missing-interfaces"]
+    report = run_with_faults(only)
+    # The group rules were not readable: the rule check says so, naming the action; the others still ran.
+    [error] = report.errors
+    assert (error.check, error.code, error.iam_action) == ("efa-sg-self-reference", "AccessDenied",
+                                                          "ec2:DescribeSecurityGroups")
+    assert error.message.startswith("could not read the cluster's security groups: ")
+    assert report.stats.checks_run == ["efa-subnet-spread", "efa-not-attached", "efa-missing-interfaces"]
+    assert report.findings == [] and report.status is Status.WARNING  # part unverified: never a clean 'ok'
+
+
 def test_throttling_is_retried_then_succeeds(healthy_efa_cluster, run_with_faults, faults):
     faults.throttle("ec2", "DescribeSubnets", times=2)
     report = run_with_faults(["efa-subnet-spread"])

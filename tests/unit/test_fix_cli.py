@@ -144,8 +144,11 @@ def test_iam_policy_groups_by_service_and_scopes_remediation(capsys):
 
     assert main(["iam-policy", "--remediation", "--only", "efa-subnet-spread", "--partition", "aws-cn"]) == 0
     narrow = json.loads(capsys.readouterr().out)
+    # The check reads subnets; discovering the cluster's instances and their details needs the other describes.
     assert narrow["Statement"] == [{"Sid": "Ec2", "Effect": "Allow", "Resource": "*",
-                                    "Action": ["ec2:DescribeInstances", "ec2:DescribeSubnets"]}]
+                                    "Action": ["ec2:DescribeInstanceTypes", "ec2:DescribeInstances",
+                                               "ec2:DescribeSecurityGroupRules", "ec2:DescribeSecurityGroups",
+                                               "ec2:DescribeSubnets"]}]
 
 
 def test_iam_policy_covers_every_remediation_a_runbook_declares():

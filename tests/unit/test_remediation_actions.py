@@ -204,7 +204,9 @@ def test_hyperpod_partial_failure_and_nodes_already_recovering(sagemaker, audit)
     result = apply_fix(d, plan, Approval.grant(plan, "alice", "test"), audit=audit, verify_delays=())
     [outcome] = result.outcomes
     assert outcome.status == "failed" and "InvalidInstanceStatus" in outcome.detail
-    assert result.verification.status == "pending" and not result.ok
+    # The reboot failed: nothing asynchronous is under way for NODE, so its finding is still present, not pending.
+    assert result.verification.status == "still-present" and not result.ok
+    assert [f.split("/")[-1] for f in result.verification.remaining] == [NODE]
 
 
 @pytest.mark.parametrize("hint, problem", [

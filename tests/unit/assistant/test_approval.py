@@ -114,3 +114,29 @@ def test_without_remediation_no_fix_tool_exists_and_the_answer_says_how(sg_fault
     group = sg_fault_cluster.groups["efa"]
     assert answer.answer.startswith(f"Automatic fixes are not available in this installation; to fix "
                                     f"efa-sg-self-reference/{group} by hand: authorize-security-group-egress")
+
+
+def test_the_real_remediation_library_applies_an_approved_plan_in_moto(sg_fault_cluster, doctor_for, tmp_path,
+                                                                        monkeypatch):
+    """No fakes between the agent and AWS: propose, approve, resume, and the rule is there in moto."""
+    import boto3
+
+    from fmdoctor.remediation import Approval
+
+    monkeypatch.setenv("FMDOCTOR_AUDIT_LOG", str(tmp_path / "audit.jsonl"))
+    group = sg_fault_cluster.groups["efa"]
+    ec2 = boto3.client("ec2", region_name="us-west-2")
+
+    def self_egress() -> bool:
+        [sg] = ec2.describe_security_groups(GroupIds=[group])["SecurityGroups"]
+        return any(p.get("IpProtocol") == "-1" and any(pair["GroupId"] == group for pair in p["UserIdGroupPairs"])
+                   for p in sg["IpPermissionsEgress"])
+
+    assistant = Assistant(doctor_for(), backends=Backends.discover())
+    request = assistant.ask("fix the EFA security group", "s").approval
+    assert request is not None and not self_egress()  # proposing changes nothing
+    answer = assistant.resume("s", Approval(request.plan_digest, approver="alice", channel="test"))
+    assert self_egress()
+    assert answer.answer.startswith("Fix applied") and f"Fixed now: efa-sg-self-reference/{group}." in answer.answer
+    events = [line for line in (tmp_path / "audit.jsonl").read_text().splitlines() if '"approval"' in line]
+    assert events and '"alice"' in events[-1]
