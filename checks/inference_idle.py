@@ -13,6 +13,7 @@ from fmdoctor.inference.signals import (
     FLEET_PARTS,
     LOAD_ACTIONS,
     Signals,
+    fleet_load_readable,
     latency_metric_unpublished,
     serving_variants,
     signals_and_types,
@@ -86,6 +87,9 @@ class InferenceIdle(Check):
         if fleet and unpublished:
             ctx.unverified(f"whether the {plural(len(fleet), 'accelerated inference node')} served requests",
                            "NoData", unpublished)
+            return []
+        if fleet and not settings.latency_metric and not fleet_load_readable(
+                ctx, sig, f"idleness of {plural(len(fleet), 'accelerated inference node')}"):
             return []
         findings = []
         for node, info in fleet:

@@ -25,6 +25,7 @@ from fmdoctor.engine.check import NotApplicable
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.discovery import INSTANCE_TYPES_MAX, instance_type_info
 from fmdoctor.engine.endpoints import Endpoint, EndpointVariant
+from fmdoctor.engine.errors import AwsFailure, describe_aws_failure
 from fmdoctor.engine.inventory import ENDPOINTS, INSTANCES, InstanceTypeInfo, chunked
 from fmdoctor.inference.metrics import MetricQuery, Window, combine, fetch_metrics, window_ending
 from fmdoctor.metrics.nodes import GPU, NEURON, NodeOwners, QueryPlan, accelerator_specs, kind_of, plan_queries
@@ -76,6 +77,9 @@ FLEET_SIGNALS = {
 class Signals:
     window: Window
     values: dict[tuple[str, ...], float]
+    # Why the fleet nodes' GPU/Neuron series could not be listed (ListMetrics denied...): the endpoints'
+    # signals and the fleet's latency are still read; only the fleet's accelerator load is unknown.
+    fleet_failure: AwsFailure | None = None
 
     def get(self, target: str, signal: str) -> float | None:
         """``target`` is a variant resource (endpoint/E/variant/V) or an instance id."""
@@ -107,7 +111,13 @@ def signals(ctx: CheckContext) -> Signals:
 
 def _load(ctx: CheckContext) -> Signals:
     window = window_ending(ctx.now, ctx.settings.inference.window)
-    plan = _fleet_plan(ctx)  # ListMetrics: the series the fleet's nodes really publish
+    try:
+        plan, failure = _fleet_plan(ctx), None  # ListMetrics: the series the fleet's nodes really publish
+    except Exception as exc:
+        failure = describe_aws_failure(exc)
+        if failure is None:
+            raise
+        plan = QueryPlan((), (), (), {})
     device_queries = []
     for n, ((i, who, device), query) in enumerate(zip(plan.keys, plan.queries, strict=True)):
         spec, series = plan.specs[i], query.series
@@ -116,7 +126,7 @@ def _load(ctx: CheckContext) -> Signals:
                                           series.dimensions, query.stat))
     queries = [*_variant_queries(ctx), *_latency_queries(ctx), *device_queries]
     values = fetch_metrics(ctx.client("cloudwatch"), queries, window) if queries else {}
-    return Signals(window, _per_node(values, {q.key: q.stat for q in device_queries}))
+    return Signals(window, _per_node(values, {q.key: q.stat for q in device_queries}), failure)
 
 
 def _per_node(values: dict[tuple[str, ...], float], stats: dict[tuple[str, ...], str]) -> dict[tuple[str, ...], float]:
@@ -174,6 +184,15 @@ def _fleet_plan(ctx: CheckContext) -> QueryPlan:
     specs = accelerator_specs(gpu, {k for k in kinds.values() if k}, FLEET_STATS)
     return plan_queries(ctx.client("cloudwatch"), specs, nodes.owner, nodes.narrow,
                         lambda spec: gpu.device_dimensions, ctx.settings.inference.window)
+
+
+def fleet_load_readable(ctx: CheckContext, sig: Signals, what: str) -> bool:
+    """False, with an error entry for ``what``, when the fleet's GPU/Neuron series could not be listed."""
+    failure = sig.fleet_failure
+    if failure is None:
+        return True
+    ctx.unverified(what, failure.code, failure.message, failure.iam_action)
+    return False
 
 
 def latency_metric_unpublished(ctx: CheckContext, sig: Signals) -> str | None:

@@ -119,15 +119,25 @@ def test_latency_metric_published_by_some_nodes_makes_the_silent_one_idle(serve,
     assert (idle.check, idle.resource) == ("inference-idle", silent.id) and idle.evidence["requests"] == 0
 
 
-def test_denied_list_metrics_is_an_error_entry_for_each_check_never_healthy(serve, publish, infer, faults):
+def test_denied_list_metrics_leaves_the_fleet_load_unverified_and_the_endpoints_judged(serve, publish, aws, infer,
+                                                                                        faults, at):
     [node] = serve("busy")
     publish.gpu_node(node.id, node.private_ip, 99.0, gpus=4, gpu=A10G)
     publish.flush()
+    endpoints = EndpointBuilder(aws, CLUSTER)
+    endpoints.endpoint("chat", "ml.g4dn.12xlarge")
+    endpoints.traffic("chat", at, invocations=100, errors_5xx=20, gpu_utilization=380)
     faults.deny("cloudwatch", "ListMetrics")
 
-    report = infer(LOAD, cluster=CLUSTER, aws_factory=faults.aws_factory)
+    report = infer([*LOAD, "inference-errors"], cluster=CLUSTER, aws_factory=faults.aws_factory)
 
-    assert report.findings == []
-    assert {e.check for e in report.errors} == set(LOAD)
+    # The endpoint's signals need no listing: still judged. The fleet's GPU load is not, and says why.
+    assert {(f.check, f.resource) for f in report.findings} == {
+        ("accelerator-saturation", "endpoint/chat/variant/AllTraffic"),
+        ("inference-errors", "endpoint/chat/variant/AllTraffic")}
+    errors = {e.check: e for e in report.errors}
+    assert set(errors) == set(LOAD)
     assert {(e.code, e.iam_action) for e in report.errors} == {("AccessDenied", "cloudwatch:ListMetrics")}
-    assert report.status is not Status.OK
+    assert errors["accelerator-saturation"].unverified == "accelerator load of 1 inference node"
+    assert errors["inference-idle"].unverified == "idleness of 1 accelerated inference node"
+    assert faults.injected["cloudwatch.ListMetrics"] >= 1 and report.status is not Status.OK
