@@ -28,7 +28,16 @@ from fmdoctor.engine.endpoints import Endpoint, EndpointVariant
 from fmdoctor.engine.errors import AwsFailure, describe_aws_failure
 from fmdoctor.engine.inventory import ENDPOINTS, INSTANCES, InstanceTypeInfo, chunked
 from fmdoctor.inference.metrics import MetricQuery, Window, combine, fetch_metrics, window_ending
-from fmdoctor.metrics.nodes import GPU, NEURON, NodeOwners, QueryPlan, accelerator_specs, kind_of, plan_queries
+from fmdoctor.metrics.nodes import (
+    GPU,
+    NEURON,
+    NodeOwners,
+    QueryPlan,
+    accelerator_specs,
+    kind_of,
+    plan_queries,
+    shared_lister,
+)
 
 # The inventory parts the inference checks read (Check.inventory): the endpoints, and for the checks that
 # also judge an EC2/EKS inference fleet, the instances with their types.
@@ -182,8 +191,10 @@ def _fleet_plan(ctx: CheckContext) -> QueryPlan:
     kinds = {n.id: kind_of(ctx.inventory.type_of(n)) for n in ctx.inventory.inference_nodes()}
     nodes = NodeOwners([n for n in ctx.inventory.inference_nodes() if kinds[n.id]], kinds, gpu)
     specs = accelerator_specs(gpu, {k for k in kinds.values() if k}, FLEET_STATS)
-    return plan_queries(ctx.client("cloudwatch"), specs, nodes.owner, nodes.narrow,
-                        lambda spec: gpu.device_dimensions, ctx.settings.inference.window)
+    cloudwatch = ctx.client("cloudwatch")
+    lister = shared_lister(cloudwatch, ctx.inventory, ctx.settings, ctx.shared)  # shared with the GPU checks
+    return plan_queries(cloudwatch, specs, nodes.owner, nodes.narrow, lambda spec: gpu.device_dimensions,
+                        ctx.settings.inference.window, lister)
 
 
 def fleet_load_readable(ctx: CheckContext, sig: Signals, what: str) -> bool:

@@ -20,6 +20,7 @@ from fmdoctor.metrics.cloudwatch import Series, fetch
 from fmdoctor.metrics.nodes import (
     EFA,
     GPU,
+    Lister,
     MetricSpec,
     NodeOwners,
     accelerator_specs,
@@ -123,7 +124,8 @@ def metric_specs(gpu: GpuSettings, kinds: set[str], with_efa: bool) -> list[Metr
     return specs
 
 
-def load_cluster_metrics(cloudwatch: Any, inventory: Inventory, gpu: GpuSettings, now: datetime) -> ClusterMetrics:
+def load_cluster_metrics(cloudwatch: Any, inventory: Inventory, gpu: GpuSettings, now: datetime,
+                         lister: Lister | None = None) -> ClusterMetrics:
     start, end = now - gpu.window, now
     running = [i for i in inventory.instances if i.state == "running" and i.role == COMPUTE]
     kinds = {i.id: kind_of(inventory.type_of(i)) for i in running}
@@ -142,7 +144,8 @@ def load_cluster_metrics(cloudwatch: Any, inventory: Inventory, gpu: GpuSettings
         return (gpu.efa_interface_dimension, sorted(efa_interfaces)) if spec.kind == EFA else nodes.narrow(spec)
 
     plan = plan_queries(cloudwatch, specs, owner, narrow,
-                        lambda spec: EFA_DEVICE_DIMENSIONS if spec.kind == EFA else gpu.device_dimensions, gpu.window)
+                        lambda spec: EFA_DEVICE_DIMENSIONS if spec.kind == EFA else gpu.device_dimensions, gpu.window,
+                        lister)
     fetched = fetch(cloudwatch, plan.queries, start, end, gpu.period)
     metrics = _assemble(specs, list(plan.keys), fetched, accelerated, kinds, inventory, efa_interfaces, start, end,
                         gpu)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from fmdoctor.config import GpuSettings
-from fmdoctor.engine.inventory import Instance, InstanceTypeInfo
+from fmdoctor.config import ClusterSettings, GpuSettings
+from fmdoctor.engine.inventory import COMPUTE, INFERENCE, Instance, InstanceTypeInfo, Inventory
 from fmdoctor.metrics.cloudwatch import Listing, Query, Series, discover
 from fmdoctor.metrics.series import NodeResolver, select_series
 
@@ -24,6 +24,7 @@ GPU = "gpu"
 NEURON = "neuron"
 EFA = "efa"
 LISTING_WORKERS = 4
+Lister = Callable[["MetricSpec"], "Listing | None"]  # a listing for this spec, or None to discover one here
 
 
 @dataclass(frozen=True)
@@ -101,13 +102,21 @@ def plan_queries(
     narrow: Callable[[MetricSpec], tuple[str, list[str]]],
     device_dimensions: Callable[[MetricSpec], Sequence[str]],
     window: timedelta,
+    lister: Lister | None = None,
 ) -> QueryPlan:
-    """List every distinct metric of ``specs`` once (concurrently), then one query per owned series and stat."""
+    """List every distinct metric of ``specs`` once (concurrently), then one query per owned series and stat.
+
+    ``lister`` may hand over a listing made for the whole run (see :func:`shared_lister`); series in it that
+    ``owner`` does not claim are left out.
+    """
     firsts: dict[tuple[str, str, str], MetricSpec] = {}
     for spec in specs:
         firsts.setdefault((spec.kind, spec.namespace, spec.metric), spec)
 
     def list_one(spec: MetricSpec) -> Listing:
+        listing = lister(spec) if lister else None
+        if listing is not None:
+            return listing
         dimension, values = narrow(spec)
         return discover(cloudwatch, spec.namespace, spec.metric, lambda s: owner(spec, s) is not None,
                         dimension, values, window)
@@ -120,7 +129,9 @@ def plan_queries(
     for n, spec in enumerate(specs):
         by_owner: dict[str, list[Series]] = {}
         for s in found[(spec.kind, spec.namespace, spec.metric)].series:
-            by_owner.setdefault(owner(spec, s) or "", []).append(s)
+            who = owner(spec, s)
+            if who:
+                by_owner.setdefault(who, []).append(s)
         for who, series in sorted(by_owner.items()):
             for device, members in select_series(series, device_dimensions(spec)).items():
                 for s in members:
@@ -128,3 +139,27 @@ def plan_queries(
                     queries.append(Query(s, spec.stat))
     listings = {first.label: found[key] for key, first in firsts.items()}
     return QueryPlan(tuple(specs), tuple(keys), tuple(queries), listings)
+
+
+def shared_lister(cloudwatch: Any, inventory: Inventory, settings: ClusterSettings,
+                  memo: Callable[[str, Callable[[], Listing]], Listing]) -> Lister:
+    """GPU/Neuron listings made once per run for every accelerated node of the target, training and inference
+    alike, so a cluster with both lists each metric name once (``memo`` is the run's shared memo)."""
+    nodes = [i for i in inventory.instances
+             if (i.role == COMPUTE and i.state == "running") or i.role == INFERENCE]
+    kinds = {i.id: kind_of(inventory.type_of(i)) for i in nodes}
+    owners = NodeOwners([i for i in nodes if kinds[i.id]], kinds, settings.gpu)
+    window = max(settings.gpu.window, settings.inference.window)
+
+    def lister(spec: MetricSpec) -> Listing | None:
+        if spec.kind == EFA:
+            return None
+
+        def load() -> Listing:
+            dimension, values = owners.narrow(spec)
+            return discover(cloudwatch, spec.namespace, spec.metric, lambda s: owners.owner(spec, s) is not None,
+                            dimension, values, window)
+
+        return memo(f"cloudwatch.listing:{spec.kind}:{spec.label}", load)
+
+    return lister

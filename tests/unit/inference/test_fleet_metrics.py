@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fmdoctor.demo.endpoint_builder import EndpointBuilder, publish_node_metric, samples
-from fmdoctor.demo.metrics import MetricsPublisher, describe_nodes
+from fmdoctor.demo.metrics import MetricsPublisher, describe_nodes, launch_nodes
 from fmdoctor.engine.model import Status
 
 CLUSTER = "test-cluster"  # the builder's cluster tag
@@ -141,3 +141,24 @@ def test_denied_list_metrics_leaves_the_fleet_load_unverified_and_the_endpoints_
     assert errors["accelerator-saturation"].unverified == "accelerator load of 1 inference node"
     assert errors["inference-idle"].unverified == "idleness of 1 accelerated inference node"
     assert faults.injected["cloudwatch.ListMetrics"] >= 1 and report.status is not Status.OK
+
+
+def test_training_and_inference_nodes_of_one_target_list_each_metric_name_once(builder, serve, publish, infer):
+    """The GPU checks (training nodes, 30m in 5m periods) and the inference checks (fleet nodes, one 15m
+    period) fetch separately, but share one ListMetrics sweep per metric name, and neither judges the
+    other's nodes."""
+    training = launch_nodes(builder, 3)
+    [fleet] = serve("serve-1")
+    for node, utilization in zip(training, [95.0, 94.0, 2.0], strict=True):
+        publish.gpu_node(node.id, node.private_ip, utilization)
+    publish.gpu_node(fleet.id, fleet.private_ip, 99.0, gpus=4, gpu=A10G, instance_type="g5.12xlarge")
+    publish.flush()
+
+    report = infer(["gpu-idle", "gpu-metrics-missing", *LOAD], cluster=CLUSTER)
+
+    assert report.errors == []
+    assert [(f.check, f.resource) for f in report.findings] == [("gpu-idle", training[2].id),
+                                                                ("accelerator-saturation", fleet.id)]
+    assert report.findings[0].evidence["devices_reporting"] == 8  # not the fleet node's 4 GPUs besides
+    calls = report.stats.api_calls
+    assert calls["cloudwatch.ListMetrics"] == 3 and calls["cloudwatch.GetMetricData"] == 2
