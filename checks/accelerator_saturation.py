@@ -98,4 +98,5 @@ def _hint(load: Load) -> str:
         return "; publish neuron-monitor's neuroncore_utilization to CloudWatch (gpu.neuron_namespace)"
     if load.target.startswith("endpoint/"):
         return ""
-    return "; run the CloudWatch agent's nvidia_smi metrics with aggregation_dimensions [[InstanceId]]"
+    return ("; no gpu.utilization_metric series names it (InstanceId or host): run the CloudWatch agent's "
+            "nvidia_gpu metrics or Container Insights there")

@@ -162,3 +162,17 @@ def test_training_and_inference_nodes_of_one_target_list_each_metric_name_once(b
     assert report.findings[0].evidence["devices_reporting"] == 8  # not the fleet node's 4 GPUs besides
     calls = report.stats.api_calls
     assert calls["cloudwatch.ListMetrics"] == 3 and calls["cloudwatch.GetMetricData"] == 2
+
+
+def test_fleet_node_publishing_no_gpu_series_is_no_data(serve, publish, infer):
+    busy, dark = serve("busy", "dark")
+    publish.gpu_node(busy.id, busy.private_ip, 50.0, gpus=4, gpu=A10G)
+    publish.gpu_node("i-0000000000000abcd", "10.9.9.9", 99.0, gpus=4)  # another target's node: not ours
+    publish.flush()
+
+    report = infer(["accelerator-saturation"], cluster=CLUSTER)
+
+    assert report.findings == []
+    [error] = report.errors
+    assert error.code == "NoData" and dark.id in error.unverified and busy.id not in error.unverified
+    assert "no gpu.utilization_metric series names it" in error.message
