@@ -9,6 +9,7 @@ from fmdoctor.engine.check import NotApplicable
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.inventory import Instance
 from fmdoctor.metrics.cluster import GPU, ClusterMetrics, NodeMetrics, kind_of, load_cluster_metrics
+from fmdoctor.metrics.nodes import shared_lister
 
 from ._common import id_list, plural
 
@@ -25,9 +26,12 @@ def accelerated_running(ctx: CheckContext) -> list[Instance]:
 
 def cluster_metrics(ctx: CheckContext) -> ClusterMetrics:
     """The run's one CloudWatch snapshot (ListMetrics + batched GetMetricData), shared by every check."""
-    return ctx.shared(
-        METRICS_KEY, lambda: load_cluster_metrics(ctx.client("cloudwatch"), ctx.inventory, ctx.settings.gpu, ctx.now)
-    )
+    def load() -> ClusterMetrics:
+        cloudwatch = ctx.client("cloudwatch")
+        lister = shared_lister(cloudwatch, ctx.inventory, ctx.settings, ctx.shared)  # inference fleet too
+        return load_cluster_metrics(cloudwatch, ctx.inventory, ctx.settings.gpu, ctx.now, lister)
+
+    return ctx.shared(METRICS_KEY, load)
 
 
 def settled(ctx: CheckContext, node: Instance) -> bool:

@@ -10,9 +10,12 @@ from fmdoctor.inference.assess import Load, accelerated_fleet, node_load, varian
 from fmdoctor.inference.signals import (
     FLEET_PARTS,
     LOAD_ACTIONS,
+    fleet_load_readable,
     serving_variants,
     signals_and_types,
 )
+
+from ._common import plural
 
 
 class AcceleratorSaturation(Check):
@@ -42,7 +45,10 @@ class AcceleratorSaturation(Check):
                 loads.append((load, f"{endpoint.name}/{variant.name}", {
                     "endpoint": endpoint.name, "variant": variant.name, "instance_type": variant.instance_type,
                     "instances": variant.current_instances}))
-        for node, info in accelerated_fleet(ctx.inventory.inference_nodes(), types):
+        fleet = list(accelerated_fleet(ctx.inventory.inference_nodes(), types))
+        if fleet and not fleet_load_readable(ctx, sig, f"accelerator load of {plural(len(fleet), 'inference node')}"):
+            fleet = []
+        for node, info in fleet:
             load = node_load(sig, node, info)
             if load is not None:
                 loads.append((load, f"inference node {ctx.inventory.label(node.id)}",
@@ -92,4 +98,5 @@ def _hint(load: Load) -> str:
         return "; publish neuron-monitor's neuroncore_utilization to CloudWatch (gpu.neuron_namespace)"
     if load.target.startswith("endpoint/"):
         return ""
-    return "; run the CloudWatch agent's nvidia_smi metrics with aggregation_dimensions [[InstanceId]]"
+    return ("; no gpu.utilization_metric series names it (InstanceId or host): run the CloudWatch agent's "
+            "nvidia_gpu metrics or Container Insights there")

@@ -12,6 +12,7 @@ from fmdoctor.inference.signals import (
     FLEET_PARTS,
     LOAD_ACTIONS,
     Signals,
+    fleet_load_readable,
     latency_ms,
     serving_variants,
     signals_and_types,
@@ -88,12 +89,14 @@ class AutoscalingAtMax(Check):
             if (group.desired or 0) < group.max_capacity:
                 continue
             members = [n for n in ctx.inventory.inference_nodes() if n.tags.get(ASG_TAG) == name]
+            # Without the fleet's GPU series only latency can show pressure (the gap is an error entry).
+            loads = fleet_load_readable(ctx, sig, f"accelerator load of Auto Scaling group {name} at its maximum")
             under_pressure = {}
             for node in members:
                 info = types.get(node.instance_type)
                 pressure = _pressure(ctx.settings, latency_ms(sig.get(node.id, "latency_p90"), unit),
                                      latency_ms(sig.get(node.id, "latency_p99"), unit),
-                                     node_load(sig, node, info) if info else None)
+                                     node_load(sig, node, info) if info and loads else None)
                 if pressure:
                     under_pressure[node.id] = pressure
             if not under_pressure:

@@ -13,9 +13,13 @@ from fmdoctor.inference.signals import (
     FLEET_PARTS,
     LOAD_ACTIONS,
     Signals,
+    fleet_load_readable,
+    latency_metric_unpublished,
     serving_variants,
     signals_and_types,
 )
+
+from ._common import plural
 
 
 class InferenceIdle(Check):
@@ -24,8 +28,9 @@ class InferenceIdle(Check):
     that metric, kept its accelerators above inference.idle_utilization_percent.
 
     SageMaker publishes Invocations only for minutes with traffic, so no datapoint over the whole window
-    means no request. Idle GPU and Neuron capacity is money spent for nothing (warning); idle CPU-only
-    variants are reported for information.
+    means no request; a latency_metric that no fleet node publishes at all is a NoData error, not an idle
+    fleet. Idle GPU and Neuron capacity is money spent for nothing (warning); idle CPU-only variants are
+    reported for information.
     """
 
     id = "inference-idle"
@@ -76,10 +81,18 @@ class InferenceIdle(Check):
     def _fleet(self, ctx: CheckContext, sig: Signals, types: dict[str, InstanceTypeInfo]) -> list[Finding]:
         settings = ctx.settings.inference
         window = format_duration(settings.window)
+        fleet = [(node, info) for node, info in accelerated_fleet(ctx.inventory.inference_nodes(), types)
+                 if _existed_throughout(node.launch_time, sig.window)]
+        unpublished = latency_metric_unpublished(ctx, sig)
+        if fleet and unpublished:
+            ctx.unverified(f"whether the {plural(len(fleet), 'accelerated inference node')} served requests",
+                           "NoData", unpublished)
+            return []
+        if fleet and not settings.latency_metric and not fleet_load_readable(
+                ctx, sig, f"idleness of {plural(len(fleet), 'accelerated inference node')}"):
+            return []
         findings = []
-        for node, info in accelerated_fleet(ctx.inventory.inference_nodes(), types):
-            if not _existed_throughout(node.launch_time, sig.window):
-                continue
+        for node, info in fleet:
             if settings.latency_metric:
                 requests = sig.get(node.id, "requests") or 0.0
                 if requests:

@@ -6,9 +6,10 @@ from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.inference.assess import LatencyBreach, VariantLatency, latency_breach, ms
 from fmdoctor.inference.signals import (
-    DISCOVERY_ACTIONS,
     FLEET_PARTS,
+    SIGNAL_ACTIONS,
     Signals,
+    latency_metric_unpublished,
     latency_ms,
     serving_variants,
     signals_or_none,
@@ -28,7 +29,7 @@ class InferenceLatencySlo(Check):
     id = "inference-latency-slo"
     family = "inference"
     severity = Severity.WARNING
-    iam_actions = (*DISCOVERY_ACTIONS, "cloudwatch:GetMetricData", "ec2:DescribeInstances")
+    iam_actions = SIGNAL_ACTIONS
     inventory = FLEET_PARTS
 
     def run(self, ctx: CheckContext) -> list[Finding]:
@@ -82,6 +83,11 @@ class InferenceLatencySlo(Check):
     def _fleet(self, ctx: CheckContext, sig: Signals, window: str) -> list[Finding]:
         slo = ctx.settings.inference
         if not slo.latency_metric:
+            return []
+        unpublished = latency_metric_unpublished(ctx, sig)
+        if unpublished:
+            nodes = len(ctx.inventory.inference_nodes())
+            ctx.unverified(f"latency of {nodes} inference node{'s' if nodes != 1 else ''}", "NoData", unpublished)
             return []
         namespace, metric = slo.latency_metric.rsplit("/", 1)
         findings = []

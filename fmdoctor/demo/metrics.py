@@ -81,6 +81,41 @@ class MetricsPublisher:
                 self._add(namespace, "nvidia_smi_memory_used", dims, round(used), k, "Megabytes")
                 self._add(namespace, "nvidia_smi_memory_total", dims, total, k, "Megabytes")
 
+    def container_insights_node(
+        self,
+        instance_id: str,
+        private_ip: str,
+        utilization: float | Sequence[float],
+        *,
+        gpus: int = 8,
+        gpu: tuple[str, float] = H100,
+        memory_percent: float = 80.0,
+        instance_type: str = "p5.48xlarge",
+        cluster: str = "eks-train",
+    ) -> None:
+        """Container Insights' DCGM-based ``node_gpu_*`` metrics (namespace ContainerInsights, memory in bytes)
+        with the agent's three dimension sets: per GPU (``GpuDevice``), per node and per cluster."""
+        node = {"ClusterName": cluster, "InstanceId": instance_id, "NodeName": hostname(private_ip, self.region)}
+        total = gpu[1] * 2**20
+        for k in range(self.periods):
+            sums = {"node_gpu_utilization": 0.0, "node_gpu_memory_used": 0.0, "node_gpu_memory_total": 0.0}
+            for index in range(gpus):
+                util = utilization[index] if isinstance(utilization, Sequence) else utilization
+                wobble = jitter(index, k)
+                values = {
+                    "node_gpu_utilization": min(100.0, max(0.0, round(util + (2 * wobble if util > 5 else 0)))),
+                    "node_gpu_memory_used": float(round(total * (memory_percent + 0.3 * wobble) / 100)),
+                    "node_gpu_memory_total": total,
+                }
+                dims = {**node, "InstanceType": instance_type, "GpuDevice": f"nvidia{index}"}
+                for name, value in values.items():
+                    self._add("ContainerInsights", name, dims, value, k, "Percent" if "util" in name else "Bytes")
+                    sums[name] += value
+            for name, value in sums.items():  # the per-node and per-cluster aggregates (means over the GPUs)
+                unit = "Percent" if "util" in name else "Bytes"
+                self._add("ContainerInsights", name, node, value / gpus, k, unit)
+                self._add("ContainerInsights", name, {"ClusterName": cluster}, value / gpus, k, unit)
+
     def neuron_node(self, instance_id: str, utilization: float | Sequence[float], *, cores: int = 32,
                     instance_type: str = "trn1.32xlarge", namespace: str = "NeuronMonitor",
                     metric: str = "neuroncore_utilization") -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-QUERIES_PER_CALL = 500  # GetMetricData's limit on MetricDataQueries
+from fmdoctor.metrics.cloudwatch import Query, Series, fetch
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,9 @@ class MetricQuery:
     metric: str
     dimensions: tuple[tuple[str, str], ...]
     stat: str
+
+    def query(self) -> Query:
+        return Query(Series(self.namespace, self.metric, tuple(sorted(self.dimensions))), self.stat)
 
 
 @dataclass(frozen=True)
@@ -42,39 +45,12 @@ def window_ending(now: datetime, length: timedelta) -> Window:
 
 
 def fetch_metrics(cloudwatch: Any, queries: Sequence[MetricQuery], window: Window) -> dict[tuple[str, ...], float]:
-    """Values by query key; a query with no datapoints in the window is absent from the result."""
-    values: dict[tuple[str, ...], float] = {}
-    for start in range(0, len(queries), QUERIES_PER_CALL):
-        batch = list(queries[start:start + QUERIES_PER_CALL])
-        by_id = {f"q{i}": q for i, q in enumerate(batch)}
-        collected: dict[str, list[float]] = {}
-        for page in cloudwatch.get_paginator("get_metric_data").paginate(
-            MetricDataQueries=[_request(query_id, q, window.period_s) for query_id, q in by_id.items()],
-            StartTime=window.start,
-            EndTime=window.end,
-        ):
-            for result in page.get("MetricDataResults", []):
-                collected.setdefault(result["Id"], []).extend(float(v) for v in result.get("Values", []))
-        for query_id, found in collected.items():
-            if found:
-                values[by_id[query_id].key] = combine(by_id[query_id].stat, found)
-    return values
-
-
-def _request(query_id: str, query: MetricQuery, period_s: int) -> dict[str, Any]:
-    return {
-        "Id": query_id,
-        "MetricStat": {
-            "Metric": {
-                "Namespace": query.namespace,
-                "MetricName": query.metric,
-                "Dimensions": [{"Name": n, "Value": v} for n, v in query.dimensions],
-            },
-            "Period": period_s,
-            "Stat": query.stat,
-        },
-        "ReturnData": True,
-    }
+    """Values by query key; a query with no datapoints in the window (or one CloudWatch could not answer) is
+    absent from the result. Batching is :func:`fmdoctor.metrics.cloudwatch.fetch`'s, the run's one reader."""
+    fetched = fetch(cloudwatch, [q.query() for q in queries], window.start, window.end,
+                    timedelta(seconds=window.period_s))
+    return {queries[i].key: combine(queries[i].stat, [v for _, v in points])
+            for i, points in fetched.values.items() if points}
 
 
 def combine(stat: str, values: Iterable[float]) -> float:

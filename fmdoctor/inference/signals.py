@@ -1,7 +1,8 @@
 """The inference signals of a run: every metric the inference checks read, fetched once and shared.
 
 One loader builds the queries for every serving endpoint variant and every inference fleet node and
-fetches them in one batched GetMetricData (ceil(queries / 500) calls), so six checks cost one call.
+fetches them in one batched GetMetricData (ceil(queries / 500) calls), so six checks cost one call (plus one
+ListMetrics sweep per GPU/Neuron metric name when the target has fleet nodes).
 
 Where the numbers come from:
 - endpoint variants (namespace ``AWS/SageMaker``, dimensions EndpointName + VariantName): ModelLatency
@@ -9,8 +10,10 @@ Where the numbers come from:
 - endpoint instances (``/aws/sagemaker/Endpoints``): GPUUtilization and GPUMemoryUtilization, which
   SageMaker sums over an instance's GPUs (0-400 % on 4 GPUs) and averages over the variant's instances;
   Neuron endpoints: ``gpu.neuron_utilization_metric`` in ``gpu.neuron_namespace`` with the same dimensions;
-- fleet nodes (dimension InstanceId): ``inference.latency_metric`` (p90/p99, SampleCount = requests) and
-  the CloudWatch agent's GPU metrics (``gpu.*``, aggregated by InstanceId) or neuron-monitor's.
+- fleet nodes: ``inference.latency_metric`` (dimension InstanceId; p90/p99, SampleCount = requests) and the
+  GPU metrics (``gpu.*``: the CloudWatch agent's, Container Insights'...) or neuron-monitor's, whose series
+  are discovered with ListMetrics like the training cluster's (:mod:`fmdoctor.metrics.nodes`) and folded
+  into one value per node: the mean over its GPUs, or the busiest for a Maximum.
 """
 
 from __future__ import annotations
@@ -22,8 +25,19 @@ from fmdoctor.engine.check import NotApplicable
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.discovery import INSTANCE_TYPES_MAX, instance_type_info
 from fmdoctor.engine.endpoints import Endpoint, EndpointVariant
+from fmdoctor.engine.errors import AwsFailure, describe_aws_failure
 from fmdoctor.engine.inventory import ENDPOINTS, INSTANCES, InstanceTypeInfo, chunked
-from fmdoctor.inference.metrics import MetricQuery, Window, fetch_metrics, window_ending
+from fmdoctor.inference.metrics import MetricQuery, Window, combine, fetch_metrics, window_ending
+from fmdoctor.metrics.nodes import (
+    GPU,
+    NEURON,
+    NodeOwners,
+    QueryPlan,
+    accelerator_specs,
+    kind_of,
+    plan_queries,
+    shared_lister,
+)
 
 # The inventory parts the inference checks read (Check.inventory): the endpoints, and for the checks that
 # also judge an EC2/EKS inference fleet, the instances with their types.
@@ -33,7 +47,9 @@ FLEET_PARTS = frozenset({ENDPOINTS, INSTANCES})
 DISCOVERY_ACTIONS = ("tag:GetResources", "sagemaker:ListEndpoints", "sagemaker:DescribeEndpoint",
                      "sagemaker:DescribeEndpointConfig")
 # ... and what the checks that weigh accelerators read on top.
-LOAD_ACTIONS = (*DISCOVERY_ACTIONS, "cloudwatch:GetMetricData", "ec2:DescribeInstanceTypes", "ec2:DescribeInstances")
+# ... and what reading the shared signals costs (ListMetrics finds the fleet nodes' GPU/Neuron series).
+SIGNAL_ACTIONS = (*DISCOVERY_ACTIONS, "cloudwatch:ListMetrics", "cloudwatch:GetMetricData", "ec2:DescribeInstances")
+LOAD_ACTIONS = (*SIGNAL_ACTIONS, "ec2:DescribeInstanceTypes")
 SAGEMAKER_NAMESPACE = "AWS/SageMaker"
 ENDPOINT_INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
 # Statuses in which an endpoint serves traffic (an update keeps the old fleet serving until it is done).
@@ -52,12 +68,27 @@ VARIANT_METRICS = (
     ("model_errors", "InvocationModelErrors", "Sum"),
 )
 GPU_VARIANT_METRICS = (("gpu_util", "GPUUtilization", "Average"), ("gpu_memory", "GPUMemoryUtilization", "Average"))
+# Fleet nodes: the statistics asked of each discovered series, and the signal each becomes.
+FLEET_STATS = {"utilization": ("Average", "Maximum"), "memory_used": ("Average",), "memory_total": ("Average",)}
+FLEET_SIGNALS = {
+    (GPU, "utilization", "Average"): "gpu_util",
+    (GPU, "utilization", "Maximum"): "gpu_util_max",
+    (GPU, "memory_used", "Average"): "gpu_memory_used",
+    (GPU, "memory_total", "Average"): "gpu_memory_total",
+    (NEURON, "utilization", "Average"): "neuron_util",
+    (NEURON, "utilization", "Maximum"): "neuron_util_max",
+    (NEURON, "memory_used", "Average"): "neuron_memory_used",
+    (NEURON, "memory_total", "Average"): "neuron_memory_total",
+}
 
 
 @dataclass(frozen=True)
 class Signals:
     window: Window
     values: dict[tuple[str, ...], float]
+    # Why the fleet nodes' GPU/Neuron series could not be listed (ListMetrics denied...): the endpoints'
+    # signals and the fleet's latency are still read; only the fleet's accelerator load is unknown.
+    fleet_failure: AwsFailure | None = None
 
     def get(self, target: str, signal: str) -> float | None:
         """``target`` is a variant resource (endpoint/E/variant/V) or an instance id."""
@@ -89,9 +120,39 @@ def signals(ctx: CheckContext) -> Signals:
 
 def _load(ctx: CheckContext) -> Signals:
     window = window_ending(ctx.now, ctx.settings.inference.window)
-    queries = [*_variant_queries(ctx), *_fleet_queries(ctx)]
+    try:
+        plan, failure = _fleet_plan(ctx), None  # ListMetrics: the series the fleet's nodes really publish
+    except Exception as exc:
+        failure = describe_aws_failure(exc)
+        if failure is None:
+            raise
+        plan = QueryPlan((), (), (), {})
+    device_queries = []
+    for n, ((i, who, device), query) in enumerate(zip(plan.keys, plan.queries, strict=True)):
+        spec, series = plan.specs[i], query.series
+        signal = FLEET_SIGNALS[(spec.kind, spec.role, spec.stat)]
+        device_queries.append(MetricQuery((who, signal, device, str(n)), series.namespace, series.name,
+                                          series.dimensions, query.stat))
+    queries = [*_variant_queries(ctx), *_latency_queries(ctx), *device_queries]
     values = fetch_metrics(ctx.client("cloudwatch"), queries, window) if queries else {}
-    return Signals(window, values)
+    return Signals(window, _per_node(values, {q.key: q.stat for q in device_queries}), failure)
+
+
+def _per_node(values: dict[tuple[str, ...], float], stats: dict[tuple[str, ...], str]) -> dict[tuple[str, ...], float]:
+    """Per-series answers folded into one value per node and signal: first the series of one device (an
+    agent that renamed its host publishes two), then the node's devices, by the signal's statistic (the mean
+    GPU for an Average, the busiest for a Maximum)."""
+    per_device: dict[tuple[str, ...], list[float]] = {}
+    per_node: dict[tuple[str, ...], list[float]] = {}
+    stat_of: dict[tuple[str, ...], str] = {}
+    for key, value in values.items():
+        if key in stats:
+            per_device.setdefault(key[:3], []).append(value)
+            stat_of[key[:2]] = stats[key]
+    for key, found in per_device.items():
+        per_node.setdefault(key[:2], []).append(combine(stat_of[key[:2]], found))
+    plain = {k: v for k, v in values.items() if k not in stats}
+    return {**plain, **{k: combine(stat_of[k], found) for k, found in per_node.items()}}
 
 
 def _variant_queries(ctx: CheckContext) -> Iterator[MetricQuery]:
@@ -111,26 +172,54 @@ def _variant_queries(ctx: CheckContext) -> Iterator[MetricQuery]:
             yield MetricQuery((target, signal), ENDPOINT_INSTANCE_NAMESPACE, metric, dims, stat)
 
 
-def _fleet_queries(ctx: CheckContext) -> Iterator[MetricQuery]:
-    inference, gpu = ctx.settings.inference, ctx.settings.gpu
+def _latency_queries(ctx: CheckContext) -> Iterator[MetricQuery]:
+    """inference.latency_metric per fleet node: the user's own metric, published with InstanceId."""
+    inference = ctx.settings.inference
+    if not inference.latency_metric:
+        return
+    namespace, metric = inference.latency_metric.rsplit("/", 1)
     for node in ctx.inventory.inference_nodes():
         dims = (("InstanceId", node.id),)
-        if inference.latency_metric:
-            namespace, metric = inference.latency_metric.rsplit("/", 1)
-            for signal, stat in (("latency_p90", "p90"), ("latency_p99", "p99"), ("requests", "SampleCount")):
-                yield MetricQuery((node.id, signal), namespace, metric, dims, stat)
-        info = ctx.inventory.type_of(node)
-        if info.neuron_devices:
-            for signal, stat in (("neuron_util", "Average"), ("neuron_util_max", "Maximum")):
-                yield MetricQuery((node.id, signal), gpu.neuron_namespace, gpu.neuron_utilization_metric, dims, stat)
-        elif info.gpus:
-            for signal, metric, stat in (
-                ("gpu_util", gpu.utilization_metric, "Average"),
-                ("gpu_util_max", gpu.utilization_metric, "Maximum"),
-                ("gpu_memory_used", gpu.memory_used_metric, "Average"),
-                ("gpu_memory_total", gpu.memory_total_metric, "Average"),
-            ):
-                yield MetricQuery((node.id, signal), gpu.namespace, metric, dims, stat)
+        for signal, stat in (("latency_p90", "p90"), ("latency_p99", "p99"), ("requests", "SampleCount")):
+            yield MetricQuery((node.id, signal), namespace, metric, dims, stat)
+
+
+def _fleet_plan(ctx: CheckContext) -> QueryPlan:
+    """The fleet nodes' GPU/Neuron series, discovered like the training cluster's (one ListMetrics sweep per
+    metric name), whatever dimension set the CloudWatch agent or Container Insights gives them."""
+    gpu = ctx.settings.gpu
+    kinds = {n.id: kind_of(ctx.inventory.type_of(n)) for n in ctx.inventory.inference_nodes()}
+    nodes = NodeOwners([n for n in ctx.inventory.inference_nodes() if kinds[n.id]], kinds, gpu)
+    specs = accelerator_specs(gpu, {k for k in kinds.values() if k}, FLEET_STATS)
+    cloudwatch = ctx.client("cloudwatch")
+    lister = shared_lister(cloudwatch, ctx.inventory, ctx.settings, ctx.shared)  # shared with the GPU checks
+    return plan_queries(cloudwatch, specs, nodes.owner, nodes.narrow, lambda spec: gpu.device_dimensions,
+                        ctx.settings.inference.window, lister)
+
+
+def fleet_load_readable(ctx: CheckContext, sig: Signals, what: str) -> bool:
+    """False, with an error entry for ``what``, when the fleet's GPU/Neuron series could not be listed."""
+    failure = sig.fleet_failure
+    if failure is None:
+        return True
+    ctx.unverified(what, failure.code, failure.message, failure.iam_action)
+    return False
+
+
+def latency_metric_unpublished(ctx: CheckContext, sig: Signals) -> str | None:
+    """Why the fleet's latency cannot be read, when ``inference.latency_metric`` is set and no fleet node
+    published it in the window; None otherwise.
+
+    A server that publishes nothing without traffic makes one silent node idle, but every node silent is
+    far likelier a wrong name, namespace or dimension: reading that as zero requests would call the whole
+    fleet idle (and its latency healthy).
+    """
+    metric = ctx.settings.inference.latency_metric
+    nodes = ctx.inventory.inference_nodes()
+    if not metric or not nodes or any(sig.get(n.id, "requests") is not None for n in nodes):
+        return None
+    return (f"no inference node published {metric} (dimension InstanceId) in the window; check "
+            "inference.latency_metric and that the model server publishes it")
 
 
 def signals_or_none(ctx: CheckContext, unverified: str) -> Signals | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,13 +16,20 @@ from typing import Any
 from fmdoctor.config import GpuSettings
 from fmdoctor.engine.inventory import COMPUTE, Instance, InstanceTypeInfo, Inventory
 from fmdoctor.metrics import percent
-from fmdoctor.metrics.cloudwatch import Listing, Query, Series, discover, fetch
-from fmdoctor.metrics.series import NodeResolver, select_series
+from fmdoctor.metrics.cloudwatch import Series, fetch
+from fmdoctor.metrics.nodes import (
+    EFA,
+    GPU,
+    Lister,
+    MetricSpec,
+    NodeOwners,
+    accelerator_specs,
+    kind_of,
+    plan_queries,
+)
 
-GPU = "gpu"
-NEURON = "neuron"
-EFA = "efa"
-_LISTING_WORKERS = 4
+SNAPSHOT_STATS = {"utilization": ("Average",), "memory_used": ("Maximum",), "memory_total": ("Maximum",)}
+
 # The agent's EFA counters carry device, port and eniId; ports of one device are summed.
 EFA_DEVICE_DIMENSIONS = ("device",)
 
@@ -106,94 +112,47 @@ class ClusterMetrics:
     queries: int = 0  # GetMetricData queries of the sweep
 
 
-@dataclass(frozen=True)
-class _Spec:
-    kind: str
-    role: str  # "utilization" | "memory_used" | "memory_total" | an EFA counter name
-    namespace: str
-    metric: str
-    stat: str
-
-    @property
-    def label(self) -> str:
-        return f"{self.namespace}/{self.metric}"
-
-
-def kind_of(info: InstanceTypeInfo) -> str | None:
-    return GPU if info.gpus else NEURON if info.neuron_devices else None
-
-
 def expected_devices(info: InstanceTypeInfo) -> int:
     return info.gpus or info.neuron_cores  # neuron-monitor reports utilization per NeuronCore
 
 
-def metric_specs(gpu: GpuSettings, kinds: set[str], with_efa: bool) -> list[_Spec]:
-    specs = []
-    if GPU in kinds:
-        specs += [
-            _Spec(GPU, "utilization", gpu.namespace, gpu.utilization_metric, "Average"),
-            _Spec(GPU, "memory_used", gpu.namespace, gpu.memory_used_metric, "Maximum"),
-            _Spec(GPU, "memory_total", gpu.namespace, gpu.memory_total_metric, "Maximum"),
-        ]
-    if NEURON in kinds:
-        specs.append(_Spec(NEURON, "utilization", gpu.neuron_namespace, gpu.neuron_utilization_metric, "Average"))
-        if gpu.neuron_memory_used_metric and gpu.neuron_memory_total_metric:
-            specs += [
-                _Spec(NEURON, "memory_used", gpu.neuron_namespace, gpu.neuron_memory_used_metric, "Maximum"),
-                _Spec(NEURON, "memory_total", gpu.neuron_namespace, gpu.neuron_memory_total_metric, "Maximum"),
-            ]
+def metric_specs(gpu: GpuSettings, kinds: set[str], with_efa: bool) -> list[MetricSpec]:
+    """Utilization averaged per period; memory as the period's peak; EFA counters summed."""
+    specs = accelerator_specs(gpu, kinds, SNAPSHOT_STATS)
     if with_efa:
-        specs += [_Spec(EFA, name, gpu.efa_namespace, name, "Sum") for name in gpu.efa_metrics]
+        specs += [MetricSpec(EFA, name, gpu.efa_namespace, name, "Sum") for name in gpu.efa_metrics]
     return specs
 
 
-def load_cluster_metrics(cloudwatch: Any, inventory: Inventory, gpu: GpuSettings, now: datetime) -> ClusterMetrics:
+def load_cluster_metrics(cloudwatch: Any, inventory: Inventory, gpu: GpuSettings, now: datetime,
+                         lister: Lister | None = None) -> ClusterMetrics:
     start, end = now - gpu.window, now
     running = [i for i in inventory.instances if i.state == "running" and i.role == COMPUTE]
     kinds = {i.id: kind_of(inventory.type_of(i)) for i in running}
     accelerated = [i for i in running if kinds[i.id]]
     efa_interfaces = {e.id: i.id for i in running for e in inventory.interfaces_of(i) if e.is_efa}
     specs = metric_specs(gpu, {k for k in kinds.values() if k}, bool(efa_interfaces))
-    resolver = NodeResolver(accelerated, gpu.instance_dimension, gpu.host_dimension)
+    nodes = NodeOwners(accelerated, kinds, gpu)
 
-    def owner(spec: _Spec, series: Series) -> str | None:
+    def owner(spec: MetricSpec, series: Series) -> str | None:
         if spec.kind == EFA:
             eni = series.dim(gpu.efa_interface_dimension)
             return eni if eni in efa_interfaces else None
-        instance_id = resolver.instance_of(series)
-        return instance_id if instance_id and kinds.get(instance_id) == spec.kind else None
+        return nodes.owner(spec, series)
 
-    def list_one(spec: _Spec) -> Listing:
-        if spec.kind == EFA:
-            narrow = (gpu.efa_interface_dimension, sorted(efa_interfaces))
-        else:
-            narrow = (gpu.instance_dimension, [i.id for i in accelerated if kinds[i.id] == spec.kind])
-        return discover(cloudwatch, spec.namespace, spec.metric, lambda s: owner(spec, s) is not None,
-                        narrow[0], narrow[1], gpu.window)
+    def narrow(spec: MetricSpec) -> tuple[str, list[str]]:
+        return (gpu.efa_interface_dimension, sorted(efa_interfaces)) if spec.kind == EFA else nodes.narrow(spec)
 
-    with ThreadPoolExecutor(max_workers=_LISTING_WORKERS, thread_name_prefix="fmdoctor-metrics") as pool:
-        listings = list(pool.map(list_one, specs))
-
-    # (spec index, owner, device) for every query, in order.
-    keys: list[tuple[int, str, str]] = []
-    queries: list[Query] = []
-    for n, (spec, listing) in enumerate(zip(specs, listings, strict=True)):
-        by_owner: dict[str, list[Series]] = {}
-        for s in listing.series:
-            by_owner.setdefault(owner(spec, s) or "", []).append(s)
-        dims = EFA_DEVICE_DIMENSIONS if spec.kind == EFA else gpu.device_dimensions
-        for who, found in sorted(by_owner.items()):
-            for device, members in select_series(found, dims).items():
-                for s in members:
-                    keys.append((n, who, device))
-                    queries.append(Query(s, spec.stat))
-
-    fetched = fetch(cloudwatch, queries, start, end, gpu.period)
-    metrics = _assemble(specs, keys, fetched, accelerated, kinds, inventory, efa_interfaces, start, end, gpu)
+    plan = plan_queries(cloudwatch, specs, owner, narrow,
+                        lambda spec: EFA_DEVICE_DIMENSIONS if spec.kind == EFA else gpu.device_dimensions, gpu.window,
+                        lister)
+    fetched = fetch(cloudwatch, plan.queries, start, end, gpu.period)
+    metrics = _assemble(specs, list(plan.keys), fetched, accelerated, kinds, inventory, efa_interfaces, start, end,
+                        gpu)
     return ClusterMetrics(
         **metrics,
-        listings={spec.label: listing.mode for spec, listing in zip(specs, listings, strict=True)},
-        queries=len(queries),
+        listings={label: listing.mode for label, listing in plan.listings.items()},
+        queries=len(plan.queries),
     )
 
 
@@ -202,7 +161,7 @@ def _device_order(device: str) -> tuple[int, str]:
 
 
 def _assemble(
-    specs: list[_Spec], keys: list[tuple[int, str, str]], fetched: Any, accelerated: list[Instance],
+    specs: list[MetricSpec], keys: list[tuple[int, str, str]], fetched: Any, accelerated: list[Instance],
     kinds: dict[str, str | None], inventory: Inventory, efa_interfaces: dict[str, str],
     start: datetime, end: datetime, gpu: GpuSettings,
 ) -> dict[str, Any]:

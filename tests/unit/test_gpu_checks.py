@@ -247,3 +247,43 @@ def test_denied_cloudwatch_is_an_error_entry_never_healthy(builder, publish, fau
     injected = faults.injected[f"cloudwatch.{operation}"]
     assert injected == 1 if operation == "GetMetricData" else 1 <= injected <= 3
     assert report.status is Status.UNKNOWN
+
+
+CONTAINER_INSIGHTS = {"namespace": "ContainerInsights", "utilization_metric": "node_gpu_utilization",
+                      "memory_used_metric": "node_gpu_memory_used", "memory_total_metric": "node_gpu_memory_total",
+                      "device_dimensions": ["GpuDevice"]}
+
+
+def test_container_insights_metrics_find_the_idle_node_and_pass_the_busy_ones(builder, publish, run_checks):
+    """Container Insights publishes node_gpu_* per GPU (GpuDevice), per node and per cluster, memory in bytes:
+    the per-GPU series are judged, the aggregates neither count as a ninth GPU nor as another node."""
+    nodes = launch_nodes(builder, 4)
+    for node in nodes[:3]:
+        publish.container_insights_node(node.id, node.private_ip, 95.0, memory_percent=85.0)
+    publish.container_insights_node(nodes[3].id, nodes[3].private_ip, 2.0, memory_percent=1.0)
+    publish.gpu_node(nodes[0].id, nodes[0].private_ip, 1.0)  # CWAgent series are not read under these settings
+    publish.flush()
+
+    report = run_checks(GPU_IDS, gpu={**CONTAINER_INSIGHTS, "startup_grace": "0s"})
+
+    assert report.errors == []
+    [idle] = report.findings
+    assert (idle.check, idle.resource) == ("gpu-idle", nodes[3].id)
+    assert (idle.evidence["namespace"], idle.evidence["metric"]) == ("ContainerInsights", "node_gpu_utilization")
+    assert idle.evidence["devices_reporting"] == 8 and idle.evidence["utilization_percent"] < 10
+    assert idle.evidence["busiest_device"]["device"].startswith("nvidia")
+    calls = report.stats.api_calls
+    # 3 metric names listed once each; 4 nodes x 8 GPUs x 3 metrics = 96 queries in one GetMetricData.
+    assert calls["cloudwatch.ListMetrics"] == 3 and calls["cloudwatch.GetMetricData"] == 1
+
+
+def test_container_insights_memory_in_bytes_is_judged_as_a_share(builder, publish, run_checks):
+    nodes = launch_nodes(builder, 3)
+    for node, memory in zip(nodes, [85.0, 85.0, 98.0], strict=True):
+        publish.container_insights_node(node.id, node.private_ip, 95.0, memory_percent=memory)
+    publish.flush()
+
+    [finding] = run_checks(["gpu-memory-pressure"], gpu={**CONTAINER_INSIGHTS, "startup_grace": "0s"}).findings
+
+    assert finding.resource == nodes[2].id and finding.evidence["devices_measured"] == 8
+    assert all(d["memory_percent"] >= 95 for d in finding.evidence["devices"])

@@ -1,0 +1,165 @@
+"""The one way accelerator metrics of EC2 nodes are found: ListMetrics per metric name, then one query per series.
+
+Shared by the training cluster's snapshot (:mod:`fmdoctor.metrics.cluster`) and the inference fleet's signals
+(:mod:`fmdoctor.inference.signals`), so both read whatever dimension set the CloudWatch agent, Container
+Insights or neuron-monitor publishes (per GPU, per instance, ``host`` only...) instead of guessing one.
+Each metric name is listed once however many statistics are asked of it; the caller fetches the plan's
+queries in one batched sweep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from fmdoctor.config import ClusterSettings, GpuSettings
+from fmdoctor.engine.inventory import COMPUTE, INFERENCE, Instance, InstanceTypeInfo, Inventory
+from fmdoctor.metrics.cloudwatch import Listing, Query, Series, discover
+from fmdoctor.metrics.series import NodeResolver, select_series
+
+GPU = "gpu"
+NEURON = "neuron"
+EFA = "efa"
+LISTING_WORKERS = 4
+Lister = Callable[["MetricSpec"], "Listing | None"]  # a listing for this spec, or None to discover one here
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One statistic of one metric, and what it is for (``role``) on which kind of target."""
+
+    kind: str  # GPU, NEURON or EFA
+    role: str  # "utilization", "memory_used", ... or an EFA counter name
+    namespace: str
+    metric: str
+    stat: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.namespace}/{self.metric}"
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """The queries of one sweep and, for each (same index), which spec, owner and device it answers for."""
+
+    specs: tuple[MetricSpec, ...]
+    keys: tuple[tuple[int, str, str], ...]  # (spec index, owner, device)
+    queries: tuple[Query, ...]
+    listings: dict[str, Listing]  # by spec label
+
+    @property
+    def list_calls(self) -> int:
+        return sum(listing.calls for listing in self.listings.values())
+
+
+def kind_of(info: InstanceTypeInfo) -> str | None:
+    return GPU if info.gpus else NEURON if info.neuron_devices else None
+
+
+def accelerator_specs(gpu: GpuSettings, kinds: set[str], stats: dict[str, tuple[str, ...]]) -> list[MetricSpec]:
+    """The GPU/Neuron utilization and memory specs for the kinds present; ``stats`` maps a role to its
+    statistics (a role with several, e.g. Average and Maximum, is still listed once)."""
+    metrics: list[tuple[str, str, str, str | None]] = []
+    if GPU in kinds:
+        metrics += [(GPU, role, gpu.namespace, name) for role, name in (
+            ("utilization", gpu.utilization_metric), ("memory_used", gpu.memory_used_metric),
+            ("memory_total", gpu.memory_total_metric))]
+    if NEURON in kinds:
+        with_memory = bool(gpu.neuron_memory_used_metric and gpu.neuron_memory_total_metric)
+        metrics += [(NEURON, role, gpu.neuron_namespace, name) for role, name in (
+            ("utilization", gpu.neuron_utilization_metric),
+            ("memory_used", gpu.neuron_memory_used_metric if with_memory else None),
+            ("memory_total", gpu.neuron_memory_total_metric if with_memory else None))]
+    return [MetricSpec(kind, role, namespace, name, stat)
+            for kind, role, namespace, name in metrics if name for stat in stats.get(role, ())]
+
+
+class NodeOwners:
+    """Which accelerated node (of the right kind) a series belongs to, and how to narrow a listing to them."""
+
+    def __init__(self, nodes: Iterable[Instance], kinds: dict[str, str | None], gpu: GpuSettings):
+        self.nodes = list(nodes)
+        self.kinds = kinds
+        self.dimension = gpu.instance_dimension
+        self.resolver = NodeResolver(self.nodes, gpu.instance_dimension, gpu.host_dimension)
+
+    def owner(self, spec: MetricSpec, series: Series) -> str | None:
+        instance_id = self.resolver.instance_of(series)
+        return instance_id if instance_id and self.kinds.get(instance_id) == spec.kind else None
+
+    def narrow(self, spec: MetricSpec) -> tuple[str, list[str]]:
+        return self.dimension, [n.id for n in self.nodes if self.kinds.get(n.id) == spec.kind]
+
+
+def plan_queries(
+    cloudwatch: Any,
+    specs: Sequence[MetricSpec],
+    owner: Callable[[MetricSpec, Series], str | None],
+    narrow: Callable[[MetricSpec], tuple[str, list[str]]],
+    device_dimensions: Callable[[MetricSpec], Sequence[str]],
+    window: timedelta,
+    lister: Lister | None = None,
+) -> QueryPlan:
+    """List every distinct metric of ``specs`` once (concurrently), then one query per owned series and stat.
+
+    ``lister`` may hand over a listing made for the whole run (see :func:`shared_lister`); series in it that
+    ``owner`` does not claim are left out.
+    """
+    firsts: dict[tuple[str, str, str], MetricSpec] = {}
+    for spec in specs:
+        firsts.setdefault((spec.kind, spec.namespace, spec.metric), spec)
+
+    def list_one(spec: MetricSpec) -> Listing:
+        listing = lister(spec) if lister else None
+        if listing is not None:
+            return listing
+        dimension, values = narrow(spec)
+        return discover(cloudwatch, spec.namespace, spec.metric, lambda s: owner(spec, s) is not None,
+                        dimension, values, window)
+
+    with ThreadPoolExecutor(max_workers=LISTING_WORKERS, thread_name_prefix="fmdoctor-metrics") as pool:
+        found = dict(zip(firsts, pool.map(list_one, firsts.values()), strict=True))
+
+    keys: list[tuple[int, str, str]] = []
+    queries: list[Query] = []
+    for n, spec in enumerate(specs):
+        by_owner: dict[str, list[Series]] = {}
+        for s in found[(spec.kind, spec.namespace, spec.metric)].series:
+            who = owner(spec, s)
+            if who:
+                by_owner.setdefault(who, []).append(s)
+        for who, series in sorted(by_owner.items()):
+            for device, members in select_series(series, device_dimensions(spec)).items():
+                for s in members:
+                    keys.append((n, who, device))
+                    queries.append(Query(s, spec.stat))
+    listings = {first.label: found[key] for key, first in firsts.items()}
+    return QueryPlan(tuple(specs), tuple(keys), tuple(queries), listings)
+
+
+def shared_lister(cloudwatch: Any, inventory: Inventory, settings: ClusterSettings,
+                  memo: Callable[[str, Callable[[], Listing]], Listing]) -> Lister:
+    """GPU/Neuron listings made once per run for every accelerated node of the target, training and inference
+    alike, so a cluster with both lists each metric name once (``memo`` is the run's shared memo)."""
+    nodes = [i for i in inventory.instances
+             if (i.role == COMPUTE and i.state == "running") or i.role == INFERENCE]
+    kinds = {i.id: kind_of(inventory.type_of(i)) for i in nodes}
+    owners = NodeOwners([i for i in nodes if kinds[i.id]], kinds, settings.gpu)
+    window = max(settings.gpu.window, settings.inference.window)
+
+    def lister(spec: MetricSpec) -> Listing | None:
+        if spec.kind == EFA:
+            return None
+
+        def load() -> Listing:
+            dimension, values = owners.narrow(spec)
+            return discover(cloudwatch, spec.namespace, spec.metric, lambda s: owners.owner(spec, s) is not None,
+                            dimension, values, window)
+
+        return memo(f"cloudwatch.listing:{spec.kind}:{spec.label}", load)
+
+    return lister
