@@ -26,7 +26,7 @@ from fmdoctor.net.model import (
 )
 from fmdoctor.net.nacl import evaluate_nacl, nacl_fix
 from fmdoctor.net.network import Network
-from fmdoctor.net.route_fix import attached_igws, missing_route_fix, replacement_fix
+from fmdoctor.net.route_fix import attached_igws, describe, missing_route_fix, replacement_fix
 from fmdoctor.net.routing import RouteChoice, dead_target, detached_igw, exits, lookup, table_for
 from fmdoctor.net.space import FlowSet, Range, cidrs_of, describe_services, merge
 
@@ -129,33 +129,34 @@ class Trace:
                 self.note_partial(destination, choice.ranges)
             if choice.route is None:
                 reply = "replies to " if direction == "return" else ""
+                fix = missing_route_fix(topology, table, vpc_id, sender, destination, choice.ranges, direction)
                 self.block(
                     NO_ROUTE, "route", table.id,
                     f"route table {table.id} ({how} of {subnet_id}) has no route for {reply}{where}",
-                    f"add a route for {where} to {table.id} (through an internet gateway, NAT gateway, endpoint, "
-                    "peering or transit gateway, as intended)",
+                    describe(fix) or f"add a route for {where} to {table.id} (through an internet gateway, NAT "
+                    "gateway, endpoint, peering or transit gateway, as intended)",
                     direction=direction, rule=f"missing: route for {where}", route_table=table.id, subnet=subnet_id,
                     destination=where, routes=[r.describe() for r in table.routes], exits=exits(topology, table),
-                    fix=missing_route_fix(topology, table, vpc_id, sender, destination, choice.ranges, direction),
+                    fix=fix,
                 )
             if detached_igw(topology, choice.route, vpc_id):
                 igw = choice.route.target_id
                 attached = attached_igws(topology, vpc_id)
                 instead = f"point the route at {attached[0]}, which is attached" if attached else \
                     f"attach {igw} to {vpc_id} (or another internet gateway, and point the route at it)"
+                fix = replacement_fix(topology, table, vpc_id, choice.route, sender, direction)
                 self.block(NO_INTERNET_GATEWAY, "route", table.id,
                            f"{where} is routed by {table.id} to internet gateway {igw}, which is not attached to "
-                           f"{vpc_id}", f"{instead}", direction=direction, rule=choice.route.describe(),
+                           f"{vpc_id}", describe(fix) or instead, direction=direction, rule=choice.route.describe(),
                            route_table=table.id, subnet=subnet_id, internet_gateway=igw, vpc=vpc_id,
-                           attached_internet_gateways=attached,
-                           fix=replacement_fix(topology, table, vpc_id, choice.route, sender, direction))
+                           attached_internet_gateways=attached, fix=fix)
             reason = dead_target(topology, choice.route, vpc_id)
             if reason:
+                fix = replacement_fix(topology, table, vpc_id, choice.route, sender, direction)
                 self.block(BLACKHOLE, "route", table.id, f"{where} is routed by {table.id} into a blackhole: {reason}",
-                           f"replace route {choice.route.describe()} in {table.id} with one to a live target",
-                           direction=direction, rule=choice.route.describe(), route_table=table.id, subnet=subnet_id,
-                           target=choice.route.target_id, reason=reason,
-                           fix=replacement_fix(topology, table, vpc_id, choice.route, sender, direction))
+                           describe(fix) or f"replace route {choice.route.describe()} in {table.id} with one to a "
+                           "live target", direction=direction, rule=choice.route.describe(), route_table=table.id,
+                           subnet=subnet_id, target=choice.route.target_id, reason=reason, fix=fix)
         return choices
 
     def _sender(self, subnet_id: str) -> Endpoint | None:

@@ -90,3 +90,18 @@ def replacement_fix(topology: Topology, table: RouteTable, vpc_id: str, route: R
     if target is None:
         return []
     return [{"action": "replace-route", "route_table_id": table.id, "destination": route.destination, **target}]
+
+
+def describe(hints: Sequence[dict[str, Any]]) -> str | None:
+    """The hints in words, for the remedy people read; None when there are none."""
+    words = []
+    for hint in hints:
+        if hint["action"] == "modify-vpc-endpoint":
+            tables = ", ".join(hint["add_route_table_ids"])
+            words.append(f"add {tables} to S3 gateway endpoint {hint['vpc_endpoint_id']} (it adds S3's prefix-list "
+                         "route)")
+        else:
+            target = hint.get("gateway_id") or hint.get("nat_gateway_id")
+            verb = "add a route" if hint["action"] == "create-route" else "point the route"
+            words.append(f"{verb} for {hint['destination']} in {hint['route_table_id']} to {target}")
+    return "; ".join(words) or None

@@ -386,6 +386,7 @@ def test_missing_route_for_s3_adds_the_table_to_the_existing_gateway_endpoint(ne
     assert blocked.code == m.NO_ROUTE
     assert blocked.fix == [{"action": "modify-vpc-endpoint", "vpc_endpoint_id": endpoint,
                             "add_route_table_ids": [net.main_route_table()]}]
+    assert f"to S3 gateway endpoint {endpoint}" in blocked.evidence["remedy"]
 
 
 def test_no_route_fix_when_nothing_in_the_vpc_would_help(net):
