@@ -15,7 +15,7 @@ from typing import Any
 
 from fmdoctor.net import topology as t
 from fmdoctor.net.model import Endpoint
-from fmdoctor.net.routing import DEAD_NAT_STATES, table_for
+from fmdoctor.net.routing import table_for
 from fmdoctor.net.space import Range, cidrs_of
 from fmdoctor.net.topology import Route, RouteTable, Topology
 
@@ -32,9 +32,7 @@ def usable_nats(topology: Topology, vpc_id: str, table: RouteTable) -> list[str]
     internet to an attached internet gateway (a NAT behind the very table being fixed would loop)."""
     found = []
     for nat in sorted(topology.nat_gateways.values(), key=lambda n: n.id):
-        if nat.vpc_id != vpc_id or nat.state in DEAD_NAT_STATES or nat.state != "available":
-            continue
-        if nat.connectivity != "public":
+        if nat.vpc_id != vpc_id or nat.state != "available" or nat.connectivity != "public":
             continue
         own, _ = table_for(topology, nat.subnet_id, vpc_id)
         if own is None or own.id == table.id:
