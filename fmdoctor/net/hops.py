@@ -144,7 +144,7 @@ class Trace:
                 attached = attached_igws(topology, vpc_id)
                 instead = f"point the route at {attached[0]}, which is attached" if attached else \
                     f"attach {igw} to {vpc_id} (or another internet gateway, and point the route at it)"
-                fix = replacement_fix(topology, table, vpc_id, choice.route, sender, direction)
+                fix = replacement_fix(topology, table, vpc_id, choice.route, sender, destination, direction)
                 self.block(NO_INTERNET_GATEWAY, "route", table.id,
                            f"{where} is routed by {table.id} to internet gateway {igw}, which is not attached to "
                            f"{vpc_id}", describe(fix) or instead, direction=direction, rule=choice.route.describe(),
@@ -152,7 +152,7 @@ class Trace:
                            attached_internet_gateways=attached, fix=fix)
             reason = dead_target(topology, choice.route, vpc_id)
             if reason:
-                fix = replacement_fix(topology, table, vpc_id, choice.route, sender, direction)
+                fix = replacement_fix(topology, table, vpc_id, choice.route, sender, destination, direction)
                 self.block(BLACKHOLE, "route", table.id, f"{where} is routed by {table.id} into a blackhole: {reason}",
                            describe(fix) or f"replace route {choice.route.describe()} in {table.id} with one to a "
                            "live target", direction=direction, rule=choice.route.describe(), route_table=table.id,

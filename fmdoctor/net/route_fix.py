@@ -76,9 +76,9 @@ def missing_route_fix(topology: Topology, table: RouteTable, vpc_id: str, sender
 
 
 def replacement_fix(topology: Topology, table: RouteTable, vpc_id: str, route: Route, sender: Endpoint | None,
-                    direction: str) -> list[dict[str, Any]]:
-    """A route to a dead NAT gateway or a detached internet gateway, pointed at a live target of the VPC."""
-    if route.is_prefix_list or route.target_kind not in (t.NAT, t.IGW):
+                    destination: Endpoint, direction: str) -> list[dict[str, Any]]:
+    """A route out of the VPC to a dead NAT gateway or a detached internet gateway, pointed at a live target."""
+    if destination.internal or route.is_prefix_list or route.target_kind not in (t.NAT, t.IGW):
         return []
     if route.target_kind == t.IGW:
         igws = attached_igws(topology, vpc_id)
