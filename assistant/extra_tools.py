@@ -33,8 +33,9 @@ class WhyNotArgs(BaseModel):
                         "(the configured admin CIDRs).")
     destination: str = Field(description="Instance id or Name tag, ENI id, IP, FSx id, S3 bucket, or 'head' "
                              "(the cluster's head node).")
-    port: int = Field(ge=0, le=65535)
-    protocol: Literal["tcp", "udp", "icmp", "all"] = "tcp"
+    port: int | None = Field(None, ge=0, le=65535, description="Needed for tcp/udp; none for icmp, all and efa.")
+    protocol: Literal["tcp", "udp", "icmp", "all", "efa"] = Field(
+        "tcp", description="'efa': EFA traffic between two EFA nodes (all-traffic group rules, one subnet).")
 
 
 _AWS_ID = re.compile(r"^((i|eni|fs|sg|subnet|vpce?|pl)-[0-9a-f]+|internet|s3://.+|arn:.+)$")
@@ -68,14 +69,15 @@ def _endpoint(ctx: AssistantContext, name: str) -> str:
 
 
 def why_not_tool(backends: Backends) -> BaseTool:
-    def body(runtime: ToolRuntime[AssistantContext], destination: str, port: int, source: str = ADMIN,
+    def body(runtime: ToolRuntime[AssistantContext], destination: str, port: int | None = None, source: str = ADMIN,
              protocol: str = "tcp") -> ToolResult:
         ctx = runtime.context
         src, dst = _endpoint(ctx, source), _endpoint(ctx, destination)
         result = to_plain(backends.why_not(ctx.doctor, ctx.cluster, src, dst, port, protocol=protocol))
         blocked = result.get("blocked_by") or {}
-        message = (f"{protocol}/{port} from {src} to {dst} is reachable" if result.get("reachable") else
-                   f"{protocol}/{port} from {src} to {dst} is blocked by {blocked.get('component')} "
+        flow = protocol if port is None else f"{protocol}/{port}"
+        message = (f"{flow} from {src} to {dst} is reachable" if result.get("reachable") else
+                   f"{flow} from {src} to {dst} is blocked by {blocked.get('component')} "
                    f"{blocked.get('resource')} ({blocked.get('code')})")
         return ToolResult(tool=WHY_NOT, status=ToolStatus.SUCCESS, message=message, data={"reachability": result})
 

@@ -10,7 +10,8 @@ outside their subnet and the VPC's default group instead of the endpoint's group
 lacks the ``association.public-ip`` filter; its CloudWatch lists multi-dimension series once per datapoint
 and answers GetMetricData in quadratic time (``moto_cloudwatch``). Scenario
 builders make ordinary boto3 calls (they would work against real AWS); this module makes moto honour
-those parameters (and :mod:`fmdoctor.demo.moto_health` the Spot and HyperPod bits). Real AWS needs none
+those parameters (and :mod:`fmdoctor.demo.moto_health` the Spot and HyperPod bits, :mod:`fmdoctor.demo.moto_routes`
+the route fixes). Real AWS needs none
 of it. :func:`install` is idempotent and patches classes only.
 """
 
@@ -20,7 +21,7 @@ import functools
 import threading
 from typing import Any
 
-from fmdoctor.demo import moto_cloudwatch, moto_health
+from fmdoctor.demo import moto_cloudwatch, moto_health, moto_routes
 
 _installed = False
 _lock = threading.Lock()
@@ -42,6 +43,7 @@ def install() -> None:
         moto_cloudwatch.install()
         _patch_cloudwatch_percentiles()  # after moto_cloudwatch: it wraps the GetMetricData installed there
         _patch_endpoint_interfaces()
+        moto_routes.install()
         _installed = True
 
 

@@ -15,6 +15,7 @@ from fmdoctor.net.model import (
     BLOCK,
     EFA_CROSS_SUBNET,
     NACL_DENY,
+    NO_INTERNET_GATEWAY,
     NO_ROUTE,
     PASS,
     UNVERIFIED,
@@ -25,7 +26,8 @@ from fmdoctor.net.model import (
 )
 from fmdoctor.net.nacl import evaluate_nacl, nacl_fix
 from fmdoctor.net.network import Network
-from fmdoctor.net.routing import RouteChoice, dead_target, exits, lookup, table_for
+from fmdoctor.net.route_fix import attached_igws, describe, missing_route_fix, replacement_fix
+from fmdoctor.net.routing import RouteChoice, dead_target, detached_igw, exits, lookup, table_for
 from fmdoctor.net.space import FlowSet, Range, cidrs_of, describe_services, merge
 
 FIX_CIDRS_MAX = 4
@@ -113,34 +115,54 @@ class Trace:
 
     def routes(self, subnet_id: str, vpc_id: str, destination: Endpoint, ranges: Sequence[Range] | None = None,
                direction: str = "forward", skip_kinds: frozenset[str] = frozenset()) -> list[RouteChoice]:
-        table, how = table_for(self.network.topology, subnet_id, vpc_id)
+        topology = self.network.topology
+        table, how = table_for(topology, subnet_id, vpc_id)
         if table is None:
             self.unverified("route", subnet_id, f"the route table of {subnet_id} is not known", direction)
             return []
-        choices = lookup(self.network.topology, table, ranges if ranges is not None else destination.addresses,
+        choices = lookup(topology, table, ranges if ranges is not None else destination.addresses,
                          skip_kinds=skip_kinds)
+        sender = self._sender(subnet_id)
         for choice in choices:
             where = destination.part_label(choice.ranges)
-            if choice.route is None or dead_target(self.network.topology, choice.route, vpc_id):
+            if choice.route is None or dead_target(topology, choice.route, vpc_id):
                 self.note_partial(destination, choice.ranges)
             if choice.route is None:
                 reply = "replies to " if direction == "return" else ""
+                fix = missing_route_fix(topology, table, vpc_id, sender, destination, choice.ranges, direction)
                 self.block(
                     NO_ROUTE, "route", table.id,
                     f"route table {table.id} ({how} of {subnet_id}) has no route for {reply}{where}",
-                    f"add a route for {where} to {table.id} (through an internet gateway, NAT gateway, endpoint, "
-                    "peering or transit gateway, as intended)",
+                    describe(fix) or f"add a route for {where} to {table.id} (through an internet gateway, NAT "
+                    "gateway, endpoint, peering or transit gateway, as intended)",
                     direction=direction, rule=f"missing: route for {where}", route_table=table.id, subnet=subnet_id,
-                    destination=where,
-                    routes=[r.describe() for r in table.routes], exits=exits(self.network.topology, table),
+                    destination=where, routes=[r.describe() for r in table.routes], exits=exits(topology, table),
+                    fix=fix,
                 )
-            reason = dead_target(self.network.topology, choice.route, vpc_id)
+            if detached_igw(topology, choice.route, vpc_id):
+                igw = choice.route.target_id
+                attached = attached_igws(topology, vpc_id)
+                instead = f"point the route at {attached[0]}, which is attached" if attached else \
+                    f"attach {igw} to {vpc_id} (or another internet gateway, and point the route at it)"
+                fix = replacement_fix(topology, table, vpc_id, choice.route, sender, destination, direction)
+                self.block(NO_INTERNET_GATEWAY, "route", table.id,
+                           f"{where} is routed by {table.id} to internet gateway {igw}, which is not attached to "
+                           f"{vpc_id}", describe(fix) or instead, direction=direction, rule=choice.route.describe(),
+                           route_table=table.id, subnet=subnet_id, internet_gateway=igw, vpc=vpc_id,
+                           attached_internet_gateways=attached, fix=fix)
+            reason = dead_target(topology, choice.route, vpc_id)
             if reason:
+                fix = replacement_fix(topology, table, vpc_id, choice.route, sender, destination, direction)
                 self.block(BLACKHOLE, "route", table.id, f"{where} is routed by {table.id} into a blackhole: {reason}",
-                           f"replace route {choice.route.describe()} in {table.id} with one to a live target",
-                           direction=direction, rule=choice.route.describe(), route_table=table.id, subnet=subnet_id,
-                           target=choice.route.target_id, reason=reason)
+                           describe(fix) or f"replace route {choice.route.describe()} in {table.id} with one to a "
+                           "live target", direction=direction, rule=choice.route.describe(), route_table=table.id,
+                           subnet=subnet_id, target=choice.route.target_id, reason=reason, fix=fix)
         return choices
+
+    def _sender(self, subnet_id: str) -> Endpoint | None:
+        """The interface whose traffic the subnet's table routes (None: a NAT gateway's own subnet)."""
+        return next((e for e in (self.source, self.destination)
+                     if e is not None and e.internal and e.subnet_id == subnet_id), None)
 
     def route_hop(self, table_subnet: str, choice: RouteChoice, detail: str, direction: str = "forward",
                   verdict: str = PASS) -> None:

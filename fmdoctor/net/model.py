@@ -174,7 +174,7 @@ class ReachabilityResult:
             "reachable": self.reachable,
             "source": self.source.to_json_dict(),
             "destination": self.destination.to_json_dict(),
-            "protocol": "all" if self.flow.protocol == "-1" else self.flow.protocol,
+            "protocol": "efa" if self.flow.efa else "all" if self.flow.protocol == "-1" else self.flow.protocol,
             "port": self.flow.port_label,
             "hops": [h.to_json_dict() for h in self.hops],
             "blocked_by": self.blocked_by.to_json_dict() if self.blocked_by else None,

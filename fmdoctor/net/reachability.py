@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from fmdoctor.engine.context import CheckContext
     from fmdoctor.engine.inventory import Inventory
 
-PROTOCOLS = ("tcp", "udp", "icmp", "all")
+PROTOCOLS = ("tcp", "udp", "icmp", "all", "efa")
 _PORTS = re.compile(r"^\d{1,5}(-\d{1,5})?$")
 
 __all__ = ["PROTOCOLS", "ReachabilityResult", "analyze", "load_network", "parse_flow", "why_not"]
@@ -63,6 +63,10 @@ def parse_flow(protocol: str = "tcp", port: Any = None, default_ports: tuple[Ran
     if name not in PROTOCOLS:
         raise UsageError(f"unknown protocol {protocol!r}: use one of {', '.join(PROTOCOLS)}")
     ports = parse_ports(port)
+    if name == "efa":
+        if ports is not None:
+            raise UsageError("--port does not apply to protocol efa (EFA needs all traffic)")
+        return Flow("-1", efa=True)
     if name in ("icmp", "all"):
         if ports is not None:
             raise UsageError(f"--port does not apply to protocol {name}")
@@ -80,12 +84,16 @@ def analyze(network: Network, source: str | Endpoint | Sequence[Endpoint], desti
 
     Ends are strings (resolved against the network) or endpoints; an end with several classes (an FSx
     file system's interfaces) is blocked if any class is. Without a port, FSx for Lustre implies TCP 988
-    and 1018-1023 and S3 implies 443.
+    and 1018-1023 and S3 implies 443. Protocol ``efa`` asks for EFA's OS-bypass traffic between two EFA
+    interfaces (an instance stands for its first EFA interface): all-traffic group-referencing rules, one subnet.
     """
     resolver = resolver or Resolver(network, _empty_inventory(network))
     sources = _ends(resolver, source)
     destinations = _ends(resolver, destination)
     flow = parse_flow(protocol, port, destinations.default_ports)
+    if flow.efa:
+        sources = Resolved([efa_endpoint(resolver.network, e) for e in sources.endpoints])
+        destinations = Resolved([efa_endpoint(resolver.network, e) for e in destinations.endpoints])
     results = [analyze_endpoints(resolver.network, s, d, flow)
                for s in sources.endpoints for d in destinations.endpoints]
     return next((r for r in results if r.reachable is False), None) or \
@@ -138,6 +146,22 @@ def load_network(ctx: CheckContext, extra_vpcs: Iterable[str | None] = ()) -> Ne
         network = network.with_extras(extra.interfaces.values(), extra.security_groups,
                                       topology=merge_topologies(network.topology, extra))
     return network
+
+
+def efa_endpoint(network: Network, end: Endpoint) -> Endpoint:
+    """The EFA interface an end stands for: itself, or the first EFA interface of the instance it belongs to."""
+    eni = network.interfaces.get(end.resource) if end.kind == "interface" else None
+    if eni is None:
+        raise UsageError(f"EFA flows are between EFA interfaces: {end.label} is not an instance or interface",
+                         hint="name two instances or ENIs of the cluster (--from gpu-node-1 --to gpu-node-2)")
+    if eni.is_efa:
+        return end
+    found = sorted((e for e in network.interfaces.values() if e.is_efa and eni.instance_id
+                    and e.instance_id == eni.instance_id),
+                   key=lambda e: (e.network_card_index or 0, e.device_index or 0, e.id))
+    if not found:
+        raise UsageError(f"{end.label} has no EFA interface", hint="EFA flows are between EFA interfaces")
+    return network.interface_endpoint(found[0], end.query)
 
 
 def _ends(resolver: Resolver, end: str | Endpoint | Sequence[Endpoint]) -> Resolved:

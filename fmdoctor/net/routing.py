@@ -101,6 +101,13 @@ def dead_target(topology: Topology, route: Route, vpc_id: str) -> str | None:
     return None
 
 
+def detached_igw(topology: Topology, route: Route, vpc_id: str) -> bool:
+    """The route names an internet gateway that is not attached to the VPC (detached, or attached elsewhere;
+    AWS marks such a route ``blackhole``, but the missing attachment is the cause people need to hear)."""
+    return route.target_kind == t.IGW and bool(route.target_id) and not topology.igw_attached(route.target_id or "",
+                                                                                             vpc_id)
+
+
 def table_for(topology: Topology, subnet_id: str, vpc_id: str | None) -> tuple[RouteTable | None, str]:
     """The subnet's route table and how it applies ('explicit association' or 'main route table')."""
     table, explicit = topology.route_table_for(subnet_id, vpc_id)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fmdoctor.engine.errors import FmdoctorError
+from fmdoctor.remediation.route_actions import HintError, endpoint_params, route_params
 
 
 class RemediationError(FmdoctorError):
@@ -216,6 +217,18 @@ def _hyperpod_node(operation: str, verb: str) -> Callable[[Mapping[str, Any], st
     return build
 
 
+def _ec2_call(operation: str, params_of: Callable[[Mapping[str, Any]], tuple[dict[str, Any], str]]
+              ) -> Callable[[Mapping[str, Any], str], PlannedCall]:
+    def build(hint: Mapping[str, Any], check_id: str) -> PlannedCall:
+        try:
+            params, summary = params_of(hint)
+        except HintError as exc:
+            raise _bad(hint, str(exc)) from None
+        return PlannedCall("ec2", operation, params, hint["action"], summary)
+
+    return build
+
+
 _SG_READS = ("ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules")
 _HYPERPOD_BUSY = frozenset({"InstanceIdInUse"})
 
@@ -232,6 +245,14 @@ ACTIONS: dict[str, ActionSpec] = {
                    "arn:aws:ec2:*:*:network-acl/*", dry_run=True,
                    duplicate_codes=frozenset({"NetworkAclEntryAlreadyExists"}),
                    read_actions=("ec2:DescribeNetworkAcls",)),
+        ActionSpec("create-route", "ec2", "CreateRoute", _ec2_call("CreateRoute", route_params),
+                   "arn:aws:ec2:*:*:route-table/*", dry_run=True, duplicate_codes=frozenset({"RouteAlreadyExists"}),
+                   read_actions=("ec2:DescribeRouteTables",)),
+        ActionSpec("replace-route", "ec2", "ReplaceRoute", _ec2_call("ReplaceRoute", route_params),
+                   "arn:aws:ec2:*:*:route-table/*", dry_run=True, read_actions=("ec2:DescribeRouteTables",)),
+        # Authorised on the endpoint and on each route table it adds: no single resource pattern fits.
+        ActionSpec("modify-vpc-endpoint", "ec2", "ModifyVpcEndpoint", _ec2_call("ModifyVpcEndpoint", endpoint_params),
+                   dry_run=True, read_actions=("ec2:DescribeVpcEndpoints",)),
         ActionSpec("tag-instance", "ec2", "CreateTags", _tag_instance, "arn:aws:ec2:*:*:instance/*",
                    dry_run=True, read_actions=("ec2:DescribeTags",)),
         ActionSpec("reboot-hyperpod-node", "sagemaker", "BatchRebootClusterNodes",

@@ -146,12 +146,12 @@ def _apply_one(aws: Aws, step: PlannedCall) -> CallOutcome:
 
 def _already_or_conflict(aws: Aws, step: PlannedCall, code: str) -> CallOutcome:
     """An "already exists" answer: the same change (done) or a different one in its place (a conflict)."""
-    if step.operation != "CreateNetworkAclEntry":
+    if step.operation not in ("CreateNetworkAclEntry", "CreateRoute"):
         return CallOutcome(step, ALREADY, f"{code}: already in place", code)
     state = reconcile(aws, [step])
     if state.satisfied:
         return CallOutcome(step, ALREADY, state.satisfied[0][1], code)
-    reason = state.conflicts[0][1] if state.conflicts else f"{code}: a different entry holds this rule number"
+    reason = state.conflicts[0][1] if state.conflicts else f"{code}: something different is already in its place"
     return CallOutcome(step, FAILED, reason, code)
 
 

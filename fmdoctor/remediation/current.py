@@ -18,6 +18,7 @@ from fmdoctor.engine.discovery import FILTER_VALUES_MAX, fetch_security_groups
 from fmdoctor.engine.errors import describe_aws_failure
 from fmdoctor.engine.inventory import SgRule, chunked
 from fmdoctor.remediation.actions import PlannedCall
+from fmdoctor.remediation.route_actions import judge_endpoints, judge_routes
 
 # HyperPod node states in which a reboot or replacement is already under way (or the node is gone).
 HYPERPOD_IN_PROGRESS = frozenset({"Pending", "ShuttingDown", "SystemUpdating", "DeepHealthCheckInProgress",
@@ -206,6 +207,9 @@ _JUDGES: dict[str, Callable[[Aws, list[PlannedCall]], dict[int, Verdict]]] = {
     "AuthorizeSecurityGroupEgress": _security_group_rules,
     "CreateNetworkAclEntry": _network_acl_entries,
     "CreateTags": _instance_tags,
+    "CreateRoute": judge_routes,
+    "ReplaceRoute": judge_routes,
+    "ModifyVpcEndpoint": judge_endpoints,
     "BatchRebootClusterNodes": _hyperpod_nodes,
     "BatchReplaceClusterNodes": _hyperpod_nodes,
 }

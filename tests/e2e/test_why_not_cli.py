@@ -35,6 +35,15 @@ def test_why_not_blocked_reachable_and_bad_input_over_http(moto_server, fmdoctor
     assert s3.json()["blocked_by"] is None
     assert "vpc-endpoint" in [h["component"] for h in s3.json()["hops"]]
 
+    efa = fmdoctor_cli("why-not", *common, "--from", "gpu-node-1", "--to", "gpu-node-2", "--protocol", "efa",
+                       "--format", "json")
+    assert efa.code == 2, efa.stderr
+    assert (efa.json()["protocol"], efa.json()["port"]) == ("efa", None)
+    assert efa.json()["blocked_by"]["code"] == "sg-egress-no-match"  # the demo's EFA group lacks its egress rule
+    efa_port = fmdoctor_cli("why-not", *common, "--from", "gpu-node-1", "--to", "gpu-node-2", "--protocol", "efa",
+                            "--port", "22")
+    assert efa_port.code == 3 and "does not apply to protocol efa" in efa_port.stderr
+
     bad = fmdoctor_cli("why-not", *common, "--from", "gpu-node-1", "--to", "head-node", "--port", "http")
     assert bad.code == 3 and bad.stdout == "" and "invalid port" in bad.stderr and "Traceback" not in bad.stderr
     unknown = fmdoctor_cli("why-not", *common, "--from", "gpu-node-1", "--to", "i-0123456789abcdef0", "--port", "22")

@@ -93,6 +93,47 @@ def test_ssh_needs_admin_cidrs_and_a_head_node(builder, run_checks):
     assert "no head or login node" in report.skipped[0].reason
 
 
+def head_without_role_tag(b: ClusterBuilder, **tags: str) -> str:
+    """A cluster whose head node is known only by ``tags`` or by config; SSH admits only the office."""
+    b.internet_gateway(["public-a"])
+    b.security_group("head", ingress=tcp((22, 22), cidr=OFFICE))
+    [head] = b.launch(["head"], "m5.8xlarge", "public-a", ["head"], public_ip=True, extra_tags=tags or None)
+    b.launch(["gpu-1"], "m5.large", "public-a", ["head"], public_ip=True)  # a compute node, never checked
+    return head
+
+
+def test_ssh_head_node_known_by_the_parallelcluster_tag(builder, run_checks):
+    head = head_without_role_tag(builder, **{"parallelcluster:node-type": "HeadNode"})
+    report = run_checks(["ssh-unreachable"], network={"admin_cidrs": ["198.51.100.0/24"]})
+    [finding] = report.findings
+    assert finding.resource == head and finding.evidence["role"] == "head"
+    assert finding.evidence["code"] == "sg-ingress-no-match"
+    assert run_checks(["ssh-unreachable"], network={"admin_cidrs": [OFFICE]}).findings == []
+
+
+def test_ssh_head_node_known_by_config(builder, run_checks):
+    head = head_without_role_tag(builder)
+    assert "no head or login node" in run_checks(["ssh-unreachable"], network={
+        "admin_cidrs": ["198.51.100.0/24"]}).skipped[0].reason
+    report = run_checks(["ssh-unreachable"], head_nodes=[head], network={"admin_cidrs": ["198.51.100.0/24"]})
+    [finding] = report.findings
+    assert finding.resource == head and finding.evidence["role"] == "head"
+
+
+def test_ssh_reply_route_fix_names_the_attached_internet_gateway(builder, run_checks):
+    """The head's subnet lost its route out: the fix is a route to the VPC's internet gateway, which applies."""
+    b = builder
+    igw = b.ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+    b.ec2.attach_internet_gateway(InternetGatewayId=igw, VpcId=b.vpc_id)
+    table = b.route_table("public", ["public-a"])  # no 0.0.0.0/0 route
+    b.security_group("head", ingress=tcp((22, 22), cidr=OFFICE))
+    b.launch(["head"], "m5.8xlarge", "public-a", ["head"], role="head", public_ip=True)
+    [finding] = run_checks(["ssh-unreachable"], network={"admin_cidrs": [OFFICE]}).findings
+    assert (finding.evidence["code"], finding.evidence["direction"]) == ("no-route", "return")
+    assert finding.evidence["fix"] == [{"action": "create-route", "route_table_id": table,
+                                        "destination": OFFICE, "gateway_id": igw}]
+
+
 def test_ssh_from_inside_the_vpc_is_reported_unverified_not_healthy(cluster, run_checks):
     report = run_checks(["ssh-unreachable"], network={"admin_cidrs": ["10.0.0.0/16"]})
     [error] = report.errors
@@ -166,7 +207,7 @@ def test_s3_without_endpoint_nat_or_igw(builder, run_checks):
     main = builder.ec2.describe_route_tables(Filters=[{"Name": "vpc-id", "Values": [builder.vpc_id]}])
     assert finding.resource == main["RouteTables"][0]["RouteTableId"] == ev["route_table"]
     assert ev["code"] == "no-route" and ev["node_count"] == 2 and ev["exits"] == {}
-    assert ev["fix"] == []  # a route or endpoint is an infrastructure decision: no automatic fix
+    assert ev["fix"] == []  # no endpoint, NAT or internet gateway in the VPC to point a route at
 
 
 def test_s3_egress_denied_by_a_network_acl(cluster, run_checks):

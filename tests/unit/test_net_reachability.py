@@ -115,6 +115,17 @@ def office_prefix_list(b: ClusterBuilder) -> None:
     b.ec2.authorize_security_group_ingress(GroupId=b.groups["web"], IpPermissions=tcp(2222, prefix_list=pl))
 
 
+def detach_igw(b: ClusterBuilder) -> None:
+    b.ec2.detach_internet_gateway(InternetGatewayId=b.gateways["igw"], VpcId=b.vpc_id)
+
+
+def efa_nodes(b: ClusterBuilder) -> None:
+    """Two EFA nodes in private-a and one in private-b, in a group that references itself both ways."""
+    b.security_group("efa", self_ingress=True, self_egress=True)
+    b.launch(["gpu-a1", "gpu-a2"], "p4d.24xlarge", "private-a", ["efa"], efa_interfaces=2)
+    b.launch(["gpu-b"], "p4d.24xlarge", "private-b", ["efa"], efa_interfaces=2)
+
+
 def s3_gateway(b: ClusterBuilder) -> None:
     b.s3_gateway_endpoint(["private"], REGION)
 
@@ -156,6 +167,7 @@ class Case:
     port: Any
     expect: str | bool | None  # an explanation code, or the verdict
     hop: str | None = None  # a component the path must pass (allowed cases)
+    protocol: str = "tcp"
 
 
 CASES = [
@@ -170,6 +182,10 @@ CASES = [
     Case("no-route", None, "db", "internet", 443, m.NO_ROUTE),
     Case("via-nat-gateway", None, "app", "internet", 443, True, "nat-gateway"),
     Case("blackhole-route", delete_nat, "app", "internet", 443, m.BLACKHOLE),
+    Case("no-internet-gateway-detached", detach_igw, "web", "internet", 443, m.NO_INTERNET_GATEWAY),
+    Case("internet-gateway-attached", None, "web", "198.51.100.7", 443, True, "internet-gateway"),
+    Case("efa-cross-subnet", efa_nodes, "gpu-a1", "gpu-b", None, m.EFA_CROSS_SUBNET, protocol="efa"),
+    Case("efa-within-one-subnet", efa_nodes, "gpu-a1", "gpu-a2", None, True, "sg-ingress", protocol="efa"),
     Case("no-public-ip-outbound", None, "bare", "internet", 443, m.NO_PUBLIC_IP),
     Case("public-ip-outbound", None, "web", "internet", 443, True, "internet-gateway"),
     Case("no-public-ip-inbound", None, OFFICE, "bare", 22, m.NO_PUBLIC_IP),
@@ -197,7 +213,7 @@ CASES = [
 def test_why_not(net, case):
     if case.setup:
         case.setup(net)
-    result = ask(case.source, case.destination, case.port)
+    result = ask(case.source, case.destination, case.port, case.protocol)
     data = result.to_json_dict()
     assert set(data) == {"reachable", "source", "destination", "protocol", "port", "hops", "blocked_by"}
     if isinstance(case.expect, str):
@@ -317,3 +333,88 @@ def test_endpoints_by_id_ip_and_name_resolve_to_the_same_interface(net):
     db_admits_app(net)
     answers = {ask("app", target, 5432).destination.resource for target in ("db", instance, eni, ip)}
     assert answers == {eni}
+
+
+def test_every_explanation_code_has_a_blocked_case():
+    assert set(m.CODES) <= {c.expect for c in CASES}
+
+
+def test_efa_flows_use_the_efa_interfaces_and_take_no_port(net):
+    efa_nodes(net)
+    result = ask("gpu-a1", "gpu-a2", protocol="efa")
+    data = result.to_json_dict()
+    assert data["protocol"] == "efa" and data["port"] is None
+    assert [h.component for h in result.hops] == ["eni", "sg-egress", "route", "sg-ingress", "sg-state",
+                                                  "destination"]  # one subnet: no ACL, no route table
+    assert result.hops[1].rule.endswith(f"egress all traffic to {net.groups['efa']}")  # the group rule, not 0/0
+    assert net.ec2.describe_network_interfaces(NetworkInterfaceIds=[result.source.resource])[
+        "NetworkInterfaces"][0]["InterfaceType"] == "efa"
+    with pytest.raises(UsageError, match="does not apply to protocol efa"):
+        ask("gpu-a1", "gpu-a2", 22, "efa")
+    with pytest.raises(UsageError, match="has no EFA interface"):
+        ask("gpu-a1", "app", protocol="efa")
+    with pytest.raises(UsageError, match="between EFA interfaces"):
+        ask("gpu-a1", "internet", protocol="efa")
+
+
+def test_efa_rules_still_apply_within_one_subnet(net):
+    net.security_group("efa", self_ingress=True)  # no all-traffic outbound rule referencing the group
+    net.launch(["gpu-a1", "gpu-a2"], "p4d.24xlarge", "private-a", ["efa"], efa_interfaces=1)
+    net.ec2.revoke_security_group_egress(GroupId=net.groups["efa"], IpPermissions=[
+        {"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}])
+    blocked = ask("gpu-a1", "gpu-a2", protocol="efa").blocked_by
+    assert blocked.code == m.SG_EGRESS
+    assert blocked.fix == [{"action": "authorize-security-group-egress", "group_id": net.groups["efa"],
+                            "ip_protocol": "-1", "peer_group_id": net.groups["efa"]}]
+
+
+# -- fix hints for routes: targets the VPC already has ---------------------------------------------------
+
+def test_missing_route_out_names_a_live_nat_gateway(net):
+    main = net.main_route_table()
+    blocked = ask("db", "internet", 443).blocked_by
+    assert blocked.code == m.NO_ROUTE
+    assert blocked.fix == [{"action": "create-route", "route_table_id": main, "destination": "0.0.0.0/0",
+                            "nat_gateway_id": net.gateways["nat"]}]
+    # Towards one CIDR, the route names that CIDR.
+    assert ask("db", "198.51.100.0/24", 443).blocked_by.fix[0]["destination"] == "198.51.100.0/24"
+
+
+def test_missing_route_for_s3_adds_the_table_to_the_existing_gateway_endpoint(net):
+    endpoint = net.s3_gateway_endpoint(["private"], REGION)
+    blocked = ask("db", "s3").blocked_by
+    assert blocked.code == m.NO_ROUTE
+    assert blocked.fix == [{"action": "modify-vpc-endpoint", "vpc_endpoint_id": endpoint,
+                            "add_route_table_ids": [net.main_route_table()]}]
+    assert f"to S3 gateway endpoint {endpoint}" in blocked.evidence["remedy"]
+
+
+def test_no_route_fix_when_nothing_in_the_vpc_would_help(net):
+    db_admits_office(net)
+    blocked = ask(OFFICE, "db", 22).blocked_by  # the reply: db has no public IP, a NAT admits nothing inbound
+    assert blocked.code == m.NO_ROUTE and blocked.fix == []
+    assert blocked.evidence["remedy"]
+
+
+def test_blackhole_nat_route_is_pointed_at_a_live_nat_gateway(net):
+    delete_nat(net)
+    blocked = ask("app", "internet", 443).blocked_by
+    assert blocked.code == m.BLACKHOLE and blocked.fix == []  # no other NAT gateway to name
+    other = net.nat_gateway("public-a")
+    blocked = ask("app", "internet", 443).blocked_by
+    assert blocked.fix == [{"action": "replace-route", "route_table_id": net.route_tables["private"],
+                            "destination": "0.0.0.0/0", "nat_gateway_id": other}]
+
+
+def test_detached_internet_gateway_route_is_pointed_at_the_attached_one(net):
+    old = net.gateways["igw"]
+    detach_igw(net)
+    blocked = ask("web", "internet", 443).blocked_by
+    assert blocked.code == m.NO_INTERNET_GATEWAY and blocked.resource == net.route_tables["public"]
+    assert blocked.evidence["internet_gateway"] == old and blocked.fix == []
+    assert f"attach {old} to {net.vpc_id}" in blocked.evidence["remedy"]
+    new = net.ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+    net.ec2.attach_internet_gateway(InternetGatewayId=new, VpcId=net.vpc_id)
+    blocked = ask("web", "internet", 443).blocked_by
+    assert blocked.fix == [{"action": "replace-route", "route_table_id": net.route_tables["public"],
+                            "destination": "0.0.0.0/0", "gateway_id": new}]

@@ -133,6 +133,26 @@ def test_why_not_takes_name_tags_and_reports_a_missing_head(builder, doctor_for)
     assert artifact["status"] == "error" and "no known head node" in artifact["message"]
 
 
+def test_why_not_tool_asks_about_efa_without_a_port(builder, doctor_for):
+    builder.security_group("efa", self_ingress=True, self_egress=True)
+    builder.launch(["gpu-1", "gpu-2"], "p5.48xlarge", "private-a", ["efa"], efa_interfaces=2)
+    seen = []
+
+    def why_not(doctor, cluster, source, destination, port, protocol="tcp"):
+        seen.append((port, protocol))
+        return FakeReachability(True, source, destination, port, protocol)
+
+    from fmdoctor.assistant.extra_tools import WhyNotArgs, why_not_tool
+    from fmdoctor.assistant.session import AssistantContext, SessionState
+
+    assert WhyNotArgs(destination="gpu-2", source="gpu-1", protocol="efa").port is None
+    ctx = AssistantContext(doctor_for(), CLUSTER, SessionState("s"))
+    runtime = type("R", (), {"context": ctx, "stream_writer": staticmethod(lambda x: None)})()
+    _, artifact = why_not_tool(Backends(why_not=why_not)).func(destination="gpu-2", source="gpu-1", protocol="efa",
+                                                              runtime=runtime)
+    assert seen == [(None, "efa")] and artifact["message"].startswith("efa from ")
+
+
 class FakeRunbook:
     def __init__(self, runbook_id: str):
         self.id = runbook_id
