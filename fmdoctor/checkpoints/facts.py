@@ -17,7 +17,7 @@ from fmdoctor.checkpoints.fsx import resolve_fsx
 from fmdoctor.checkpoints.local import LocalLister, PathMissing
 from fmdoctor.checkpoints.model import Checkpoint, Lister, LocationScan, scan_location, usable
 from fmdoctor.checkpoints.s3 import S3Lister
-from fmdoctor.engine.check import NotApplicable
+from fmdoctor.engine.check import NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.gaps import Gaps
 
@@ -53,6 +53,8 @@ def facts_or_not_applicable(ctx: CheckContext) -> CheckpointFacts:
     facts.gaps.report(ctx)
     if not facts.scans and not facts.gaps:
         raise NotApplicable("; ".join(facts.elsewhere))
+    if not facts.scans:
+        raise Unverified("no checkpoint location could be read")  # the gaps above say why
     return facts
 
 
