@@ -190,7 +190,7 @@ class FaultInjector:
         key = (model.service_model.service_name, model.name)
         truncated = self._truncated.get(key)
         params = getattr(self._current, "params", {})
-        if truncated and isinstance(parsed, dict) and TRUNCATED_TOKEN not in params.values():
+        if truncated and isinstance(parsed, dict) and "Error" not in parsed and TRUNCATED_TOKEN not in params.values():
             output_token, more = truncated
             parsed[output_token] = TRUNCATED_TOKEN  # the client returns this very dict
             parsed.update(more)
