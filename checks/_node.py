@@ -34,6 +34,14 @@ def identity(ctx: CheckContext) -> NodeIdentity:
     return ctx.shared("node.identity", load)
 
 
+def unknown_type(ctx: CheckContext, who: NodeIdentity, what: str) -> None:
+    """Say that a count could not be compared: IMDS named no type we know (or answered something else)."""
+    answered = repr(who.instance_type[:60]) if who.instance_type else "nothing"
+    ctx.unverified(f"whether {ctx.host.name} sees every {what} of its instance type", code="UnknownInstanceType",
+                   message=f"IMDS latest/meta-data/instance-type answered {answered}, not a type whose {what} count "
+                           "fmdoctor knows")
+
+
 def nvidia_identity(ctx: CheckContext) -> NodeIdentity:
     """The node's identity; NotApplicable when its (known) instance type has no NVIDIA GPUs."""
     who = identity(ctx)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from fmdoctor.checkpoints.facts import age_of, facts_or_not_applicable
+from fmdoctor.checkpoints.facts import age_of, clock_skew_message, facts_or_not_applicable
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
@@ -31,6 +31,10 @@ class CheckpointStale(Check):
             newest = scan.newest
             assert newest is not None
             age, skewed = age_of(newest, ctx)
+            if skewed:  # dated beyond any clock skew: its age is unknown, so it cannot pass as fresh
+                ctx.unverified(f"the age of the newest checkpoint at {scan.location} ({newest.name})", "ClockSkew",
+                               clock_skew_message(newest.last_modified, ctx.now))
+                continue
             if age <= max_age:
                 continue
             findings.append(

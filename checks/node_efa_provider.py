@@ -5,7 +5,7 @@ from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.node import fi_info
 
-from ._node import first_line, identity, node_resource
+from ._node import first_line, identity, node_resource, unknown_type
 
 
 class NodeEfaProvider(Check):
@@ -52,6 +52,8 @@ class NodeEfaProvider(Check):
             return [self.finding(resource, (
                 f"The EFA provider on {ctx.host.name} offers no FI_EP_RDM endpoint, the one NCCL's aws-ofi-nccl "
                 "plugin needs; update the EFA software."), evidence)]
+        if expected is None:
+            unknown_type(ctx, who, "EFA device")
         if expected and len(provider.devices) < expected:
             return [self.finding(resource, (
                 f"{ctx.host.name} sees {len(provider.devices)} of the {expected} EFA devices a {who.instance_type} "

@@ -5,7 +5,7 @@ from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.node import nvidia_smi
 
-from ._node import first_line, node_resource, nvidia_identity, run_nvidia_smi
+from ._node import first_line, node_resource, nvidia_identity, run_nvidia_smi, unknown_type
 
 
 class NodeGpuHealth(Check):
@@ -45,6 +45,8 @@ class NodeGpuHealth(Check):
                 f"nvidia-smi fails on {ctx.host.name} ({first_line(result)}): the driver cannot reach the GPUs."),
                 {**base, "error": first_line(result), "exit_status": result.returncode})]
         findings = []
+        if expected is None:
+            unknown_type(ctx, who, "GPU")
         lost = [g for g in parsed.gpus if g.lost]
         if (expected and len(parsed.gpus) < expected) or parsed.unreadable or lost:
             seen = len(parsed.gpus) - len(lost)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from fmdoctor.checkpoints.facts import checkpoint_facts
+from fmdoctor.checkpoints.facts import CLOCK_SKEW, checkpoint_facts, clock_skew_message
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
@@ -41,6 +41,9 @@ class SpotInterruptionUnprotected(Check):
         best = facts.newest_usable(settings.incomplete_size_ratio)
         if best is None and not facts.scans:
             ctx.unverified(unverified, "CheckpointsUnreadable", "; ".join(facts.elsewhere) or "see the errors above")
+            return []
+        if best is not None and best[1].last_modified > ctx.now + CLOCK_SKEW:
+            ctx.unverified(unverified, "ClockSkew", clock_skew_message(best[1].last_modified, ctx.now))
             return []
         findings = []
         for item in items:

@@ -6,6 +6,11 @@ the standard retry mode for throttling, and the engine's error handling. Nothing
 Attach it to every session the engine opens by passing ``injector.aws_factory`` to
 :class:`~fmdoctor.engine.api.Doctor`.
 
+Besides error responses it can break the transport (:meth:`FaultInjector.drop`: a read timeout or a
+connection reset, raised where botocore's HTTP layer raises them, so the standard retry mode sees them)
+and truncate a listing (:meth:`FaultInjector.truncate`: the first page claims a next page, and the token
+it hands out is refused, as an expired or corrupted pagination token is).
+
 A fault can target only EC2 ``DryRun=True`` requests (``dry_run=True``) or only real ones
 (``dry_run=False``): denying both is how AWS answers a caller without the permission; failing only the
 real call models a pre-flight that passed and an apply that did not (throttled, resource gone).
@@ -21,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
 
 from fmdoctor.engine.api import new_aws
 from fmdoctor.engine.aws import Aws, AwsOptions
@@ -37,6 +43,7 @@ class Fault:
     times: int | None = None  # None: every attempt
     dry_run: bool | None = None  # None: DryRun and real requests alike; True/False: only those
     when: Callable[[dict[str, Any]], bool] | None = None  # only calls whose API parameters match
+    transport: str | None = None  # "timeout" or "reset": the HTTP attempt raises instead of answering
 
     def matches(self, service: str, operation: str, dry_run: bool, params: dict[str, Any]) -> bool:
         return ((self.service, self.operation) == (service, operation) and (self.times is None or self.times > 0)
@@ -87,6 +94,7 @@ class FaultInjector:
         self._lock = threading.Lock()
         self._current = threading.local()
         self.injected: Counter[str] = Counter()
+        self._truncated: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
 
     def deny(self, service: str, operation: str, code: str = "AccessDenied",
              dry_run: bool | None = None, when: Callable[[dict[str, Any]], bool] | None = None) -> FaultInjector:
@@ -104,6 +112,23 @@ class FaultInjector:
              when: Callable[[dict[str, Any]], bool] | None = None) -> FaultInjector:
         return self._add(Fault(service, operation, code, message, status, times, dry_run, when))
 
+    def drop(self, service: str, operation: str, kind: str = "timeout", times: int | None = None) -> FaultInjector:
+        """Break the transport of a call: ``timeout`` (no answer within the read timeout) or ``reset`` (the
+        connection closed under the request)."""
+        if kind not in TRANSPORT_ERRORS:
+            raise ValueError(f"kind must be one of {sorted(TRANSPORT_ERRORS)}")
+        return self._add(Fault(service, operation, kind, "", 0, times, transport=kind))
+
+    def truncate(self, service: str, operation: str, code: str = "InvalidNextToken",
+                 output_token: str = "NextToken", input_token: str = "NextToken",
+                 more: dict[str, Any] | None = None) -> FaultInjector:
+        """The first page of a listing says there is more (``output_token``, plus ``more`` such as S3's
+        ``IsTruncated``); the request for the next page fails with ``code``."""
+        with self._lock:
+            self._truncated[(service, operation)] = (output_token, dict(more or {}))
+        return self.fail(service, operation, code, "The pagination token is invalid or has expired",
+                         when=lambda params: params.get(input_token) == TRUNCATED_TOKEN)
+
     def _add(self, fault: Fault) -> FaultInjector:
         with self._lock:
             self._faults.append(fault)
@@ -113,6 +138,7 @@ class FaultInjector:
         aws.session.events.register("before-parameter-build", self._before_parameter_build)
         aws.session.events.register("before-call", self._before_call)
         aws.session.events.register_first("before-send", self._before_send)
+        aws.session.events.register("after-call", self._after_call)
         return aws
 
     def aws_factory(self, options: AwsOptions, credentials: Any = None) -> Aws:
@@ -151,6 +177,8 @@ class FaultInjector:
             if fault.times is not None:
                 fault.times -= 1
             self.injected[f"{service}.{operation}" + (":DryRun" if dry_run else "")] += 1
+        if fault.transport:
+            raise TRANSPORT_ERRORS[fault.transport](endpoint_url=request.url)  # moto never sees the request
         body, headers = error_body(protocol, fault.code, fault.message)
         response = AWSResponse(request.url, fault.status, headers, _Raw(body))
         request._fmdoctor_url = request.url
@@ -158,4 +186,18 @@ class FaultInjector:
         return response
 
 
+    def _after_call(self, model: Any, parsed: dict[str, Any], **_: Any) -> None:
+        key = (model.service_model.service_name, model.name)
+        truncated = self._truncated.get(key)
+        params = getattr(self._current, "params", {})
+        if truncated and isinstance(parsed, dict) and "Error" not in parsed and TRUNCATED_TOKEN not in params.values():
+            output_token, more = truncated
+            parsed[output_token] = TRUNCATED_TOKEN  # the client returns this very dict
+            parsed.update(more)
+            with self._lock:
+                self.injected[f"{key[0]}.{key[1]}:truncated"] += 1
+
+
+TRUNCATED_TOKEN = "fmdoctor-truncated-page"
+TRANSPORT_ERRORS: dict[str, Any] = {"timeout": ReadTimeoutError, "reset": ConnectionClosedError}
 _ANSWERED_URL = "https://fault-injected.fmdoctor.invalid/"

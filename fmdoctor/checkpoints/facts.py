@@ -9,7 +9,7 @@ judged here; when no location is readable in this mode, the checks are skipped w
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from botocore.exceptions import ClientError
 
@@ -17,7 +17,8 @@ from fmdoctor.checkpoints.fsx import resolve_fsx
 from fmdoctor.checkpoints.local import LocalLister, PathMissing
 from fmdoctor.checkpoints.model import Checkpoint, Lister, LocationScan, scan_location, usable
 from fmdoctor.checkpoints.s3 import S3Lister
-from fmdoctor.engine.check import NotApplicable
+from fmdoctor.durations import format_duration
+from fmdoctor.engine.check import NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.gaps import Gaps
 
@@ -53,6 +54,8 @@ def facts_or_not_applicable(ctx: CheckContext) -> CheckpointFacts:
     facts.gaps.report(ctx)
     if not facts.scans and not facts.gaps:
         raise NotApplicable("; ".join(facts.elsewhere))
+    if not facts.scans:
+        raise Unverified("no checkpoint location could be read")  # the gaps above say why
     return facts
 
 
@@ -60,6 +63,12 @@ def age_of(checkpoint: Checkpoint, ctx: CheckContext) -> tuple[timedelta, bool]:
     """Age at ``ctx.now`` (never negative) and whether the timestamps are further ahead than clock skew allows."""
     age = ctx.now - checkpoint.last_modified
     return max(age, timedelta(0)), age < -CLOCK_SKEW
+
+
+def clock_skew_message(last_modified: datetime, now: datetime) -> str:
+    ahead = format_duration(last_modified - now)
+    return (f"last modified {last_modified.isoformat()}, {ahead} ahead of this machine's clock ({now.isoformat()}); "
+            "check NTP on this machine and on whatever wrote the checkpoint")
 
 
 def load_checkpoint_facts(ctx: CheckContext) -> CheckpointFacts:

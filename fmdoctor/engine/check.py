@@ -32,6 +32,12 @@ class NotApplicable(Exception):
         self.reason = reason
 
 
+class Unverified(Exception):
+    """Every source the check reads failed, and the failures are already recorded on the context
+    (``ctx.unverified``, ``Gaps.report``): the check did not run, so it must not count as one that did
+    (a run where nothing was verified is 'unknown', never 'warning' or 'ok')."""
+
+
 class Check(ABC):
     id: ClassVar[str]
     family: ClassVar[str]

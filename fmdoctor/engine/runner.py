@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-from fmdoctor.engine.check import Check, NotApplicable
+from fmdoctor.engine.check import Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext, RunScope
 from fmdoctor.engine.errors import describe_aws_failure
 from fmdoctor.engine.model import CheckError, Finding, Skipped
@@ -70,6 +70,9 @@ def run_checks(
             completed = True
         except NotApplicable as exc:
             skipped = Skipped(check=check.id, reason=exc.reason)
+        except Unverified as exc:  # its errors are on ctx already; it is neither completed nor skipped
+            if not ctx.errors:
+                ctx.unverified(f"everything {check.id} checks ({check.proves()})", "Unverified", str(exc))
         except Exception as exc:
             ctx.errors.append(_error_entry(check, exc))
         with lock:

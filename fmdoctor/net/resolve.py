@@ -24,6 +24,7 @@ from fmdoctor.net.space import address_range, cidr_range, ranges_overlap
 from fmdoctor.net.topology import Topology
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}$")
 _FSX = re.compile(r"^(?:fsx://)?(fs-[0-9a-f]{8,17})(?:/.*)?$")
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 HTTPS = ((443, 443),)
@@ -60,6 +61,9 @@ class Resolver:
             return Resolved([self._instance(query)])
         if lowered.startswith("eni-"):
             return Resolved([self._interface_by_id(query)])
+        if _SECURITY_GROUP.match(lowered):  # would otherwise be looked up as an S3 bucket of that name
+            raise UsageError(f"{query} is a security group, not an endpoint: name an instance, interface or address "
+                             "that uses it")
         if _is_network(query):
             return Resolved([self._address(query)])
         named = self._named_instance(query)
@@ -67,7 +71,8 @@ class Resolver:
             return Resolved([named])
         if _BUCKET.match(query):
             return Resolved([self._s3(f"s3://{query}")], HTTPS)
-        raise TargetNotFound(f"{query!r} is not an instance, interface, address, file system or bucket of "
+        shown = query if len(query) <= 80 else f"{query[:77]}..."
+        raise TargetNotFound(f"{shown!r} is not an instance, interface, address, file system or bucket of "
                              f"cluster {self.inventory.cluster}")
 
     # -- instances and interfaces ----------------------------------------------------------------------

@@ -32,6 +32,7 @@ _ACTIONS = {"terminate", "stop", "hibernate"}
 _MARKED = {"marked-for-termination": "terminate", "marked-for-stop": "stop", "marked-for-hibernation": "hibernate"}
 _DONE_PREFIXES = {"instance-terminated-": "terminate", "instance-stopped-": "stop", "instance-hibernated-": "hibernate"}
 _USER_SUFFIXES = ("-by-user", "-by-schedule")  # the owner's own action, not an interruption
+_YEARS = (1970, 9998)
 
 
 class Malformed(ValueError):
@@ -89,7 +90,13 @@ def parse_time(value: Any) -> datetime:
             raise Malformed(f"{value[:40]!r} is not an ISO 8601 time") from exc
     else:
         raise Malformed(f"expected an ISO 8601 time, got {type(value).__name__}")
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
+    try:
+        when = (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
+    except OverflowError as exc:
+        raise Malformed(f"{str(value)[:40]!r} is out of range") from exc
+    if not _YEARS[0] <= when.year <= _YEARS[1]:  # leaves room for the two-minute lead either way
+        raise Malformed(f"{str(value)[:40]!r} is not a plausible notice time")
+    return when
 
 
 def parse_message(body: str, reference: str = "") -> SpotNotice | None:
@@ -98,10 +105,11 @@ def parse_message(body: str, reference: str = "") -> SpotNotice | None:
     event = _json_object(body, "message body")
     if event.get("Type") == "Notification" and isinstance(event.get("Message"), str):
         event = _json_object(event["Message"], "SNS message")
-    kind = {INTERRUPTION_EVENT: INTERRUPTION, REBALANCE_EVENT: REBALANCE}.get(event.get("detail-type"))
+    detail_type = event.get("detail-type")
+    if not isinstance(detail_type, str):
+        raise Malformed("not an EventBridge event (no detail-type string)")
+    kind = {INTERRUPTION_EVENT: INTERRUPTION, REBALANCE_EVENT: REBALANCE}.get(detail_type)
     if kind is None:
-        if "detail-type" not in event:
-            raise Malformed("not an EventBridge event (no detail-type)")
         return None
     detail = event.get("detail")
     if not isinstance(detail, dict):
@@ -113,7 +121,7 @@ def parse_message(body: str, reference: str = "") -> SpotNotice | None:
     if kind == REBALANCE:
         return SpotNotice(instance_id, REBALANCE, "sqs", noticed, reference=reference)
     action = detail.get("instance-action")
-    if action not in _ACTIONS:
+    if not isinstance(action, str) or action not in _ACTIONS:
         raise Malformed(f"interruption warning with instance-action {action!r}")
     return SpotNotice(instance_id, INTERRUPTION, "sqs", noticed, action, noticed + NOTICE_LEAD, reference)
 
@@ -121,7 +129,7 @@ def parse_message(body: str, reference: str = "") -> SpotNotice | None:
 def parse_imds_instance_action(text: str, instance_id: str, now: datetime) -> SpotNotice:
     reply = _json_object(text, "IMDS spot/instance-action")
     action = reply.get("action")
-    if action not in _ACTIONS:
+    if not isinstance(action, str) or action not in _ACTIONS:
         raise Malformed(f"IMDS spot/instance-action with action {action!r}")
     when = parse_time(reply.get("time"))
     # IMDS gives only the action time; the notice came (about) two minutes before it.
@@ -138,8 +146,12 @@ def parse_imds_rebalance(text: str, instance_id: str) -> SpotNotice:
 def parse_spot_request(raw: dict[str, Any]) -> SpotNotice | None:
     """A DescribeSpotInstanceRequests entry; ``None`` unless its status code says EC2 is interrupting it."""
     status = raw.get("Status") or {}
+    if not isinstance(status, dict):
+        raise Malformed(f"Spot request Status is {type(status).__name__}, not an object")
     code = str(status.get("Code") or "")
     instance_id = raw.get("InstanceId")
+    if instance_id is not None and not isinstance(instance_id, str):
+        raise Malformed(f"Spot request InstanceId is {type(instance_id).__name__}, not a string")
     action = _MARKED.get(code)
     in_progress = action is None and not code.endswith(_USER_SUFFIXES)
     if in_progress:

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from fmdoctor.engine.check import NotApplicable
+from fmdoctor.engine.check import NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.gaps import Gaps, SourceError
 from fmdoctor.engine.host import Host, ImdsUnavailable
@@ -42,6 +42,7 @@ class SpotFacts:
     notices: list[SpotNotice] = field(default_factory=list)  # current, for this cluster's instances
     ignored: Counter[str] = field(default_factory=Counter)
     sources: list[str] = field(default_factory=list)
+    answered: list[str] = field(default_factory=list)  # the sources that were read (maybe with gaps)
     gaps: Gaps = field(default_factory=Gaps)
     not_applicable: str | None = None
     spot_instances: int = 0
@@ -60,6 +61,8 @@ def spot_facts(ctx: CheckContext) -> SpotFacts:
     if facts.not_applicable:
         raise NotApplicable(facts.not_applicable)
     facts.gaps.report(ctx)
+    if facts.sources and not facts.answered:
+        raise Unverified(f"none of the Spot notice sources answered ({', '.join(facts.sources)})")
     return facts
 
 
@@ -83,11 +86,13 @@ def load_spot_facts(ctx: CheckContext) -> SpotFacts:
                 continue
             if notice:
                 _keep(facts, notice, ctx)
+        facts.answered.append("ec2:DescribeSpotInstanceRequests")
     url = ctx.settings.spot.queue_url
     if url:
         with facts.gaps.guard(f"Spot events in SQS queue {url}"):
             facts.sources.append(f"sqs:{url}")
             _from_queue(facts, ctx.client("sqs"), url, ctx)
+            facts.answered.append(f"sqs:{url}")
     return facts
 
 
@@ -168,6 +173,7 @@ def _from_imds(facts: SpotFacts, host: Host, ctx: CheckContext) -> None:
             facts.not_applicable = f"{host.name} is not a Spot instance (IMDS instance-life-cycle: {lifecycle or '?'})"
             return
         instance_id = (_imds(host, "latest/meta-data/instance-id") or host.name).strip()
+        facts.answered.append("imds")
         readers = (
             ("latest/meta-data/spot/instance-action", lambda t: parse_imds_instance_action(t, instance_id, ctx.now)),
             ("latest/meta-data/events/recommendations/rebalance", lambda t: parse_imds_rebalance(t, instance_id)),

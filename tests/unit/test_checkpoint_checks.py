@@ -121,7 +121,8 @@ def test_listing_denied_is_an_error_entry_not_healthy(bucket, run_with_faults, f
     save(bucket, [(100, 10)])
     faults.fail("s3", "ListObjectsV2", "AccessDenied", "Access Denied", 403)  # S3 names no action
     report = run_with_faults(IDS, checkpoints={"locations": [LOCATION]})
-    assert report.findings == [] and report.status is Status.WARNING
+    # The only location could not be read and nothing else was selected: nothing verified, so unknown.
+    assert report.findings == [] and report.status is Status.UNKNOWN and report.stats.checks_run == []
     assert {e.check for e in report.errors} == set(IDS)
     assert {(e.code, e.iam_action) for e in report.errors} == {("AccessDenied", "s3:ListBucket")}
     assert report.stats.api_calls["s3.ListObjectsV2"] == 1  # memoised: one denied call for three checks
@@ -213,7 +214,7 @@ def test_fsx_location_is_followed_to_its_s3_export(bucket):
 )
 def test_fsx_contents_that_cannot_be_read_are_said_so(bucket, factory, reason):
     report = _run_fsx(factory())
-    assert report.findings == [] and report.status is Status.WARNING
+    assert report.findings == [] and report.status is Status.UNKNOWN  # no location readable: nothing verified
     assert {e.check for e in report.errors} == set(IDS)
     error = report.errors[0]
     assert error.code == "FsxContentsUnreadable" and reason in error.unverified
@@ -274,4 +275,4 @@ def test_local_listing_without_find_is_an_error_entry():
 
     settings = Settings.model_validate({"checkpoints": {"locations": ["/fsx/ckpt"]}})
     report = Doctor(settings=settings).check_local(only=["checkpoint-stale"], host=NoFind())
-    assert [e.code for e in report.errors] == ["FindMissing"] and report.status is Status.WARNING
+    assert [e.code for e in report.errors] == ["FindMissing"] and report.status is Status.UNKNOWN

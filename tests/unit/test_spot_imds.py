@@ -124,4 +124,4 @@ def test_imds_unreachable_is_an_error_entry(monkeypatch):
     monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{port}")
     report = run()
     assert report.findings == [] and {e.code for e in report.errors} == {"ImdsUnavailable"}
-    assert report.status is Status.WARNING
+    assert report.status is Status.UNKNOWN  # IMDS was the only source: nothing verified

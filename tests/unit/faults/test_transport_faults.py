@@ -1,0 +1,125 @@
+"""The network failing under AWS calls: read timeouts and connection resets, injected at botocore's hook
+for one API, and from real sockets on 127.0.0.1 (an endpoint that never answers, one that resets every
+connection) for the whole run. Retries use the standard mode; nothing may hang or pass as healthy."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from fmdoctor.config import Settings
+from fmdoctor.engine.api import Connection, Doctor, new_aws
+from fmdoctor.engine.aws import AwsOptions
+from fmdoctor.engine.model import Status
+
+from ...conftest import CLUSTER, REGION
+from .conftest import FAMILIES
+
+BOUND_S = 60  # a run that takes longer than this is a hang
+
+
+@pytest.mark.parametrize(("kind", "code"), [("timeout", "Timeout"), ("reset", "ConnectionError")])
+@pytest.mark.parametrize(("service", "operation", "family"), [
+    ("cloudwatch", "GetMetricData", "gpu"), ("s3", "ListObjectsV2", "checkpoint"),
+])
+def test_a_call_that_keeps_failing_on_the_wire_is_retried_then_reported(
+        world, run_world, faults, retry_sleeps, kind, code, service, operation, family):
+    faults.drop(service, operation, kind)
+    report = run_world()
+    assert faults.injected[f"{service}.{operation}"] == 5  # standard mode retries transport errors too
+    assert {e.check for e in report.errors} == set(FAMILIES[family]) and {e.code for e in report.errors} == {code}
+    assert report.status is Status.WARNING  # the other families were verified; this one is not 'ok'
+
+
+def test_a_call_that_fails_on_the_wire_twice_then_answers_is_invisible(world, run_world, faults):
+    faults.drop("sqs", "ReceiveMessage", "reset", times=1).drop("ec2", "DescribeInstances", "timeout", times=2)
+    report = run_world()
+    assert report.errors == [] and report.status is Status.OK
+
+
+def test_drop_refuses_unknown_kinds(faults):
+    with pytest.raises(ValueError, match="kind must be one of"):
+        faults.drop("ec2", "DescribeInstances", "slow")
+
+
+def _serve(handler) -> Iterator[str]:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    stop = threading.Event()
+    thread = threading.Thread(target=handler, args=(listener, stop), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        listener.close()
+
+
+def _never_answer(listener: socket.socket, stop: threading.Event) -> None:
+    held = []
+    listener.settimeout(0.1)
+    while not stop.is_set():
+        try:
+            held.append(listener.accept()[0])  # read the request into the void; never reply
+        except OSError:
+            continue
+
+
+def _reset_every_connection(listener: socket.socket, stop: threading.Event) -> None:
+    listener.settimeout(0.1)
+    while not stop.is_set():
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            continue
+        conn.recv(65536)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with RST
+        conn.close()
+
+
+@pytest.fixture
+def silent_endpoint():
+    yield from _serve(_never_answer)
+
+
+@pytest.fixture
+def resetting_endpoint():
+    yield from _serve(_reset_every_connection)
+
+
+def _check_against(url: str) -> tuple[object, float]:
+    def factory(options):
+        return new_aws(dataclasses.replace(options, endpoint_url=url, read_timeout=0.3, connect_timeout=0.3))
+
+    doctor = Doctor(settings=Settings(), connection=Connection(region=REGION), aws_factory=factory)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(1) as pool:  # result(timeout) turns a hang into a failure, not a stuck suite
+        report = pool.submit(doctor.check, CLUSTER, ["efa"]).result(timeout=BOUND_S)
+    return report, time.perf_counter() - started
+
+
+@pytest.mark.parametrize(("endpoint", "code"), [("silent_endpoint", "Timeout"), ("resetting_endpoint",
+                                                                                   "ConnectionError")])
+def test_an_endpoint_that_never_answers_or_resets_ends_in_unknown_not_a_hang(request, retry_sleeps, endpoint, code):
+    report, elapsed = _check_against(request.getfixturevalue(endpoint))
+    [error] = report.errors
+    assert (error.check, error.code) == ("inventory", code)
+    assert report.findings == [] and report.status is Status.UNKNOWN and report.exit_code == 3
+    assert len(retry_sleeps) == 4  # five attempts of the first call, then the run gave up
+    assert elapsed < BOUND_S
+
+
+def test_every_client_has_bounded_timeouts_and_standard_retries():
+    """The defaults that keep a real unreachable endpoint from hanging a run."""
+    client = new_aws(AwsOptions(region=REGION)).client("ec2")
+    config = client.meta.config
+    assert (config.connect_timeout, config.read_timeout) == (5.0, 30.0)
+    assert config.retries == {"mode": "standard", "total_max_attempts": 5}

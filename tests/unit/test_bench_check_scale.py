@@ -1,0 +1,50 @@
+"""bench/check_scale.py --quick: ``fmdoctor check`` against ThreadedMotoServer at two sizes finds the planted
+faults, stays within the API-call lower bound (no call per node), and writes its table where it is told."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fmdoctor
+
+BENCH = Path(fmdoctor.__file__).resolve().parent.parent / "bench" / "check_scale.py"
+
+
+@pytest.mark.skipif(not BENCH.exists(), reason="needs the source tree")
+def test_quick_scale_benchmark(tmp_path):
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\nkept\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    done = subprocess.run([sys.executable, str(BENCH), "--quick", "--results", str(results)], capture_output=True,
+                          text=True, timeout=240, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = results.read_text()
+    assert text.startswith("# Benchmark results\n\nkept\n")  # other sections are left alone
+    rows = [line.split("|") for line in text.splitlines() if line.startswith("| 8 |") or line.startswith("| 32 |")]
+    check_rows = [r for r in rows if len(r) > 10]
+    assert [r[1].strip() for r in check_rows] == ["8", "32"]
+    for row in check_rows:
+        made, bound = (int(x) for x in row[9].split("/"))
+        assert made <= bound and row[11].strip() == "1"  # the planted warnings, nothing unknown
+    reach = [r for r in rows if len(r) == 8]
+    assert [r[6].strip() for r in reach] == ["yes", "yes"]
+
+
+def test_results_section_is_replaced_not_appended(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("bench_check_scale", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the bench puts bench/ on it
+    monkeypatch.setitem(sys.modules, "bench_check_scale", bench)  # dataclasses look their module up there
+    spec.loader.exec_module(bench)
+    results = tmp_path / "RESULTS.md"
+    bench.write_results(results, "first\n")
+    bench.write_results(results, "second\n")
+    text = results.read_text()
+    assert text.count(bench.START) == 1 and "second" in text and "first" not in text
+    assert bench.pages("ec2.DescribeInstances", 2048) == 3 and bench.pages("cloudwatch.ListMetrics", 256) == 15
