@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fmdoctor.engine.aws import Aws
@@ -101,16 +101,17 @@ def _with_instance_details(ec2: Any, inventory: Inventory) -> Inventory:
         "instance_types": lambda: _fetch_instance_types(ec2, type_names),
     }
     with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="fmdoctor-inventory") as pool:
-        futures = {name: pool.submit(job) for name, job in jobs.items()}
-        return dataclasses.replace(inventory, **{name: _part(name, future) for name, future in futures.items()})
+        futures = {name: pool.submit(_part, name, job) for name, job in jobs.items()}
+        return dataclasses.replace(inventory, **{name: future.result() for name, future in futures.items()})
 
 
-def _part(name: str, future: Future[Any]) -> Any:
+def _part(name: str, fetch: Callable[[], Any]) -> Any:
     """A fetched detail, or a stand-in that fails only the checks that read it (denied, throttled, timed out).
 
+    Classified in the thread that made the call, which is where the failed operation's service is known.
     Bad credentials and bugs still end the run: no check could do better."""
     try:
-        return future.result()
+        return fetch()
     except Exception as exc:
         failure = describe_aws_failure(exc)
         if failure is None or failure.kind == "credentials":
