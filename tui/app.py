@@ -98,7 +98,7 @@ class FmdoctorApp(Jobs, App[None]):
 
     def on_mount(self) -> None:
         self._update_header()
-        self.query_one("#ask", Input).focus()
+        self.findings.table.focus()  # keys work at once (footer); i or a click goes to the question box
         if self.check_on_start:
             self.run_checks()
 

@@ -10,7 +10,7 @@ from textual.widgets import Input, Markdown, Static
 from fmdoctor.tui.toolcall import ToolCallView
 
 WELCOME = ("Ask about the cluster, e.g. *is my cluster healthy?*, *why is training slow?*, "
-           "*fix the EFA security group*. Press **?** for keys.")
+           "*fix the EFA security group*. Press **i** to type a question, **?** for keys.")
 
 
 class ChatPane(Vertical):
@@ -23,19 +23,22 @@ class ChatPane(Vertical):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="chat-log"):
             yield Markdown(WELCOME, classes="note")
-        yield Input(placeholder="Ask fmdoctor…  (Enter to send, Esc to cancel)", id="ask")
+        yield Input(placeholder="Ask fmdoctor…  (Enter sends, Esc leaves)", id="ask")
 
     @property
     def log(self) -> VerticalScroll:
         return self.query_one("#chat-log", VerticalScroll)
 
+    def on_mount(self) -> None:
+        self.log.anchor()  # stay at the newest line as answers grow, until the person scrolls up
+
     def _add(self, widget: Widget) -> Widget:
         self.log.mount(widget)
-        self.log.scroll_end(animate=False)
         return widget
 
     def add_question(self, text: str) -> None:
         self._add(Static(f"› {text}", classes="question", markup=False))
+        self.log.anchor()  # a new question follows the answer again
         self._calls.clear()
 
     def add_markdown(self, text: str, classes: str = "note") -> None:
@@ -48,7 +51,6 @@ class ChatPane(Vertical):
             self._add(self._streaming)
         self._streamed += text
         self._streaming.update(self._streamed)
-        self.log.scroll_end(animate=False)
 
     def finish_answer(self, text: str) -> None:
         """The final, cleaned answer replaces the streamed preview."""

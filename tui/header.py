@@ -24,11 +24,10 @@ class InfoHeader(Static):
         self._render_line()
 
     def _render_line(self) -> None:
-        line = Text("fmdoctor", style="bold")
-        for key, value in self.fields.items():
-            line.append(f"  {key} ", style="dim")
+        line = Text()
+        if self.status:  # the verdict first: it is what a narrow terminal must still show
+            line.append(f"● {self.status} ", style=STATUS_STYLE.get(self.status, "bold"))
+        for n, (key, value) in enumerate(self.fields.items()):
+            line.append(f"{' · ' if n else ''}{key} ", style="dim")
             line.append(value, style="bold")
-        if self.status:
-            line.append("  status ", style="dim")
-            line.append(self.status, style=STATUS_STYLE.get(self.status, "bold"))
         self.update(line)

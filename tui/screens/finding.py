@@ -15,8 +15,8 @@ from fmdoctor.engine.model import Finding
 
 def finding_markdown(finding: Finding, runbook: str | None, runbook_error: str | None = None) -> str:
     evidence = {k: v for k, v in finding.evidence.items() if k != "fix"}
-    lines = [f"**{finding.severity.value}** `{finding.id}`", "", finding.summary, "", "**Evidence**", "",
-             "```json", json.dumps(evidence, indent=2, sort_keys=True, default=str), "```", ""]
+    lines = [f"**{finding.severity.value}** `{finding.id}`", "", finding.summary, "", "**Evidence**", ""]
+    lines += [f"- {key}: `{json.dumps(value, default=str)}`" for key, value in sorted(evidence.items())] + [""]
     if runbook:
         lines += ["---", "", runbook]
     elif runbook_error:

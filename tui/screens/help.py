@@ -4,28 +4,24 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Markdown, Static
+from textual.widgets import Static
 
-HELP = """\
-| key | action |
-|---|---|
-| **r** | re-run the checks |
-| **/** | filter findings (words in severity, check, resource, summary) |
-| **s** | sort findings by the next column (or click a column header) |
-| **enter** | show the selected finding: evidence and runbook |
-| **f** | fix the selected finding: plan, dry run, then you approve or reject |
-| **c** | switch cluster |
-| **ctrl+s** | save the transcript as Markdown |
-| **esc** | cancel running checks or the assistant's turn; leave an input |
-| **i** | type a question |
-| **ctrl+p** | command palette: every action |
-| **?** | this help |
-| **q** | quit |
-
-Nothing changes your account unless you press **Approve** on a plan.
-"""
+KEYS = (
+    ("i", "type a question (Enter sends it)"),
+    ("r", "re-run the checks"),
+    ("/", "filter findings by words in any column"),
+    ("s", "sort by the next column (or click a header)"),
+    ("enter", "the selected finding: evidence and runbook"),
+    ("f", "fix the selected finding: plan, dry run, approve or reject"),
+    ("c", "switch cluster"),
+    ("ctrl+s", "save the transcript as Markdown"),
+    ("esc", "cancel running checks or answer; leave a text box"),
+    ("ctrl+p", "command palette: every action"),
+    ("?", "this help"),
+    ("q", "quit"),
+)
 
 
 class HelpScreen(ModalScreen[None]):
@@ -34,7 +30,9 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="help", classes="dialog"):
             yield Static("fmdoctor keys", classes="dialog-title")
-            yield Markdown(HELP)
+            with VerticalScroll(classes="dialog-body"):
+                yield Static("\n".join(f"[b]{key:>7}[/b]  {what}" for key, what in KEYS))
+            yield Static("Nothing changes your account unless you press Approve on a plan.", classes="hint")
 
     def action_close(self) -> None:
         self.dismiss(None)

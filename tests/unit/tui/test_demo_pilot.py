@@ -18,8 +18,8 @@ async def test_a_question_streams_an_answer_citing_findings_with_its_tool_calls(
                                                                                demo_assistant, demo_world):
     app = app_for(demo_doctor, demo_world.cluster, demo_assistant)
     async with app.run_test(size=SIZE) as pilot:
-        assert app.focused is app.query_one("#ask", Input)
-        await pilot.press(*"why is training slow?", "enter")
+        assert app.focused is app.findings.table  # keys work at once; i goes to the question box
+        await pilot.press("i", *"why is training slow?", "enter")
         await settle(pilot)
         text = chat_text(app)
         assert "› why is training slow?" in text

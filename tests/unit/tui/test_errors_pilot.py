@@ -65,7 +65,7 @@ async def test_a_model_provider_that_is_down_is_a_notification_and_the_chat_stay
     doctor = _doctor()
     app = app_for(doctor, "llm-train", Assistant(doctor, "llm-train", model=ProviderDown(messages=iter([]))))
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await pilot.press(*"is my cluster healthy?", "enter")
+        await pilot.press("i", *"is my cluster healthy?", "enter")
         await settle(pilot)
         [(title, message, _)] = _notes(app)
         assert title == "Assistant failed"

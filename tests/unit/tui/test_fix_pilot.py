@@ -15,7 +15,7 @@ CHECK = "efa-sg-self-reference"
 
 
 async def _ask_for_the_fix(pilot) -> ApprovalScreen:
-    await pilot.press(*"fix the EFA security group", "enter")
+    await pilot.press("i", *"fix the EFA security group", "enter")
     await settle(pilot)
     screen = pilot.app.screen
     assert isinstance(screen, ApprovalScreen)
