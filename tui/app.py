@@ -132,10 +132,10 @@ class FmdoctorApp(Jobs, App[None]):
 
     def action_filter(self) -> None:
         self.findings.add_class("-filtering")
-        self.findings.query_one("#filter", Input).focus()
+        self.screen.set_focus(self.findings.query_one("#filter", Input))
 
     def action_focus_ask(self) -> None:
-        self.query_one("#ask", Input).focus()
+        self.screen.set_focus(self.query_one("#ask", Input))  # now, not later: the next keys are the question
 
     def action_cancel(self) -> None:
         if self.checks_running or self.turn_running:
