@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 from botocore.exceptions import ClientError, NoCredentialsError
 
-from fmdoctor.cli import chat_cmd, main as cli
+from fmdoctor.cli import chat_cmd
+from fmdoctor.cli import main as cli
 from fmdoctor.engine.errors import ConfigError
 from fmdoctor.engine.model import Finding
 from fmdoctor.tui.errors import explain
