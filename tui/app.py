@@ -4,7 +4,6 @@ runbooks and remediation libraries as the CLI."""
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -22,17 +21,15 @@ from fmdoctor.engine.api import Doctor, utc_now
 from fmdoctor.engine.model import Finding
 from fmdoctor.remediation import AuditLog
 from fmdoctor.remediation.apply import DEFAULT_VERIFY_DELAYS
-from fmdoctor.runbooks import get_runbook
 from fmdoctor.tui import fixes
 from fmdoctor.tui import messages as msg
 from fmdoctor.tui.chat import ChatPane
-from fmdoctor.tui.errors import explain
 from fmdoctor.tui.findings import FindingsPanel
 from fmdoctor.tui.header import InfoHeader
 from fmdoctor.tui.jobs import Jobs
 from fmdoctor.tui.screens.approval import ApprovalScreen
 from fmdoctor.tui.screens.cluster import ClusterScreen
-from fmdoctor.tui.screens.finding import FindingScreen
+from fmdoctor.tui.screens.finding import FindingScreen, runbook_for
 from fmdoctor.tui.screens.help import HelpScreen
 from fmdoctor.tui.screens.save import SaveScreen
 from fmdoctor.tui.transcript import Transcript
@@ -77,7 +74,8 @@ class FmdoctorApp(Jobs, App[None]):
         self._model = getattr(assistant, "model", None)
         self._lock = threading.Lock()
         self.check_cancel, self.turn_cancel = threading.Event(), threading.Event()
-        self.checks_running = self.turn_running = False
+        self.checks_running = self.turn_running = self._refresh_after_turn = False
+        self._waiting_fix: fixes.ProposedFix | None = None
 
     # -- layout ---------------------------------------------------------------------------------------------
 
@@ -116,14 +114,7 @@ class FmdoctorApp(Jobs, App[None]):
             return self._assistants[cluster]
 
     def _update_header(self, status: str | None = None) -> None:
-        settings = self.doctor.cluster_settings(self.cluster)
-        region = (self.doctor.connection.region or settings.region or os.environ.get("AWS_REGION")
-                  or os.environ.get("AWS_DEFAULT_REGION") or "default")
-        profile = self.doctor.connection.profile or settings.profile or os.environ.get("AWS_PROFILE") or "default"
-        assistant = self._assistants.get(self.cluster)
-        model = getattr(assistant, "model_name", None) or self.doctor.settings.agent.model or "offline"
-        self.query_one(InfoHeader).set(cluster=self.cluster, region=region, profile=profile, model=model,
-                                       status=status)
+        self.query_one(InfoHeader).show(self.doctor, self.cluster, self._assistants.get(self.cluster), status)
 
     # -- actions --------------------------------------------------------------------------------------------
 
@@ -146,6 +137,11 @@ class FmdoctorApp(Jobs, App[None]):
             if self.focused.id == "filter" and not self.focused.value:
                 self.findings.remove_class("-filtering")
             self.findings.table.focus()
+
+    async def action_quit(self) -> None:
+        self.check_cancel.set()  # thread workers cannot be killed: ask them to stop at their next step
+        self.turn_cancel.set()
+        self.exit()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
@@ -255,10 +251,16 @@ class FmdoctorApp(Jobs, App[None]):
             chat.finish_answer(event.answer.answer)
             self.transcript.add("fmdoctor", event.answer.answer)
         elif isinstance(event, ApprovalNeeded):
-            self._ask_approval(fixes.ProposedFix.from_request(event.request))
+            self._waiting_fix = fixes.ProposedFix.from_request(event.request)  # asked once the turn has ended
 
     def on_turn_ended(self, _: msg.TurnEnded) -> None:
         self.turn_running = False
+        waiting, self._waiting_fix = self._waiting_fix, None
+        if waiting is not None:
+            self._ask_approval(waiting)
+        elif self._refresh_after_turn:  # the assistant applied a fix: show the findings as they are now
+            self._refresh_after_turn = False
+            self.run_checks()
 
     def on_fix_proposed(self, message: msg.FixProposed) -> None:
         self._ask_approval(message.fix)
@@ -268,7 +270,7 @@ class FmdoctorApp(Jobs, App[None]):
             self.transcript.add("fix", f"{'Approved' if approved else 'Rejected'} plan {fix.digest} for "
                                        f"{fix.target}.")
             if fix.request is not None:  # the assistant's plan: it applies or declines, and says so
-                self.turn_running = True
+                self.turn_running, self._refresh_after_turn = True, bool(approved)
                 self.resume(fixes.approve(fix) if approved else None)
             elif approved:
                 self.chat.add_markdown(f"Applying plan `{fix.digest[:12]}` to `{fix.target}`…")
@@ -291,13 +293,8 @@ class FmdoctorApp(Jobs, App[None]):
         self.notify(text, title=f"{message.what.capitalize()} failed", severity="error", timeout=15)
 
     def on_finding_chosen(self, message: msg.FindingChosen) -> None:
-        finding = message.finding
-        try:
-            runbook = get_runbook(finding.runbook, self.doctor.settings)
-            text, error = runbook.render({**finding.model_dump(mode="json"), "id": finding.id}, cluster=self.cluster,
-                                         region=self.findings.report.region if self.findings.report else None), None
-        except Exception as exc:
-            text, error = None, explain(exc)[0]
+        finding, report = message.finding, self.findings.report
+        text, error = runbook_for(finding, self.doctor.settings, self.cluster, report.region if report else None)
         self.push_screen(FindingScreen(finding, text, error), lambda choice: self._after_finding(finding, choice))
 
     def _after_finding(self, finding: Finding, choice: str | None) -> None:

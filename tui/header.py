@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 from rich.text import Text
 from textual.widgets import Static
 
@@ -13,6 +16,15 @@ class InfoHeader(Static):
         super().__init__("", **kwargs)
         self.fields: dict[str, str] = {}
         self.status: str | None = None
+
+    def show(self, doctor: Any, cluster: str, assistant: Any = None, status: str | None = None) -> None:
+        """Where the session points: flags, then the cluster's config, then the AWS environment."""
+        settings = doctor.cluster_settings(cluster)
+        region = (doctor.connection.region or settings.region or os.environ.get("AWS_REGION")
+                  or os.environ.get("AWS_DEFAULT_REGION") or "default")
+        profile = doctor.connection.profile or settings.profile or os.environ.get("AWS_PROFILE") or "default"
+        model = getattr(assistant, "model_name", None) or doctor.settings.agent.model or "offline"
+        self.set(cluster=cluster, region=region, profile=profile, model=model, status=status)
 
     def set(self, *, cluster: str, region: str, profile: str, model: str, status: str | None = None) -> None:
         self.fields = {"cluster": cluster, "region": region, "profile": profile, "model": model}

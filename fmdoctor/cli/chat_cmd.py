@@ -7,6 +7,7 @@ embedded demo cluster. Textual and the assistant are imported only when the app 
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
 from fmdoctor.cli.ask_cmd import model_spec
@@ -46,10 +47,26 @@ def run(args: argparse.Namespace) -> int:
             doctor = target.doctor
             assistant = Assistant(doctor, target.cluster, model=spec or doctor.settings.agent.model)
             audit = AuditLog(args.audit_log) if args.audit_log else None
-            FmdoctorApp(doctor, target.cluster, assistant, audit=audit, only=split_ids(args.only),
-                        transcript_dir=Path.cwd()).run()
+            app = FmdoctorApp(doctor, target.cluster, assistant, audit=audit, only=split_ids(args.only),
+                              transcript_dir=Path.cwd())
+            _run_without_stderr_logging(app)
     except ConfigError as exc:
         if exc.message == "no cluster given":
             exc.hint = f"{exc.hint}; or try 'fmdoctor chat --demo'"
         raise
     return 0
+
+
+def _run_without_stderr_logging(app: object) -> None:
+    """While the app draws on the terminal, log records go to Textual's log, not through the screen."""
+    from textual.logging import TextualHandler
+
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    root.handlers = [TextualHandler()]
+    logging.captureWarnings(True)
+    try:
+        app.run()  # type: ignore[attr-defined]
+    finally:
+        logging.captureWarnings(False)
+        root.handlers = saved

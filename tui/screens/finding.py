@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,6 +12,18 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Markdown, Static
 
 from fmdoctor.engine.model import Finding
+from fmdoctor.runbooks import get_runbook
+from fmdoctor.tui.errors import explain
+
+
+def runbook_for(finding: Finding, settings: Any, cluster: str, region: str | None) -> tuple[str | None, str | None]:
+    """(the finding's runbook filled in with its evidence, None), or (None, why there is none)."""
+    try:
+        runbook = get_runbook(finding.runbook, settings)
+        return runbook.render({**finding.model_dump(mode="json"), "id": finding.id}, cluster=cluster,
+                              region=region), None
+    except Exception as exc:  # an unknown or broken runbook: say so in the screen, never crash
+        return None, explain(exc)[0]
 
 
 def finding_markdown(finding: Finding, runbook: str | None, runbook_error: str | None = None) -> str:

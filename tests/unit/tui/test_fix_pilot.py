@@ -37,6 +37,8 @@ async def test_approving_the_assistants_plan_applies_it_and_verifies(app_for, sg
         assert egress_groups(aws, group) == [group]
         text = chat_text(app)
         assert "Fix applied" in text and f"Fixed now: {CHECK}/{group}" in text
+        assert app.findings.report is not None  # the checks re-ran after the fix: the group is no longer listed
+        assert f"{CHECK}/{group}" not in [f.id for f in app.findings.report.findings]
     events = [e["event"] for e in audit.read()]
     assert events[:2] == ["plan", "preflight"] and events[-3:] == ["approval", "apply", "verify"]
     assert audit.read()[-1]["outcome"] == "verified"
