@@ -43,6 +43,14 @@ def wait_for(tmux: Callable[..., str], *texts: str, timeout: float) -> str:
     raise AssertionError(f"{texts!r} did not all appear within {timeout}s; the screen was:\n{screen}")
 
 
+def wait_gone(tmux: Callable[..., str], text: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while text in (screen := tmux("capture-pane", "-p", "-t", "smoke")):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{text!r} still shown after {timeout}s; the screen was:\n{screen}")
+        time.sleep(0.3)
+
+
 def test_fmdoctor_chat_demo_in_a_120x40_terminal(tmux, tmp_path):
     # the private tmux server inherits this test's environment: fake credentials, no AWS profile
     # (without COLUMNS/LINES, which pytest or a CI runner may set and Textual would take over the pane's size)
@@ -58,18 +66,18 @@ def test_fmdoctor_chat_demo_in_a_120x40_terminal(tmux, tmp_path):
     assert "r Re-run" in lines[-1] and "q Quit" in lines[-1]
 
     tmux("send-keys", "-t", "smoke", "i")
-    time.sleep(0.3)  # a person types slower than send-keys
+    wait_gone(tmux, "r Re-run", timeout=20)  # the question box has the focus: the footer drops letter keys
     tmux("send-keys", "-t", "smoke", "-l", "is my cluster healthy?")
     tmux("send-keys", "-t", "smoke", "Enter")
     # the answer's end (the chat follows it as it grows): what could not be verified, which checks ran
     screen = wait_for(tmux, "Could not verify:", "Checks run:", timeout=120)
     assert "gpu-metrics-missing" in screen
 
-    tmux("send-keys", "-t", "smoke", "Escape")
-    time.sleep(0.5)  # a lone Esc: a key right behind it would be read as alt+key
+    tmux("send-keys", "-t", "smoke", "Escape")  # leave the question box: the footer shows every key again
+    wait_for(tmux, "r Re-run", timeout=20)
     tmux("send-keys", "-t", "smoke", "?")
     wait_for(tmux, "fmdoctor keys", "Approve on a plan", timeout=20)
-    tmux("send-keys", "-t", "smoke", "Escape")
-    time.sleep(0.5)
-    tmux("send-keys", "-t", "smoke", "q")
+    tmux("send-keys", "-t", "smoke", "q")  # q closes the help ...
+    wait_gone(tmux, "fmdoctor keys", timeout=20)
+    tmux("send-keys", "-t", "smoke", "q")  # ... and quits the app
     wait_for(tmux, "fmdoctor-exit=0", timeout=30)
