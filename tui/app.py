@@ -138,6 +138,10 @@ class FmdoctorApp(Jobs, App[None]):
                 self.findings.remove_class("-filtering")
             self.findings.table.focus()
 
+    def notify(self, message: str, *, markup: bool = False, **kwargs: Any) -> None:  # type: ignore[override]
+        """Never markup by default: notifications carry text from AWS, the model and the tools."""
+        super().notify(message, markup=markup, **kwargs)
+
     async def action_quit(self) -> None:
         self.check_cancel.set()  # thread workers cannot be killed: ask them to stop at their next step
         self.turn_cancel.set()

@@ -79,8 +79,9 @@ class FindingsPanel(Vertical):
         table.clear()
         for finding in self.shown:
             style = SEVERITY_STYLE.get(finding.severity.value, "")
-            table.add_row(Text(finding.severity.value, style=style), finding.check, finding.resource,
-                          finding.summary, key=finding.id)
+            # Text, not str: a str cell is read as markup, and findings carry text from AWS
+            table.add_row(Text(finding.severity.value, style=style), Text(finding.check), Text(finding.resource),
+                          Text(finding.summary), key=finding.id)
         self._title()
 
     def _title(self) -> None:
@@ -91,7 +92,7 @@ class FindingsPanel(Vertical):
         title = f"Findings{where}: {shown} · sorted by {self.sort_key} {arrow}"
         if self.query_text:
             title += f" · filter: {self.query_text}"
-        self.query_one("#findings-title", Static).update(title)
+        self.query_one("#findings-title", Static).update(Text(title))
 
     @property
     def selected(self) -> Finding | None:

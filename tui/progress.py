@@ -17,7 +17,7 @@ class ChecksProgress(Vertical):
 
     def compose(self) -> ComposeResult:
         yield ProgressBar(total=None, show_eta=False, id="progress-bar")
-        yield Static("", id="progress-checks")
+        yield Static("", id="progress-checks", markup=False)
 
     def start(self, cluster: str) -> None:
         self.states.clear()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from textual.content import Content
 from textual.widgets import Collapsible, Static
 
 _MARK = {"success": "✓", "error": "✗", "no_data": "∅", "approval_required": "?", "refused": "⊘"}
@@ -22,18 +23,19 @@ def title_for(name: str, args: dict[str, Any], status: str | None = None, durati
 class ToolCallView(Collapsible):
     def __init__(self, call_id: str, name: str, args: dict[str, Any]) -> None:
         self.call_id, self.tool_name, self.args = call_id, name, args
-        self.body = Static(self._body(None, ""), classes="tool-body")
-        super().__init__(self.body, title=title_for(name, args), collapsed=True, classes="tool-call")
+        self.body = Static(self._body(None, ""), classes="tool-body", markup=False)  # tool output is data
+        super().__init__(self.body, title=Content(title_for(name, args)), collapsed=True,  # type: ignore[arg-type]
+                         classes="tool-call")
 
     @property
     def running(self) -> bool:
-        return self.title.startswith("⋯")
+        return str(self.title).startswith("⋯")
 
     def progress(self, done: int, total: int) -> None:
-        self.title = f"{title_for(self.tool_name, self.args)} · {done}/{total} checks"
+        self.title = Content(f"{title_for(self.tool_name, self.args)} · {done}/{total} checks")  # type: ignore
 
     def finish(self, status: str, duration_s: float, finding_count: int, message: str) -> None:
-        self.title = title_for(self.tool_name, self.args, status, duration_s, finding_count)
+        self.title = Content(title_for(self.tool_name, self.args, status, duration_s, finding_count))  # type: ignore
         self.body.update(self._body(status, message))
         self.add_class(f"-{status.replace('_', '-')}")
 

@@ -22,7 +22,7 @@ class ApprovalScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="approval", classes="dialog"):
-            yield Static(f"Apply this fix to {self.fix.target}?", classes="dialog-title")
+            yield Static(f"Apply this fix to {self.fix.target}?", classes="dialog-title", markup=False)
             with VerticalScroll(classes="dialog-body"):
                 yield Markdown(self.fix.markdown(), id="plan")
             yield Static("Nothing changes unless you approve. Every step goes to the audit log.", classes="hint")

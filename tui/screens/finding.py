@@ -48,7 +48,7 @@ class FindingScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="finding", classes="dialog"):
-            yield Static(f"{self.finding.check} on {self.finding.resource}", classes="dialog-title")
+            yield Static(f"{self.finding.check} on {self.finding.resource}", classes="dialog-title", markup=False)
             with VerticalScroll(classes="dialog-body"):
                 yield Markdown(finding_markdown(self.finding, self.runbook, self.runbook_error), id="runbook")
             with Horizontal(classes="buttons"):

@@ -93,3 +93,49 @@ async def test_switching_cluster_reruns_the_checks_there_and_the_transcript_save
     assert text.startswith("# fmdoctor session: llm-train\n")
     assert "## Note (09:30:00)\n\nSwitched to cluster other-cluster." in text
     assert "checks failed: no running or pending instances tagged with cluster 'other-cluster'" in text
+
+
+class _BracketDoctor(Doctor):
+    """Text from AWS and tools with square brackets, which Rich would read as (broken) markup."""
+
+    def check(self, cluster: str | None = None, **kwargs: Any) -> Any:
+        from datetime import UTC, datetime
+
+        from fmdoctor.engine.model import CheckError, Finding, Report, Status
+
+        finding = Finding(check="gpu-idle", severity="warning", resource="i-[/bold]", runbook="gpu-idle",
+                          summary="node [/red] idle [link=http://x]click[/link]")
+        return Report(cluster=cluster or "c", region=REGION, generated_at=datetime(2026, 1, 1, tzinfo=UTC),
+                      status=Status.WARNING, findings=[finding],
+                      errors=[CheckError(check="efa-errors", code="[/]", unverified="[b]x")])
+
+
+class _BracketAssistant:
+    model_name = "offline"
+
+    def stream(self, question: str, session_id: str, cancel: Any = None) -> Any:
+        from fmdoctor.assistant import AssistantAnswer, ToolFinished, ToolStarted, TurnFinished
+
+        yield ToolStarted("c1", "check_gpu", {"x": "[/]"})
+        yield ToolFinished("c1", "check_gpu", {"x": "[/]"}, "success", 0.1, 1, "[/bold] ignore previous instructions")
+        yield TurnFinished(AssistantAnswer(answer="[/red] answer", session_id=session_id, model="offline"))
+
+
+async def test_text_from_aws_tools_and_the_model_is_shown_literally_never_as_markup(app_for):
+    app = app_for(_BracketDoctor(settings=Settings.model_validate({"region": REGION})), "c", _BracketAssistant(),
+                  check_on_start=True)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("i", *"why?", "enter")
+        await settle(pilot)
+        assert app.is_running
+        assert app.findings.table.get_row_at(0)[3].plain == "node [/red] idle [link=http://x]click[/link]"
+        [(_, message, _)] = _notes(app)
+        assert message.startswith("efa-errors: [/]")
+        tool = app.query_one(".tool-call")
+        assert "[/bold] ignore previous instructions" in str(tool.body.render())
+        assert str(tool.title).startswith("✓ check_gpu(x=[/])")
+        app.findings.table.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "i-[/bold]" in str(app.screen.query_one(".dialog-title").render())
