@@ -42,7 +42,8 @@ class ChatPane(Vertical):
         self._calls.clear()
 
     def add_markdown(self, text: str, classes: str = "note") -> None:
-        self._add(Markdown(text, classes=classes))
+        # links in an answer come from a model and tool output: shown, never opened by a click
+        self._add(Markdown(text, classes=classes, open_links=False))
 
     def add_token(self, text: str) -> None:
         if self._streaming is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
 from fmdoctor.cli.ask_cmd import model_spec
@@ -42,12 +43,16 @@ def run(args: argparse.Namespace) -> int:
     if args.demo and aws_services(spec):
         raise ConfigError(f"--demo runs AWS in-process with fake credentials, so {spec} cannot be called from it",
                           hint="use --demo with a model outside AWS, or the offline planner")
+    only = split_ids(args.only)
+    if args.demo:
+        sys.stderr.write("fmdoctor: seeding the demo cluster in moto (a few seconds)…\n")
     try:
         with open_target(args) as target:
             doctor = target.doctor
+            doctor.registry.select(only)  # an unknown check id: exit 3 now, not a notification later
             assistant = Assistant(doctor, target.cluster, model=spec or doctor.settings.agent.model)
             audit = AuditLog(args.audit_log) if args.audit_log else None
-            app = FmdoctorApp(doctor, target.cluster, assistant, audit=audit, only=split_ids(args.only),
+            app = FmdoctorApp(doctor, target.cluster, assistant, audit=audit, only=only,
                               transcript_dir=Path.cwd())
             _run_without_stderr_logging(app)
     except ConfigError as exc:

@@ -24,7 +24,7 @@ class ApprovalScreen(ModalScreen[bool]):
         with Vertical(id="approval", classes="dialog"):
             yield Static(f"Apply this fix to {self.fix.target}?", classes="dialog-title", markup=False)
             with VerticalScroll(classes="dialog-body"):
-                yield Markdown(self.fix.markdown(), id="plan")
+                yield Markdown(self.fix.markdown(), id="plan", open_links=False)
             yield Static("Nothing changes unless you approve. Every step goes to the audit log.", classes="hint")
             with Horizontal(classes="buttons"):
                 yield Button("Approve (y)", variant="success" if self.fix.dry_run_ok else "warning", id="approve")

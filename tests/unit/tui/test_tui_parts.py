@@ -105,3 +105,8 @@ def test_chat_without_a_cluster_suggests_the_demo(capsys):
 def test_chat_demo_refuses_a_model_that_needs_real_aws(argv, capsys):
     assert cli.main(argv) == 3
     assert "cannot be called from it" in capsys.readouterr().err
+
+
+def test_chat_refuses_an_unknown_check_before_opening(capsys):
+    assert cli.main(["chat", "--cluster", "c", "--region", "us-west-2", "--only", "efa-sg-self-referenc"]) == 3
+    assert "efa-sg-self-referenc" in capsys.readouterr().err
