@@ -220,6 +220,8 @@ class FmdoctorApp(Jobs, App[None]):
                                                           m.total)
 
     def on_checks_done(self, message: msg.ChecksDone) -> None:
+        if message.run is not None and message.run is not self.check_cancel:
+            return  # an older run that a newer one replaced
         self.checks_running = False
         report = message.report
         progress = self.findings.query_one("#progress")

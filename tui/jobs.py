@@ -45,10 +45,11 @@ class Jobs:
 
     @work(thread=True, exclusive=True, group="checks")
     def run_checks(self) -> None:
-        cancel = self.check_cancel = threading.Event()
+        self.check_cancel.set()  # a run still going (r pressed again, cluster switched) stops at its next step
+        cancel = self.check_cancel = threading.Event()  # also names this run in its messages
         cluster = self.cluster
         post = self.post_message  # type: ignore[attr-defined]
-        post(ChecksStarted(cluster))
+        post(ChecksStarted(cluster, cancel))
 
         def progress(event: Any) -> None:
             post(CheckUpdate(event.check_id, event.phase, event.findings, event.errors, event.done, event.total))
@@ -57,9 +58,9 @@ class Jobs:
             report = self.doctor.check(cluster, only=self.only, progress=progress, cancel=cancel)
         except Exception as exc:
             self._failed("checks", exc)
-            post(ChecksDone(None, cancel.is_set()))
+            post(ChecksDone(None, cancel.is_set(), cancel))
             return
-        post(ChecksDone(report, cancel.is_set()))
+        post(ChecksDone(report, cancel.is_set(), cancel))
 
     @work(thread=True, exclusive=True, group="assistant")
     def ask(self, question: str) -> None:

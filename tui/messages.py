@@ -20,17 +20,17 @@ class CheckUpdate(Message):
 
 
 class ChecksStarted(Message):
-    def __init__(self, cluster: str) -> None:
+    def __init__(self, cluster: str, run: Any = None) -> None:
         super().__init__()
-        self.cluster = cluster
+        self.cluster, self.run = cluster, run
 
 
 class ChecksDone(Message):
     """A run ended: ``report`` is None when it failed (the failure is its own message)."""
 
-    def __init__(self, report: Report | None, cancelled: bool = False) -> None:
+    def __init__(self, report: Report | None, cancelled: bool = False, run: Any = None) -> None:
         super().__init__()
-        self.report, self.cancelled = report, cancelled
+        self.report, self.cancelled, self.run = report, cancelled, run  # run: which run (a newer one wins)
 
 
 class AssistantUpdate(Message):

@@ -89,8 +89,13 @@ def sg_doctor(sg_fault: ClusterBuilder) -> Doctor:
 
 async def settle(pilot: Any, rounds: int = 4) -> None:
     """Wait for every worker and the messages they posted (handlers may start more workers)."""
+    from textual.worker import WorkerCancelled
+
     for _ in range(rounds):
-        await pilot.app.workers.wait_for_complete()
+        try:
+            await pilot.app.workers.wait_for_complete()
+        except WorkerCancelled:  # replaced by a newer exclusive worker; its thread ends at its next step
+            await pilot.pause(0.1)
         await pilot.pause()
         if not any(w.is_running for w in pilot.app.workers):
             await pilot.pause()

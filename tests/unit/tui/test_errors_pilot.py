@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -139,3 +141,37 @@ async def test_text_from_aws_tools_and_the_model_is_shown_literally_never_as_mar
         await pilot.press("enter")
         await pilot.pause()
         assert "i-[/bold]" in str(app.screen.query_one(".dialog-title").render())
+
+
+class _FirstRunLate(_BracketDoctor):
+    """The first run ends only after it is cancelled and after the second run has answered, with no findings."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.calls: list[bool] = []
+        self.first_done = threading.Event()
+
+    def check(self, cluster: str | None = None, **kwargs: Any) -> Any:
+        self.calls.append(False)
+        if len(self.calls) == 1:
+            self.calls[0] = kwargs["cancel"].wait(timeout=10)
+            time.sleep(0.5)
+            self.first_done.set()
+            return super().check(cluster, **kwargs).model_copy(update={"findings": []})
+        return super().check(cluster, **kwargs)
+
+
+async def test_a_newer_run_replaces_an_older_one_that_ends_later(app_for):
+    doctor = _FirstRunLate(settings=Settings.model_validate({"region": REGION}))
+    app = app_for(doctor, "a", check_on_start=True)
+    async with app.run_test(size=SIZE) as pilot:
+        while not app.checks_running:
+            await pilot.pause(0.02)
+        await pilot.press("r")  # re-run while the first run is still going
+        await settle(pilot)
+        while not doctor.first_done.is_set():
+            await pilot.pause(0.05)
+        await settle(pilot)
+        assert doctor.calls[0] is True  # the first run was told to stop
+        assert len(app.findings.shown) == 1 and not app.checks_running  # the newer run's result stays
+        assert "cancelled" not in str(app.query_one("#progress-checks").render())
