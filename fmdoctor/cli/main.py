@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from fmdoctor import __version__
 from fmdoctor.cli import (
     ask_cmd,
+    chat_cmd,
     check_cmd,
     checks_cmd,
     eval_cmd,
@@ -26,7 +27,7 @@ from fmdoctor.cli.common import ArgumentParser
 from fmdoctor.engine.errors import FmdoctorError
 
 COMMANDS = (check_cmd, checks_cmd, why_not_cmd, runbook_cmd, fix_cmd, iam_policy_cmd, ask_cmd, eval_cmd,
-            fleet_cmd, export_cmd, mcp_cmd, slack_cmd)
+            fleet_cmd, export_cmd, mcp_cmd, slack_cmd, chat_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,8 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream=sys.stderr,
         )
         if not getattr(args, "func", None):
-            parser.print_help()
-            return 0
+            if not _interactive():  # scripts and pipes still get the help
+                parser.print_help()
+                return 0
+            args = parser.parse_args(["chat"])  # a person at a terminal gets the app
         return int(args.func(args))
     except FmdoctorError as exc:
         sys.stderr.write(f"fmdoctor: error: {exc.message}\n")
@@ -65,3 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()

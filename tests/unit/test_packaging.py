@@ -37,3 +37,4 @@ def test_wheel_contents(tmp_path):
     for path in (ROOT / "runbooks").glob("*.md"):
         assert f"fmdoctor/runbooks/{path.name}" in names
     assert "fmdoctor/evals/cases.yaml" in names  # fmdoctor eval works from an installed wheel
+    assert "fmdoctor/tui/app.tcss" in names  # fmdoctor chat finds its styles in an installed wheel

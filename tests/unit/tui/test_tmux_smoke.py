@@ -1,0 +1,83 @@
+"""Smoke test: the installed ``fmdoctor chat --demo`` in a real terminal (tmux, 120x40): it starts, runs the
+checks, answers a question, shows help, and quits cleanly on q."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+TMUX = shutil.which("tmux")
+FMDOCTOR = shutil.which("fmdoctor", path=str(Path(sys.executable).parent)) or shutil.which("fmdoctor")
+pytestmark = pytest.mark.skipif(not TMUX or not FMDOCTOR, reason="needs tmux and the installed fmdoctor")
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    socket = f"fmdoctor-smoke-{uuid.uuid4().hex[:8]}"  # a private tmux server: no other session is touched
+
+    def run(*args: str) -> str:
+        return subprocess.run([TMUX, "-L", socket, *args], capture_output=True, text=True, check=True,
+                              timeout=30).stdout
+
+    yield run
+    subprocess.run([TMUX, "-L", socket, "kill-server"], capture_output=True, timeout=30)
+
+
+def wait_for(tmux: Callable[..., str], *texts: str, timeout: float) -> str:
+    """The pane once it shows every text (a capture can catch a frame half drawn, so poll, then settle)."""
+    deadline = time.monotonic() + timeout
+    screen = ""
+    while time.monotonic() < deadline:
+        screen = tmux("capture-pane", "-p", "-t", "smoke")
+        if all(text in screen for text in texts):
+            time.sleep(0.3)
+            return tmux("capture-pane", "-p", "-t", "smoke")
+        time.sleep(0.5)
+    raise AssertionError(f"{texts!r} did not all appear within {timeout}s; the screen was:\n{screen}")
+
+
+def wait_gone(tmux: Callable[..., str], text: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while text in (screen := tmux("capture-pane", "-p", "-t", "smoke")):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{text!r} still shown after {timeout}s; the screen was:\n{screen}")
+        time.sleep(0.3)
+
+
+def test_fmdoctor_chat_demo_in_a_120x40_terminal(tmux, tmp_path):
+    # the private tmux server inherits this test's environment: fake credentials, no AWS profile
+    # (without COLUMNS/LINES, which pytest or a CI runner may set and Textual would take over the pane's size)
+    command = f"cd {tmp_path} && env -u COLUMNS -u LINES {FMDOCTOR} chat --demo; echo fmdoctor-exit=$?; sleep 60"
+    tmux("new-session", "-d", "-s", "smoke", "-x", "120", "-y", "40", command)
+
+    # the demo seeded, every check ran, the header names the target
+    screen = wait_for(tmux, "not verified", "model offline", "q Quit", timeout=180)
+    lines = screen.splitlines()
+    assert len(lines) == 40 and max(len(line) for line in lines) <= 120
+    assert "cluster demo-llm-train" in lines[0] and "region us-west-2" in lines[0] and "model offline" in lines[0]
+    assert "critical  efa-sg-self-reference" in screen
+    assert "r Re-run" in lines[-1] and "q Quit" in lines[-1]
+
+    tmux("send-keys", "-t", "smoke", "i")
+    wait_gone(tmux, "r Re-run", timeout=20)  # the question box has the focus: the footer drops letter keys
+    tmux("send-keys", "-t", "smoke", "-l", "is my cluster healthy?")
+    tmux("send-keys", "-t", "smoke", "Enter")
+    # the answer's end (the chat follows it as it grows): what could not be verified, which checks ran
+    screen = wait_for(tmux, "Could not verify:", "Checks run:", timeout=120)
+    assert "gpu-metrics-missing" in screen
+
+    tmux("send-keys", "-t", "smoke", "Escape")  # leave the question box: the footer shows every key again
+    wait_for(tmux, "r Re-run", timeout=20)
+    tmux("send-keys", "-t", "smoke", "?")
+    wait_for(tmux, "fmdoctor keys", "Approve on a plan", timeout=20)
+    tmux("send-keys", "-t", "smoke", "q")  # q closes the help ...
+    wait_gone(tmux, "fmdoctor keys", timeout=20)
+    tmux("send-keys", "-t", "smoke", "q")  # ... and quits the app
+    wait_for(tmux, "fmdoctor-exit=0", timeout=30)

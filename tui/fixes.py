@@ -1,0 +1,105 @@
+"""Fixes as the TUI shows and runs them: one view of a plan, whoever proposed it (the assistant or the user).
+
+The calls, the dry run and the approval all come from :mod:`fmdoctor.remediation` (the same library
+``fmdoctor fix`` uses); this module only shapes them for the approval modal and creates the
+:class:`~fmdoctor.remediation.Approval` after a person pressed Approve in it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fmdoctor.engine.api import Doctor
+from fmdoctor.remediation import Approval, AuditLog, FixPlan, FixResult, apply_fix, plan_fix, preflight
+from fmdoctor.remediation.apply import DEFAULT_VERIFY_DELAYS
+from fmdoctor.remediation.audit import local_user, who
+from fmdoctor.remediation.plan import plan_fields
+from fmdoctor.report.fix import plan_lines, result_lines
+
+CHANNEL = "tui"
+_MARK = {"allowed": "✓", "denied": "✗", "failed": "✗", "not-checked": "?", "ignored-dry-run": "!"}
+
+
+@dataclass(frozen=True)
+class ProposedFix:
+    """What the approval modal shows: the exact calls, the dry run, and the digest an approval must name."""
+
+    target: str  # check/resource
+    digest: str
+    calls: tuple[dict[str, Any], ...]
+    preflight: dict[str, Any] | None = None
+    notes: tuple[str, ...] = ()
+    plan: FixPlan | None = field(default=None, compare=False)  # set when the user asked for the fix
+    request: Any = field(default=None, compare=False)  # the assistant's ApprovalRequest otherwise
+
+    @property
+    def dry_run_ok(self) -> bool:
+        return bool(self.preflight and self.preflight.get("ok"))
+
+    @classmethod
+    def from_request(cls, request: Any) -> ProposedFix:
+        target = f"{request.check_id}/{request.resource}" if request.resource else request.check_id
+        preflight = request.preflight if isinstance(request.preflight, dict) else None
+        return cls(target, request.plan_digest, tuple(request.calls()), preflight, request=request)
+
+    @classmethod
+    def from_plan(cls, plan: FixPlan, checked: Any) -> ProposedFix:
+        target = f"{plan.check}/{plan.resource}" if plan.resource else plan.check
+        notes = tuple(line for line in plan_lines(plan) if not plan.steps)
+        return cls(target, plan.digest, tuple(plan.calls), checked.to_json_dict() if checked else None, notes,
+                   plan=plan)
+
+    def markdown(self) -> str:
+        lines = [f"**Plan** `{self.digest[:12]}` to fix `{self.target}`", ""]
+        for number, call in enumerate(self.calls, 1):
+            summary = f": {call['summary']}" if call.get("summary") else ""
+            lines += [f"{number}. `{call.get('service')}.{call.get('operation')}`{summary}", "",
+                      "```json", json.dumps(call.get("params"), indent=2, sort_keys=True), "```", ""]
+        lines += list(self.notes)
+        lines += ["", "**Dry run** (nothing is changed):", ""] + dry_run_lines(self.preflight)
+        return "\n".join(lines)
+
+
+def dry_run_lines(preflight: dict[str, Any] | None) -> list[str]:
+    if not preflight:
+        return ["- no dry run was made"]
+    lines = []
+    for check in preflight.get("checks") or []:
+        call = check.get("call") or {}
+        mark = _MARK.get(check.get("status"), "?")
+        lines.append(f"- {mark} `{call.get('operation')}`: {check.get('status')}: {check.get('detail') or ''}")
+    denied = preflight.get("denied_actions") or []
+    if denied:
+        lines.append(f"- missing permission: {', '.join(denied)}")
+    lines.append("- every call would succeed" if preflight.get("ok") else "- **the dry run says this would fail**")
+    return lines
+
+
+def approve(fix: ProposedFix) -> Approval:
+    """Only called after a person pressed Approve for exactly this plan."""
+    return Approval(plan_digest=fix.digest, approver=local_user(), channel=CHANNEL)
+
+
+def propose(doctor: Doctor, cluster: str, check_id: str, resource: str | None, audit: AuditLog) -> ProposedFix:
+    """Plan the fix of one finding and prove its permissions with a dry run (both audited, nothing changes)."""
+    plan = plan_fix(doctor, cluster, check_id, resource=resource, audit=audit)
+    checked = preflight(doctor, plan, audit=audit) if plan.steps else None
+    return ProposedFix.from_plan(plan, checked)
+
+
+def apply(doctor: Doctor, fix: ProposedFix, audit: AuditLog,
+          verify_delays: Sequence[float] = DEFAULT_VERIFY_DELAYS) -> tuple[FixResult, str]:
+    """Apply a plan the person approved, re-run its check, and say what happened in Markdown."""
+    assert fix.plan is not None, "only a plan the user asked for is applied here"
+    result = apply_fix(doctor, fix.plan, approve(fix), audit=audit, verify_delays=verify_delays)
+    text = "\n".join(["```text", *result_lines(result), "```", f"audit log: `{audit.path}`"])
+    return result, text
+
+
+def decline(fix: ProposedFix, audit: AuditLog) -> None:
+    if fix.plan is not None:
+        audit.record("declined", **plan_fields(fix.plan), who=who(fix.plan.identity), outcome="declined",
+                     approver=local_user(), channel=CHANNEL)

@@ -1,0 +1,1 @@
+"""Small modal screens: approve a fix, a finding with its runbook, help, cluster switcher, save transcript."""
