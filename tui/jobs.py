@@ -7,6 +7,7 @@ and calls at the next step and still report what they have.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from textual import work
@@ -64,26 +65,22 @@ class Jobs:
 
     @work(thread=True, exclusive=True, group="assistant")
     def ask(self, question: str) -> None:
-        cancel = self.turn_cancel = threading.Event()
-        try:
-            assistant = self.assistant_for(self.cluster)  # type: ignore[attr-defined]
-            for event in assistant.stream(question, SESSION, cancel):
-                self.post_message(AssistantUpdate(event))  # type: ignore[attr-defined]
-        except Exception as exc:
-            self._failed("assistant", exc)
-        finally:
-            self.post_message(TurnEnded())  # type: ignore[attr-defined]
+        self._turn("assistant", lambda assistant, cancel: assistant.stream(question, SESSION, cancel))
 
     @work(thread=True, exclusive=True, group="assistant")
     def resume(self, approval: Any | None) -> None:
         """Continue the assistant's turn: an Approval for its plan applies it, None declines."""
+        self._turn("fix", lambda assistant, cancel: assistant.resume_stream(SESSION, approval, cancel))
+
+    def _turn(self, what: str, events: Callable[[Any, threading.Event], Iterable[Any]]) -> None:
+        """Relay one assistant turn's events to the UI; it always ends with TurnEnded, whatever fails."""
         cancel = self.turn_cancel = threading.Event()
         try:
             assistant = self.assistant_for(self.cluster)  # type: ignore[attr-defined]
-            for event in assistant.resume_stream(SESSION, approval, cancel):
+            for event in events(assistant, cancel):
                 self.post_message(AssistantUpdate(event))  # type: ignore[attr-defined]
         except Exception as exc:
-            self._failed("fix", exc)
+            self._failed(what, exc)
         finally:
             self.post_message(TurnEnded())  # type: ignore[attr-defined]
 
