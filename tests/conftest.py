@@ -86,6 +86,17 @@ def builder(aws: boto3.Session) -> ClusterBuilder:
 
 
 @pytest.fixture
+def sg_fault_cluster(builder: ClusterBuilder) -> ClusterBuilder:
+    """Head node and two p5 nodes; the EFA group lacks its egress self-rule (one fix to plan,
+    approve or reject)."""
+    builder.security_group("efa", self_ingress=True)
+    builder.placement_group("pg")
+    builder.launch(["head"], "m5.8xlarge", "public-a", ["efa"], role="head")
+    builder.launch(["gpu-1", "gpu-2"], "p5.48xlarge", "private-a", ["efa"], efa_interfaces=32, placement_group="pg")
+    return builder
+
+
+@pytest.fixture
 def healthy_efa_cluster(builder: ClusterBuilder) -> ClusterBuilder:
     """Head node plus three p5 nodes with all 32 EFA interfaces, self-referencing group, one placement group;
     public-a routes to an internet gateway, the private subnets reach S3 through a gateway endpoint."""

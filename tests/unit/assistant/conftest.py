@@ -16,7 +16,6 @@ from pydantic import Field
 
 from fmdoctor.assistant.backends import Backends
 from fmdoctor.config import Settings
-from fmdoctor.demo.builders import ClusterBuilder
 from fmdoctor.demo.scenario import seed_demo
 from fmdoctor.engine.api import Connection, Doctor
 
@@ -58,16 +57,6 @@ def doctor_for() -> Callable[..., Doctor]:
         return Doctor(settings=settings, connection=Connection(region=REGION))
 
     return make
-
-
-@pytest.fixture
-def sg_fault_cluster(builder: ClusterBuilder) -> ClusterBuilder:
-    """Head node and two p5 nodes; the EFA group lacks its egress self-rule (one critical finding)."""
-    builder.security_group("efa", self_ingress=True)
-    builder.placement_group("pg")
-    builder.launch(["head"], "m5.8xlarge", "public-a", ["efa"], role="head")
-    builder.launch(["gpu-1", "gpu-2"], "p5.48xlarge", "private-a", ["efa"], efa_interfaces=32, placement_group="pg")
-    return builder
 
 
 @pytest.fixture

@@ -70,13 +70,9 @@ def app_for(audit: AuditLog, tmp_path: Any) -> Callable[..., Any]:
 
 
 @pytest.fixture
-def sg_fault(no_default_amis: None, builder: ClusterBuilder) -> ClusterBuilder:
-    """Head node and two p5 nodes whose EFA group lacks its egress self-rule: one fix to approve or reject."""
-    builder.security_group("efa", self_ingress=True)
-    builder.placement_group("pg")
-    builder.launch(["head"], "m5.8xlarge", "public-a", ["efa"], role="head")
-    builder.launch(["gpu-1", "gpu-2"], "p5.48xlarge", "private-a", ["efa"], efa_interfaces=32, placement_group="pg")
-    return builder
+def sg_fault(no_default_amis: None, sg_fault_cluster: ClusterBuilder) -> ClusterBuilder:
+    """The shared security-group-fault cluster (tests/conftest.py), in moto without its default AMIs."""
+    return sg_fault_cluster
 
 
 @pytest.fixture
