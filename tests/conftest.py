@@ -97,6 +97,15 @@ def sg_fault_cluster(builder: ClusterBuilder) -> ClusterBuilder:
 
 
 @pytest.fixture
+def efa_egress_fault(builder: ClusterBuilder) -> str:
+    """Two p4d nodes whose EFA group admits its own traffic in but not out: one efa-sg-self-reference finding.
+    Returns the group id."""
+    group = builder.security_group("efa", self_ingress=True)
+    builder.launch(["gpu-1", "gpu-2"], "p4d.24xlarge", "private-a", ["efa"], efa_interfaces=4)
+    return group
+
+
+@pytest.fixture
 def healthy_efa_cluster(builder: ClusterBuilder) -> ClusterBuilder:
     """Head node plus three p5 nodes with all 32 EFA interfaces, self-referencing group, one placement group;
     public-a routes to an internet gateway, the private subnets reach S3 through a gateway endpoint."""

@@ -21,13 +21,6 @@ class Terminal(io.StringIO):
 
 
 @pytest.fixture
-def broken(builder):
-    group = builder.security_group("efa", self_ingress=True)
-    builder.launch(["gpu-1", "gpu-2"], "p4d.24xlarge", "private-a", ["efa"], efa_interfaces=4)
-    return group
-
-
-@pytest.fixture
 def fix(capsys, monkeypatch, tmp_path):
     log = tmp_path / "audit.jsonl"
 
@@ -47,42 +40,42 @@ def state(ec2, group):
     return sorted(json.dumps(r, sort_keys=True, default=str) for r in rules)
 
 
-def test_without_yes_and_without_a_terminal_it_refuses_with_exit_3(builder, broken, fix):
-    before = state(builder.ec2, broken)
+def test_without_yes_and_without_a_terminal_it_refuses_with_exit_3(builder, efa_egress_fault, fix):
+    before = state(builder.ec2, efa_egress_fault)
     code, out, err = fix()
     assert code == 3
     assert "no terminal to ask on" in err and "--yes" in err and "Traceback" not in err
     assert "AuthorizeSecurityGroupEgress" in out  # the plan was shown first
-    assert state(builder.ec2, broken) == before
+    assert state(builder.ec2, efa_egress_fault) == before
     assert [e["event"] for e in fix.log.read()] == ["plan", "preflight", "approval-refused"]
 
 
-def test_dry_run_prints_the_plan_and_changes_nothing(builder, broken, fix):
-    before = state(builder.ec2, broken)
+def test_dry_run_prints_the_plan_and_changes_nothing(builder, efa_egress_fault, fix):
+    before = state(builder.ec2, efa_egress_fault)
     code, out, _ = fix("--dry-run")
     assert code == 0
-    assert f'"GroupId": "{broken}"' in out and "allowed: DryRun" in out and "nothing was changed" in out
-    assert state(builder.ec2, broken) == before
+    assert f'"GroupId": "{efa_egress_fault}"' in out and "allowed: DryRun" in out and "nothing was changed" in out
+    assert state(builder.ec2, efa_egress_fault) == before
 
 
-def test_yes_applies_verifies_and_a_second_run_is_a_no_op(builder, broken, fix):
+def test_yes_applies_verifies_and_a_second_run_is_a_no_op(builder, efa_egress_fault, fix):
     code, out, _ = fix("--yes")
     assert code == 0, out
     assert "verify: verified" in out
-    after = state(builder.ec2, broken)
+    after = state(builder.ec2, efa_egress_fault)
     code, out, _ = fix("--yes")
     assert code == 0 and "nothing to fix" in out
-    assert state(builder.ec2, broken) == after
+    assert state(builder.ec2, efa_egress_fault) == after
     events = [e["event"] for e in fix.log.read()]
     assert events == ["plan", "preflight", "approval", "apply", "verify", "plan"]
     assert fix.log.read()[2]["approval"]["channel"] == "cli --yes"
 
 
-def test_terminal_prompt_yes_and_no(builder, broken, fix):
-    before = state(builder.ec2, broken)
+def test_terminal_prompt_yes_and_no(builder, efa_egress_fault, fix):
+    before = state(builder.ec2, efa_egress_fault)
     code, out, err = fix(stdin=Terminal("n\n"))
     assert code == 2 and "declined" in out and "[y/N]" in err
-    assert state(builder.ec2, broken) == before
+    assert state(builder.ec2, efa_egress_fault) == before
     code, out, _ = fix(stdin=Terminal("y\n"))
     assert code == 0 and "verify: verified" in out
     channels = [e.get("channel") or e.get("approval", {}).get("channel") for e in fix.log.read()
@@ -90,14 +83,14 @@ def test_terminal_prompt_yes_and_no(builder, broken, fix):
     assert channels == ["terminal", "terminal"]
 
 
-def test_denied_preflight_exits_2_naming_the_action(builder, broken, fix, faults, monkeypatch):
+def test_denied_preflight_exits_2_naming_the_action(builder, efa_egress_fault, fix, faults, monkeypatch):
     faults.deny("ec2", "AuthorizeSecurityGroupEgress", code="UnauthorizedOperation")
     monkeypatch.setattr("fmdoctor.cli.common.Doctor", functools.partial(Doctor, aws_factory=faults.aws_factory))
-    before = state(builder.ec2, broken)
+    before = state(builder.ec2, efa_egress_fault)
     code, out, _ = fix("--yes")
     assert code == 2
     assert "missing permission: ec2:AuthorizeSecurityGroupEgress" in out and "not applying" in out
-    assert state(builder.ec2, broken) == before
+    assert state(builder.ec2, efa_egress_fault) == before
 
 
 def test_json_format_and_manual_only_findings(builder, fix, capsys):
