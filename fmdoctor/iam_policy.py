@@ -1,9 +1,9 @@
 """The least-privilege IAM policy fmdoctor needs, derived from what its checks and remediations declare.
 
 Checks declare ``iam_actions`` (all reads); discovery adds what finding the checks' inventory parts calls.
-A check's runbook declares ``remediation_iam_actions``: the
-mutating actions of its automated fix; each maps to an :class:`~fmdoctor.remediation.actions.ActionSpec`,
-which adds the reads that recompute the plan and the resource ARN pattern the action can be limited to.
+A check's runbook declares ``remediation_iam_actions``: the mutating actions of its automated fix; each maps
+to an :class:`~fmdoctor.remediation.actions.ActionSpec`, which adds the reads that recompute the plan and the
+resource ARN pattern the action can be limited to.
 Actions without resource-level permissions (EC2 and SageMaker describes/lists) get ``"Resource": "*"``.
 ``sts:GetCallerIdentity`` (who is applying a fix) needs no permission and is not listed.
 """
