@@ -159,3 +159,13 @@ def run_with_faults(faults) -> Callable[..., Report]:
         return doctor.check(cluster, only=only)
 
     return run
+
+
+E2E_DIR = os.path.join(os.path.dirname(__file__), "e2e")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Everything under tests/e2e is an end-to-end test, so `pytest -m "not e2e"` is the fast tier."""
+    for item in items:
+        if str(item.path).startswith(E2E_DIR + os.sep):
+            item.add_marker(pytest.mark.e2e)
