@@ -105,7 +105,7 @@ class ToolEvents(AgentMiddleware):
             ctx.session.turn.tool_calls.append(record)
         write = request.runtime.stream_writer
         write({EVENT: "tool_started", **record.to_json_dict()})
-        started = time.perf_counter()
+        started = record.started = time.perf_counter()
         outcome = handler(request)
         record.duration_s = time.perf_counter() - started
         message = outcome if isinstance(outcome, ToolMessage) else None

@@ -21,6 +21,7 @@ from fmdoctor.engine.model import Report
 
 DEFAULT_CONTENT_LIMIT = 12_000  # characters of one tool output the model sees (agent.max_tool_output_chars)
 ASSISTANT_MORE = More()
+_COUNTED = re.compile(r"[1-9]\d* (matching )?findings?\b")
 _RESERVED = frozenset({"status", "message", "findings", "errors", "skipped", "checks_run"})
 
 
@@ -64,6 +65,11 @@ class ToolResult(BaseModel):
         return cls(tool=tool, status=status, message=message, findings=ordered(raw["findings"]), errors=raw["errors"],
                    skipped=raw["skipped"], checks_run=report.stats.checks_run,
                    data={"cluster": report.cluster, "region": report.region, "report_status": report.status.value})
+
+    @property
+    def found_any(self) -> bool:
+        """Findings in this result, listed or (in an earlier question's shortened result) only counted."""
+        return bool(self.findings) or _COUNTED.match(self.message) is not None
 
     @property
     def finding_ids(self) -> list[str]:

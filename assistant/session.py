@@ -42,6 +42,7 @@ class ToolCallRecord:
     duration_s: float = 0.0
     finding_count: int = 0
     message: str = ""
+    started: float = 0.0  # time.perf_counter() when it started (not in the JSON: only intervals mean anything)
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"id": self.call_id, "name": self.name, "args": self.args, "status": self.status,

@@ -13,8 +13,9 @@ so the provider's real client library (langchain-openai, langchain-ollama, langc
 What the "model" says is a :data:`Brain`: a function from the request, read into a provider-neutral
 :class:`Conversation`, to a :class:`Reply` (text, or tool calls). Every request is recorded as an
 :class:`Exchange`: its bytes, the tokens reported back, and the server's own time, so a benchmark can
-subtract the server from what it measures. Tokens are counted by :func:`count_tokens`, an estimate (about
-one token per word piece, digit group or symbol, as BPE tokenizers split identifiers), not a real tokenizer.
+subtract the server from what it measures. Tokens are counted by :func:`count_tokens`, an estimate (one token
+per word piece of up to 8 letters, digit group of up to 3, or pair of symbols, roughly how BPE tokenizers split
+identifiers and JSON), not a real tokenizer.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
-_PIECE = re.compile(r"[A-Za-z]{1,8}|\d{1,3}|\S")
+_PIECE = re.compile(r"[A-Za-z]{1,8}|\d{1,3}|[^\sA-Za-z\d]{1,2}")
 
 
 def count_tokens(text: str) -> int:
@@ -340,3 +341,28 @@ def _handler(owner: LoopbackModel) -> type[BaseHTTPRequestHandler]:
             self.sent += len(data)
 
     return Handler
+
+
+def planner_brain(conversation: Conversation) -> Reply:
+    """A model scripted to call the tools a question needs: fmdoctor's offline planner, reading only what
+    went over the wire (the tool specs and the tool results' text), as a remote model must."""
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+    from fmdoctor.assistant.planner import Toolbox, next_message
+
+    messages: list[BaseMessage] = []
+    names: dict[str, str] = {}
+    pending: list[str] = []  # the last assistant message's calls, in order (Ollama's carry no ids)
+    for m in conversation.messages:
+        if m.role == "user":
+            messages.append(HumanMessage(m.text))
+        elif m.role == "assistant":
+            names.update({c["id"]: c["name"] for c in m.tool_calls if c["id"]})
+            pending = [c["name"] for c in m.tool_calls]
+            messages.append(AIMessage(m.text, tool_calls=[{"name": c["name"], "args": c["args"], "id": c["id"],
+                                                           "type": "tool_call"} for c in m.tool_calls]))
+        elif m.role == "tool":
+            name = names.get(m.tool_call_id) or (pending.pop(0) if pending else None)
+            messages.append(ToolMessage(m.text, tool_call_id=m.tool_call_id, name=name))
+    decided = next_message(messages, Toolbox(conversation.tools))
+    return Reply(str(decided.content), [(c["name"], c["args"]) for c in decided.tool_calls])
