@@ -20,6 +20,7 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from fmdoctor.assistant.compose import compose
 from fmdoctor.assistant.intents import Plan
@@ -86,6 +87,15 @@ class ModelGuard(AgentMiddleware):
         super().__init__()
         self.settings = settings
         self.redactor = redactor
+        self._schema_cache: dict[tuple[str, ...], int] = {}
+
+    def _schema_tokens(self, tools: list[Any]) -> int:
+        """The tool specs' estimated weight (they go with every call); computed once per set of tools."""
+        key = tuple(getattr(t, "name", str(t)) for t in tools)
+        if key not in self._schema_cache:
+            specs = [convert_to_openai_tool(t) if not isinstance(t, dict) else t for t in tools]
+            self._schema_cache[key] = len(json.dumps(specs)) // CHARS_PER_TOKEN
+        return self._schema_cache[key]
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         ctx: AssistantContext = request.runtime.context
@@ -95,7 +105,7 @@ class ModelGuard(AgentMiddleware):
             messages = [redact_message(m, self.redactor) for m in messages]
         tools = request.tools
         system = request.system_message.content if request.system_message else ""
-        estimate = estimate_tokens(messages, str(system) + json.dumps([getattr(t, "name", "") for t in tools]))
+        estimate = estimate_tokens(messages, str(system)) + self._schema_tokens(tools)
         if ctx.cancel is not None and ctx.cancel.is_set():
             return stop_answer(list(request.messages), "Cancelled. What the tools found before that:")
         if turn is not None:

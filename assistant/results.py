@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from fmdoctor.assistant.digest import More, one_line, ordered, parse, render, severity_counts
+from fmdoctor.assistant.digest import MCP_MORE, More, one_line, ordered, parse, render, severity_counts
 from fmdoctor.assistant.safety import delimit, strip_invisible, undelimit
 from fmdoctor.engine.model import Report
 
@@ -48,23 +48,26 @@ class ToolResult(BaseModel):
 
     @classmethod
     def from_report(cls, tool: str, report: Report) -> ToolResult:
-        raw = report.to_json_dict()
-        if report.stats.checks_run:
-            status = ToolStatus.SUCCESS
-            count = len(report.findings)
-            counts = f" ({severity_counts(raw['findings'])})" if count else ""
-            message = (f"{count} finding{'s' if count != 1 else ''}{counts} from {len(report.stats.checks_run)} checks"
-                       if count else f"no findings: {', '.join(report.stats.checks_run)} ran and found nothing")
-            if report.errors:
-                message += f"; {len(report.errors)} part{'s' if len(report.errors) != 1 else ''} could not be verified"
-        elif report.errors:
+        return cls.from_report_json(tool, report.to_json_dict())
+
+    @classmethod
+    def from_report_json(cls, tool: str, raw: dict[str, Any]) -> ToolResult:
+        """From a report's JSON (``fmdoctor check --format json``, what the MCP ``check`` tool returns)."""
+        ran, errors, findings = raw["stats"]["checks_run"], raw["errors"], raw["findings"]
+        if ran:
+            status, count = ToolStatus.SUCCESS, len(findings)
+            message = (f"{count} finding{'s' if count != 1 else ''} ({severity_counts(findings)}) from {len(ran)} "
+                       "checks" if count else f"no findings: {', '.join(ran)} ran and found nothing")
+            if errors:
+                message += f"; {len(errors)} part{'s' if len(errors) != 1 else ''} could not be verified"
+        elif errors:
             status, message = ToolStatus.ERROR, "nothing could be verified: " + "; ".join(
-                f"{e.check}: {e.code}" for e in report.errors)
+                f"{e['check']}: {e['code']}" for e in errors)
         else:
             status, message = ToolStatus.NO_DATA, "no check applied to this cluster"
-        return cls(tool=tool, status=status, message=message, findings=ordered(raw["findings"]), errors=raw["errors"],
-                   skipped=raw["skipped"], checks_run=report.stats.checks_run,
-                   data={"cluster": report.cluster, "region": report.region, "report_status": report.status.value})
+        return cls(tool=tool, status=status, message=message, findings=ordered(findings), errors=errors,
+                   skipped=raw["skipped"], checks_run=ran,
+                   data={"cluster": raw["cluster"], "region": raw["region"], "report_status": raw["status"]})
 
     @property
     def found_any(self) -> bool:
@@ -79,8 +82,12 @@ class ToolResult(BaseModel):
         return self.model_dump(mode="json")
 
     def content(self, limit: int = DEFAULT_CONTENT_LIMIT, more: More = ASSISTANT_MORE) -> str:
+        """:meth:`text`, delimited as data (see :func:`~fmdoctor.assistant.safety.delimit`)."""
+        return delimit(self.tool, self.text(limit, more))
+
+    def text(self, limit: int = DEFAULT_CONTENT_LIMIT, more: More = ASSISTANT_MORE) -> str:
         """The model's view (:mod:`fmdoctor.assistant.digest`): a status line, every finding as one line with
-        an evidence digest, what could not be verified; other data as compact JSON. Delimited as data."""
+        an evidence digest, what could not be verified; other data as compact JSON."""
         head = [f"{self.status.value}: {one_line(self.message)}"]
         cluster, region = self.data.get("cluster"), self.data.get("region")
         if cluster:
@@ -95,7 +102,7 @@ class ToolResult(BaseModel):
                           skipped=self.skipped, offset=offset, total=self.data.get("total"), more=more)
         if extra:
             text += "\n" + _data_text(extra, limit - len(text))
-        return delimit(self.tool, strip_invisible(text))
+        return strip_invisible(text)
 
 
 # data the head or the findings section already states
@@ -115,6 +122,11 @@ def _data_text(data: dict[str, Any], room: int) -> str:
     keep = room - 80
     return (f"{text[:keep]}\n[... the last {len(text) - keep} of {len(text)} characters of this result are left out "
             "at the tool-output limit (agent.max_tool_output_chars)]")
+
+
+def report_text(report: dict[str, Any], limit: int = DEFAULT_CONTENT_LIMIT, more: More = MCP_MORE) -> str:
+    """A report's JSON as the text a model reads (the MCP ``check`` tool's text content)."""
+    return ToolResult.from_report_json("check", report).text(limit, more)
 
 
 def result_of(message: Any) -> ToolResult | None:
