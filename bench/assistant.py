@@ -31,11 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
+
+from results_file import write_section  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "RESULTS.md"
-START, END = "<!-- assistant:start -->", "<!-- assistant:end -->"
 PROVIDERS = {"openai": "openai:bench-model", "ollama": "ollama:bench-model",
              "bedrock": "bedrock_converse:amazon.nova-pro-v1:0"}
 PROVIDER_PACKAGE = {"openai": "langchain_openai", "ollama": "langchain_ollama", "bedrock": "langchain_aws"}
@@ -178,16 +179,6 @@ NOTES = ("Tokens are the loopback server's count (one token per word piece of up
          "waits for and which is not in 'fmdoctor s'. A case with earlier questions (history) counts them all.")
 
 
-def write_results(path: Path, table: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    section = f"{START}\n## The assistant through each provider's client (bench/assistant.py)\n\n{table}{END}"
-    if START in text:
-        text = text[: text.index(START)] + section + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK_CASES)}; nothing written")
@@ -215,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                                          for r in rows], indent=2))
     results = args.results or (None if args.quick or args.case else RESULTS)
     if results:
-        write_results(results, table)
+        write_section(results, "assistant", "The assistant through each provider's client (bench/assistant.py)", table)
     problems = problems_of(rows) if HEALTH_CASE in (only or [HEALTH_CASE]) else []
     for problem in problems:
         print(f"FAIL: {problem}", file=sys.stderr)
