@@ -1,14 +1,17 @@
 """Loopback model servers for tests and benchmarks: each speaks one provider's wire protocol on 127.0.0.1,
 so the provider's real client library (langchain-openai, langchain-ollama, langchain-aws) runs unchanged.
 
-- ``openai``: ``POST /v1/chat/completions``, JSON or server-sent events, with the usage chunk when the
-  request asks for it (``stream_options.include_usage``), as OpenAI and vLLM answer;
-- ``ollama``: ``POST /api/chat``, one JSON object or NDJSON lines, the last with ``prompt_eval_count`` and
-  ``eval_count`` (Ollama's API reference, docs/api.md);
-- ``bedrock``: ``POST /model/{modelId}/converse`` (JSON) and ``/converse-stream`` (the
-  ``application/vnd.amazon.eventstream`` framing: prelude, headers, payload, CRC-32s), events
-  messageStart, contentBlockStart/Delta/Stop, messageStop and metadata with usage (Bedrock Runtime API
-  reference, Converse and ConverseStream).
+- ``openai``: ``POST /v1/chat/completions``, JSON or server-sent events; when the request sets
+  ``stream_options.include_usage``, one more chunk before ``data: [DONE]`` with an empty ``choices`` and the
+  ``usage`` (https://platform.openai.com/docs/api-reference/chat/streaming), as OpenAI and vLLM answer;
+- ``ollama``: ``POST /api/chat``, one JSON object or NDJSON lines, the last with ``done: true``,
+  ``prompt_eval_count`` and ``eval_count`` (https://github.com/ollama/ollama/blob/main/docs/api.md);
+- ``bedrock``: ``POST /model/{modelId}/converse`` (JSON) and ``/converse-stream`` with the events messageStart,
+  contentBlockStart/Delta/Stop, messageStop and metadata (usage)
+  (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ConverseStream.html), framed as
+  ``application/vnd.amazon.eventstream`` messages: prelude (total and header lengths, CRC-32), string headers
+  ``:event-type``/``:content-type``/``:message-type``, JSON payload, message CRC-32 (what botocore's
+  ``botocore/eventstream.py`` decodes).
 
 What the "model" says is a :data:`Brain`: a function from the request, read into a provider-neutral
 :class:`Conversation`, to a :class:`Reply` (text, or tool calls). Every request is recorded as an
