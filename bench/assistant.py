@@ -124,6 +124,37 @@ def run_provider(provider: str, only: list[str] | None) -> list[Row]:
     return rows
 
 
+SESSION = ["is my cluster healthy", "why is training slow", "will I lose work if Spot reclaims",
+           "why can't I ssh to the head node"]
+
+
+def session_sizes(provider: str) -> list[tuple[str, int, int]]:
+    """Four questions in one session on the demo: (question, request bytes, input tokens) of each, so the
+    cost of history shows (earlier tool results are resent as one line, not whole)."""
+    from fmdoctor.assistant.api import Assistant
+    from fmdoctor.assistant.backends import Backends
+    from fmdoctor.assistant.providers import load_chat_model
+    from fmdoctor.config import AgentSettings, Settings
+    from fmdoctor.demo.runtime import mocked_aws
+    from fmdoctor.engine.api import Connection, Doctor
+    from fmdoctor.evals.scenarios import SCENARIOS
+    from fmdoctor.loopback_models import LoopbackModel, planner_brain
+
+    with LoopbackModel(provider, planner_brain) as server:
+        settings = AgentSettings(model=PROVIDERS[provider], base_url=server.url, region="us-west-2")
+        chat = load_chat_model(settings)
+        with mocked_aws() as aws:
+            world = SCENARIOS["demo"](aws)
+            config = Settings.model_validate({"region": world.region, "clusters": {world.cluster: world.settings}})
+            doctor = Doctor(settings=config, connection=Connection(region=world.region))
+            assistant = Assistant(doctor, world.cluster, settings, model=chat, backends=Backends())
+            for question in SESSION:
+                server.label = question
+                assistant.ask(question, "bench-session")
+    return [(q, sum(e.request_bytes for e in server.exchanges if e.label == q),
+             sum(e.input_tokens for e in server.exchanges if e.label == q)) for q in SESSION]
+
+
 def problems_of(rows: list[Row]) -> list[str]:
     problems = []
     for row in rows:
@@ -146,7 +177,8 @@ def gaps_of(rows: list[Row]) -> list[str]:
     return gaps
 
 
-def markdown(rows: list[Row], imports: dict[str, float], quick: bool) -> str:
+def markdown(rows: list[Row], imports: dict[str, float], sessions: dict[str, list[tuple[str, int, int]]],
+             quick: bool) -> str:
     lines = ["| provider | case | result | questions | round trips | tool calls | request KB | tokens in / out | "
              "fmdoctor s | server s | tools s | wall s | findings reached |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -164,6 +196,13 @@ def markdown(rows: list[Row], imports: dict[str, float], quick: bool) -> str:
         lines.append(f"| {provider} | {len(mine)} | {sum(r.status == 'pass' for r in mine)} | "
                      f"{tokens[len(tokens) // 2]:,} | {tokens[-1]:,} | {own[len(own) // 2]:.2f} / {own[-1]:.2f} | "
                      f"{imports.get(provider, 0):.1f} |")
+    if sessions:
+        lines += ["", "One session of four questions on the demo (" + "; ".join(f"'{q}'" for q in SESSION) +
+                  "): request KB (input tokens) of each question", "",
+                  "| provider | " + " | ".join(f"question {i + 1}" for i in range(len(SESSION))) + " |",
+                  "|---|" + "---:|" * len(SESSION)]
+        for provider, sizes in sessions.items():
+            lines.append(f"| {provider} | " + " | ".join(f"{b / 1024:.1f} ({t:,})" for _, b, t in sizes) + " |")
     gaps = gaps_of(rows)
     lines += ["", NOTES, "", "Goals: " + ("all met." if not gaps else "gaps: " + "; ".join(gaps) + ".")]
     return "\n".join(lines) + ("\n\n_--quick run_\n" if quick else "\n")
@@ -199,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += run_provider(provider, only)
         print(f"{provider}: {sum(r.provider == provider for r in rows)} cases in {time.perf_counter() - started:.0f}s",
               flush=True)
-    table = markdown(rows, imports, args.quick)
+    sessions = {p: session_sizes(p) for p in providers} if not (args.quick or args.case) else {}
+    table = markdown(rows, imports, sessions, args.quick)
     print(table)
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ | {"fmdoctor_s": r.fmdoctor_s, "tokens": r.tokens}
