@@ -193,9 +193,10 @@ def markdown(rows: list[Row], imports: dict[str, float], sessions: dict[str, lis
         mine = [r for r in rows if r.provider == provider]
         tokens = sorted(r.tokens for r in mine)
         own = sorted(r.fmdoctor_s_per_question for r in mine)
+        imported = f"{imports[provider]:.1f}" if provider in imports else "-"
         lines.append(f"| {provider} | {len(mine)} | {sum(r.status == 'pass' for r in mine)} | "
                      f"{tokens[len(tokens) // 2]:,} | {tokens[-1]:,} | {own[len(own) // 2]:.2f} / {own[-1]:.2f} | "
-                     f"{imports.get(provider, 0):.1f} |")
+                     f"{imported} |")
     if sessions:
         lines += ["", "One session of four questions on the demo (" + "; ".join(f"'{q}'" for q in SESSION) +
                   "): request KB (input tokens) of each question", "",
@@ -232,13 +233,14 @@ def main(argv: list[str] | None = None) -> int:
     only = args.case or (QUICK_CASES if args.quick else None)
     providers = [p for p in args.providers.split(",") if p]
     rows: list[Row] = []
-    imports = {p: import_seconds(p) for p in providers}
+    full = not (args.quick or args.case)
+    imports = {p: import_seconds(p) for p in providers} if full else {}
     for provider in providers:
         started = time.perf_counter()
         rows += run_provider(provider, only)
         print(f"{provider}: {sum(r.provider == provider for r in rows)} cases in {time.perf_counter() - started:.0f}s",
               flush=True)
-    sessions = {p: session_sizes(p) for p in providers} if not (args.quick or args.case) else {}
+    sessions = {p: session_sizes(p) for p in providers} if full else {}
     table = markdown(rows, imports, sessions, args.quick)
     print(table)
     if args.json:
