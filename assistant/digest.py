@@ -25,6 +25,7 @@ MIN_SUMMARY_CHARS = 60
 LINE_CHARS = 300  # the most one "not verified" or "not applicable" line takes
 SEPARATOR = " | "
 EVIDENCE_PREFIX = "  evidence: "
+AUTOMATED_FIX = "automated fix: yes"  # first in a digest when the finding carries fix hints (propose_fix)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,8 @@ def parse_finding_line(line: str) -> dict[str, Any] | None:
 
 def parse(lines: Sequence[str]) -> dict[str, Any]:
     """What a :func:`render` text states, for a reader that has only the text (a model's view, over the
-    wire): findings, not-verified parts, the checks run and the cluster line's facts."""
+    wire): findings (with a stand-in fix hint where the digest says an automated fix exists), not-verified
+    parts, the checks run and the cluster line's facts."""
     parsed: dict[str, Any] = {"findings": [], "errors": [], "checks_run": [], "data": {}}
     section = ""
     for line in lines:
@@ -98,6 +100,8 @@ def parse(lines: Sequence[str]) -> dict[str, Any]:
                                                 ("report_status", cluster["status"])) if v}
         elif (finding := parse_finding_line(line)) is not None:
             parsed["findings"].append(finding)
+        elif line.startswith(EVIDENCE_PREFIX + AUTOMATED_FIX) and parsed["findings"]:
+            parsed["findings"][-1]["evidence"]["fix"] = [{"action": "automated", "details": "get_finding(id)"}]
         elif section == "errors" and (error := _ERROR.match(line)) is not None:
             what, _, message = error["what"].partition("; ")
             parsed["errors"].append({"check": error["check"], "code": error["code"], "iam_action": error["iam"],
@@ -134,7 +138,7 @@ def evidence_digest(finding: dict[str, Any], limit: int = EVIDENCE_CHARS) -> str
             continue
         (containers if isinstance(value, dict | list | tuple) else scalars).append(f"{key}={_brief(value)}")
     if evidence.get("fix"):
-        scalars.insert(0, "automated fix: yes")
+        scalars.insert(0, AUTOMATED_FIX)
     return cut("; ".join(scalars + containers), limit)
 
 

@@ -236,11 +236,12 @@ def run_case(case: Case, assistant: Assistant, facts: dict[str, Any], truth: Rep
     for earlier in case.history:
         result.count_usage(assistant.ask(earlier, session))
     answer = assistant.ask(case.question, session)
-    result.count_usage(answer)
+    whole_turn = answer
     if answer.approval is not None:  # evals never approve anything
         declined = assistant.resume(session, None)
         answer.tool_calls = declined.tool_calls or answer.tool_calls
-        result.count_usage(declined)
+        whole_turn = declined  # a resume continues the question's turn: its usage and calls include the above
+    result.count_usage(whole_turn)
     problems = score(case, answer, facts, truth)
     result.status, result.reasons, result.answer = "fail" if problems else "pass", problems, answer.answer
     result.tools, result.checks_run = [c.name for c in answer.tool_calls], answer.checks_run

@@ -8,6 +8,7 @@ included) through LangChain's ``response_format="content_and_artifact"``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from enum import StrEnum
@@ -21,6 +22,7 @@ from fmdoctor.engine.model import Report
 
 DEFAULT_CONTENT_LIMIT = 12_000  # characters of one tool output the model sees (agent.max_tool_output_chars)
 ASSISTANT_MORE = More()
+DATA_PREFIX = "data: "
 _COUNTED = re.compile(r"[1-9]\d* (matching )?findings?\b")
 _RESERVED = frozenset({"status", "message", "findings", "errors", "skipped", "checks_run"})
 
@@ -113,7 +115,7 @@ def _data_text(data: dict[str, Any], room: int) -> str:
     """Tool-specific data: Markdown as text, the rest as compact JSON; cut with the size of the cut."""
     markdown = data.get("markdown") if isinstance(data.get("markdown"), str) else None
     rest = {k: v for k, v in data.items() if k != "markdown"}
-    text = "data: " + json.dumps(rest, ensure_ascii=False, default=str, separators=(",", ":")) if rest else ""
+    text = DATA_PREFIX + json.dumps(rest, ensure_ascii=False, default=str, separators=(",", ":")) if rest else ""
     if markdown is not None:
         text = (text + "\n" if text else "") + markdown
     room = max(room, 200)
@@ -131,7 +133,7 @@ def report_text(report: dict[str, Any], limit: int = DEFAULT_CONTENT_LIMIT, more
 
 def result_of(message: Any) -> ToolResult | None:
     """The :class:`ToolResult` behind a ToolMessage: its artifact, else what its text states (status,
-    message, finding lines)."""
+    message, finding lines, not-verified lines, the data line)."""
     artifact = getattr(message, "artifact", None)
     if isinstance(artifact, dict) and "status" in artifact and "tool" in artifact:
         return ToolResult.model_validate(artifact)
@@ -142,8 +144,12 @@ def result_of(message: Any) -> ToolResult | None:
     status, _, text = (lines[0] if lines else "").partition(": ")
     if status not in set(ToolStatus):
         return None
+    parsed = parse(lines[1:])
+    for line in (line for line in lines if line.startswith(DATA_PREFIX)):  # what _data_text wrote
+        with contextlib.suppress(ValueError):
+            parsed["data"] |= json.loads(line[len(DATA_PREFIX):])
     return ToolResult(tool=getattr(message, "name", None) or "tool", status=ToolStatus(status), message=text,
-                      **parse(lines[1:]))
+                      **parsed)
 
 
 # A citation is a finding id: '<check-id>/<resource>' (resources may contain '/', e.g. 'cluster/x' or s3 URIs).
