@@ -138,3 +138,20 @@ def test_mcp_check_text_is_the_same_format_and_structured_content_the_whole_repo
     assert text.startswith("success: 1 finding (1 critical) from 1 checks\ncluster: test-cluster (us-west-2)")
     assert f"critical | efa-sg-self-reference/{efa_egress_fault} | " in text
     assert "this result's structured content (findings[].evidence)" in text  # where the rest of the evidence is
+
+
+def test_a_result_read_from_its_text_alone_keeps_what_a_remote_model_could_act_on(demo_report):
+    """Over the wire a model has only the text: findings, what could not be verified, that a fix exists,
+    and a tool's data (propose_fix's digest) must all be readable from it."""
+    from fmdoctor.assistant.results import ToolStatus, result_of
+
+    whole = ToolResult.from_report("check_all", demo_report)
+    back = result_of(ToolMessage(whole.content(), tool_call_id="x", name="check_all"))
+    assert back is not None and back.finding_ids == whole.finding_ids
+    assert [(e["check"], e["code"]) for e in back.errors] == [(e.check, e.code) for e in demo_report.errors]
+    fixable = {f.id for f in demo_report.findings if f.evidence.get("fix")}
+    assert fixable and {f["id"] for f in back.findings if f["evidence"].get("fix")} == fixable
+    proposed = ToolResult(tool="propose_fix", status=ToolStatus.APPROVAL_REQUIRED, message="plan 0f1e needs approval",
+                          data={"digest": "0f1e2d3c", "check_id": "efa-sg-self-reference"})
+    read = result_of(ToolMessage(proposed.content(), tool_call_id="y", name="propose_fix"))
+    assert read is not None and read.data["digest"] == "0f1e2d3c" and read.status is ToolStatus.APPROVAL_REQUIRED
