@@ -128,12 +128,12 @@ def test_identical_calls_in_one_model_message_run_once(sg_fault_cluster, doctor_
 
 def test_token_budget_ends_the_turn_with_what_was_found(sg_fault_cluster, doctor_for):
     first = call("check_efa")
-    first.usage_metadata = {"input_tokens": 950, "output_tokens": 20, "total_tokens": 970}
+    first.usage_metadata = {"input_tokens": 4900, "output_tokens": 20, "total_tokens": 4920}
     model = scripted(first, "never reached")
-    settings = AgentSettings(max_turn_tokens=1000)
+    settings = AgentSettings(max_turn_tokens=5000)  # the first call's estimate (prompt, tool specs) fits, not two
     answer = Assistant(doctor_for(), settings=settings, model=model, backends=Backends()).ask("x?")
     assert len(model.received) == 1
-    assert answer.answer.startswith("Stopped: this question reached its token budget (1000 tokens)")
+    assert answer.answer.startswith("Stopped: this question reached its token budget (5000 tokens)")
     assert f"efa-sg-self-reference/{sg_fault_cluster.groups['efa']}" in answer.answer
 
 
