@@ -4,11 +4,13 @@ Front ends use :class:`Assistant` (see :mod:`fmdoctor.assistant.api` for the who
 ``stream`` and its events, sessions, and how to handle an approval request). Layout:
 
 - ``tools`` / ``extra_tools``: the tools (one per check family from the registry, ``check_all``,
-  ``list_findings``; ``why_not``, ``get_runbook``, ``propose_fix``, ``apply_fix`` when those libraries exist);
-- ``policy``: deny-by-default tool policy and approvals; ``guard``: history, redaction and caps per model call;
+  ``list_findings``, ``get_finding``; ``why_not``, ``get_runbook``, ``propose_fix``, ``apply_fix`` when those
+  libraries exist); ``results`` / ``digest``: what a tool returns and the text the model reads of it;
+- ``policy``: deny-by-default tool policy, approvals, the per-question call cache; ``guard``: history,
+  redaction, caps and token usage per model call;
 - ``planner`` (+ ``intents``, ``compose``): the deterministic offline chat model;
 - ``providers``: the only module naming model providers; ``safety``: redaction, invisible-Unicode stripping,
-  delimiting, truncation; ``agent``: the ``create_agent`` wiring; ``evaluation``: the eval harness.
+  delimiting; ``agent``: the ``create_agent`` wiring; ``evaluation``: the eval harness.
 """
 
 from fmdoctor.assistant.api import Assistant

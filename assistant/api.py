@@ -219,8 +219,8 @@ class Assistant:
         calls = sorted(session.turn.tool_calls if session.turn else [], key=lambda c: asked.get(c.call_id, len(asked)))
         return AssistantAnswer(answer=text, session_id=session.id, model=self.model_name, tool_calls=calls,
                                findings=findings, errors=errors, checks_run=ran, citations=cited,
-                               unverified_citations=unknown,
-                               approval=request)
+                               unverified_citations=unknown, approval=request,
+                               usage=session.turn.usage.to_json_dict() if session.turn else {})
 
 
 def _text(message: BaseMessage) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Literal
@@ -24,7 +25,7 @@ from fmdoctor.assistant.backends import Backends
 from fmdoctor.assistant.events import AssistantAnswer
 from fmdoctor.assistant.providers import aws_services, describe, load_chat_model
 from fmdoctor.assistant.safety import strip_invisible
-from fmdoctor.config import AgentSettings, Settings
+from fmdoctor.config import AgentSettings, ModelPrice, Settings
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.errors import ConfigError
 from fmdoctor.engine.model import Report
@@ -65,33 +66,99 @@ class CaseResult:
     answer: str = ""
     tools: list[str] = field(default_factory=list)
     duration_s: float = 0.0
+    input_tokens: int = 0  # all model calls of the case (its history questions included)
+    output_tokens: int = 0
+    usage_source: str = "none"  # provider | estimate | mixed | none (see Usage.source)
+    model_calls: int = 0
+    tool_s: float = 0.0  # time in tools (the checks against the cluster)
+    checks_run: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)  # ids of the findings the tools returned
+
+    def count_usage(self, answer: AssistantAnswer) -> None:
+        usage = answer.usage or {}
+        self.input_tokens += usage.get("input_tokens", 0)
+        self.output_tokens += usage.get("output_tokens", 0)
+        self.model_calls += usage.get("model_calls", 0)
+        source = usage.get("source", "none")
+        self.usage_source = source if self.usage_source in ("none", source) else "mixed"
+        self.tool_s += busy_seconds([(c.started, c.started + c.duration_s) for c in answer.tool_calls])
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"case": self.case, "scenario": self.scenario, "status": self.status, "reasons": self.reasons,
-                "tools": self.tools, "duration_s": round(self.duration_s, 3), "answer": self.answer}
+                "tools": self.tools, "duration_s": round(self.duration_s, 3), "answer": self.answer,
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "usage_source": self.usage_source, "model_calls": self.model_calls, "tool_s": round(self.tool_s, 3)}
+
+
+def busy_seconds(intervals: list[tuple[float, float]]) -> float:
+    """How long at least one of the intervals was running (tools of one model message run in parallel)."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile (0 for no values)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered) + 0.5) - 1))] if ordered else 0.0
 
 
 @dataclass
 class SuiteResult:
     model: str
     results: list[CaseResult]
+    spec: str = ""  # the --model string it ran with (what agent.prices is keyed by)
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.results if r.status == status)
 
     @property
+    def ran(self) -> list[CaseResult]:
+        return [r for r in self.results if r.status != "skip"]
+
+    @property
     def pass_rate(self) -> float:
-        ran = self.count("pass") + self.count("fail")
-        return self.count("pass") / ran if ran else 0.0
+        return self.count("pass") / len(self.ran) if self.ran else 0.0
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(r.input_tokens for r in self.ran)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(r.output_tokens for r in self.ran)
+
+    @property
+    def usage_source(self) -> str:
+        sources = {r.usage_source for r in self.ran} - {"none"}
+        return sources.pop() if len(sources) == 1 else ("mixed" if sources else "none")
+
+    def latency(self, fraction: float) -> float:
+        return percentile([r.duration_s for r in self.ran], fraction)
+
+    def cost(self, price: ModelPrice | None) -> float | None:
+        """US dollars for the cases that ran, from ``agent.prices``; 0 for the offline planner, None unpriced."""
+        if self.model == "offline":
+            return 0.0
+        if price is None:
+            return None
+        return (self.input_tokens * price.input_per_mtok + self.output_tokens * price.output_per_mtok) / 1e6
 
     def summary(self) -> str:
-        ran = self.count("pass") + self.count("fail")
-        return (f"{self.count('pass')}/{ran} passed ({self.pass_rate:.1%}), {self.count('skip')} skipped "
+        return (f"{self.count('pass')}/{len(self.ran)} passed ({self.pass_rate:.1%}), {self.count('skip')} skipped "
                 f"(model: {self.model})")
 
-    def to_json_dict(self) -> dict[str, Any]:
+    def to_json_dict(self, price: ModelPrice | None = None) -> dict[str, Any]:
+        cost = self.cost(price)
         return {"model": self.model, "passed": self.count("pass"), "failed": self.count("fail"),
                 "skipped": self.count("skip"), "pass_rate": round(self.pass_rate, 4),
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "usage_source": self.usage_source, "latency_p50_s": round(self.latency(0.5), 3),
+                "latency_p95_s": round(self.latency(0.95), 3),
+                "cost_usd": None if cost is None else round(cost, 6),
                 "results": [r.to_json_dict() for r in self.results]}
 
 
@@ -165,21 +232,30 @@ def run_case(case: Case, assistant: Assistant, facts: dict[str, Any], truth: Rep
         stale = [f.id for f in truth.findings if f.check in scope]
         if stale:
             return CaseResult(case.id, case.scenario, "skip", [f"stale: scenario now raises {', '.join(stale)}"])
+    result = CaseResult(case.id, case.scenario, "pass")
     for earlier in case.history:
-        assistant.ask(earlier, session)
+        result.count_usage(assistant.ask(earlier, session))
     answer = assistant.ask(case.question, session)
+    whole_turn = answer
     if answer.approval is not None:  # evals never approve anything
         declined = assistant.resume(session, None)
         answer.tool_calls = declined.tool_calls or answer.tool_calls
+        whole_turn = declined  # a resume continues the question's turn: its usage and calls include the above
+    result.count_usage(whole_turn)
     problems = score(case, answer, facts, truth)
-    return CaseResult(case.id, case.scenario, "fail" if problems else "pass", problems, answer.answer,
-                      [c.name for c in answer.tool_calls], time.perf_counter() - started)
+    result.status, result.reasons, result.answer = "fail" if problems else "pass", problems, answer.answer
+    result.tools, result.checks_run = [c.name for c in answer.tool_calls], answer.checks_run
+    result.findings = [f["id"] for f in answer.findings]
+    result.duration_s = time.perf_counter() - started
+    return result
 
 
 def run_suite(model: BaseChatModel | str | None = None, settings: AgentSettings | None = None,
               only: list[str] | None = None, backends: Backends | None = None,
-              registry: Registry | None = None, cases: list[Case] | None = None) -> SuiteResult:
-    """Every case (or those named in ``only``, by case id or scenario), on its scenario's cluster in moto."""
+              registry: Registry | None = None, cases: list[Case] | None = None,
+              observe: Callable[[Case, Report], None] | None = None) -> SuiteResult:
+    """Every case (or those named in ``only``, by case id or scenario), on its scenario's cluster in moto.
+    ``observe(case, truth)`` is called before each case runs (a benchmark labels its measurements there)."""
     from fmdoctor.demo.runtime import mocked_aws
     from fmdoctor.evals.scenarios import SCENARIOS, facts_of
 
@@ -203,8 +279,10 @@ def run_suite(model: BaseChatModel | str | None = None, settings: AgentSettings 
             truth = doctor.check(world.cluster)
             for case in (c for c in selected if c.scenario == name):
                 reason = skip_reason(case, registry, assistant.tool_names)
+                if reason is None and observe is not None:
+                    observe(case, truth)
                 results.append(CaseResult(case.id, name, "skip", [reason]) if reason else
                                run_case(case, assistant, facts_of(world), truth))
     order = {c.id: i for i, c in enumerate(selected)}
     results.sort(key=lambda r: order[r.case])
-    return SuiteResult(describe(chat), results)
+    return SuiteResult(describe(chat), results, spec or describe(chat))

@@ -67,6 +67,9 @@ class AssistantAnswer:
     citations: list[str] = field(default_factory=list)  # finding ids from tool output the answer cites
     unverified_citations: list[str] = field(default_factory=list)  # finding-id-like text no tool returned
     approval: ApprovalRequest | None = None
+    # tokens of this question's model calls: input_tokens, output_tokens, total_tokens, model_calls and source
+    # (provider: the provider's numbers; estimate: 4 characters a token; mixed; none: no model call)
+    usage: dict[str, Any] = field(default_factory=dict)
 
     @property
     def approval_required(self) -> bool:
@@ -84,6 +87,7 @@ class AssistantAnswer:
             "approval_required": self.approval.to_json_dict() if self.approval else None,
             "session_id": self.session_id,
             "model": self.model,
+            "usage": self.usage,
         }
 
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from fmdoctor.assistant.backends import Backends, to_plain
 from fmdoctor.assistant.results import ToolResult, ToolStatus
 from fmdoctor.assistant.session import AssistantContext, PendingPlan
-from fmdoctor.assistant.tools import MUTATE, make_tool
+from fmdoctor.assistant.tools import MUTATE, OrNone, make_tool
 from fmdoctor.engine.errors import UsageError
 
 WHY_NOT, GET_RUNBOOK, PROPOSE_FIX, APPLY_FIX = "why_not", "get_runbook", "propose_fix", "apply_fix"
@@ -30,12 +30,12 @@ HEAD, ADMIN = "head", "admin"
 
 class WhyNotArgs(BaseModel):
     source: str = Field(ADMIN, description="Instance id or Name tag, ENI id, IP, CIDR, 'internet', or 'admin' "
-                        "(the configured admin CIDRs).")
+                        "(the admin CIDRs).")
     destination: str = Field(description="Instance id or Name tag, ENI id, IP, FSx id, S3 bucket, or 'head' "
                              "(the cluster's head node).")
-    port: int | None = Field(None, ge=0, le=65535, description="Needed for tcp/udp; none for icmp, all and efa.")
+    port: int | OrNone = Field(None, ge=0, le=65535, description="For tcp/udp only.")
     protocol: Literal["tcp", "udp", "icmp", "all", "efa"] = Field(
-        "tcp", description="'efa': EFA traffic between two EFA nodes (all-traffic group rules, one subnet).")
+        "tcp", description="'efa': EFA traffic between two EFA nodes.")
 
 
 _AWS_ID = re.compile(r"^((i|eni|fs|sg|subnet|vpce?|pl)-[0-9a-f]+|internet|s3://.+|arn:.+)$")
@@ -81,13 +81,13 @@ def why_not_tool(backends: Backends) -> BaseTool:
                    f"{blocked.get('resource')} ({blocked.get('code')})")
         return ToolResult(tool=WHY_NOT, status=ToolStatus.SUCCESS, message=message, data={"reachability": result})
 
-    return make_tool(WHY_NOT, "Explain whether traffic can flow from a source to a destination on a port, hop by hop "
-                     "(security groups, NACLs, routes), and which rule blocks it.", WhyNotArgs, body)
+    return make_tool(WHY_NOT, "Whether traffic can flow from source to destination, hop by hop (security groups, "
+                     "NACLs, routes), and which rule blocks it.", WhyNotArgs, body)
 
 
 class RunbookArgs(BaseModel):
-    runbook_id: str = Field(description="A finding's runbook id (normally its check id).")
-    finding_id: str | None = Field(None, description="Fill the runbook from this finding ('check/resource').")
+    runbook_id: str = Field(description="A finding's runbook id.")
+    finding_id: str | OrNone = Field(None, description="Fill it from this finding (check/resource).")
 
 
 def runbook_tool(backends: Backends) -> BaseTool:
@@ -101,13 +101,13 @@ def runbook_tool(backends: Backends) -> BaseTool:
         return ToolResult(tool=GET_RUNBOOK, status=ToolStatus.SUCCESS, message=f"runbook {runbook_id}",
                           data={"runbook_id": runbook_id, "finding_id": finding_id, "markdown": text})
 
-    return make_tool(GET_RUNBOOK, "Fetch a runbook (what it means, how to confirm by hand, fix, verify), filled "
-                     "from a finding's evidence when finding_id is given.", RunbookArgs, body)
+    return make_tool(GET_RUNBOOK, "A runbook (meaning, confirm by hand, fix, verify), filled from a finding's "
+                     "evidence when finding_id is given.", RunbookArgs, body)
 
 
 class ProposeArgs(BaseModel):
-    check_id: str = Field(description="The check whose finding to fix, e.g. 'efa-sg-self-reference'.")
-    resource: str | None = Field(None, description="The finding's resource (default: every finding of the check).")
+    check_id: str = Field(description="The check whose finding to fix.")
+    resource: str | OrNone = Field(None, description="The finding's resource (default: all of the check's).")
 
 
 def propose_fix_tool(backends: Backends) -> BaseTool:
@@ -127,8 +127,8 @@ def propose_fix_tool(backends: Backends) -> BaseTool:
                           f"{pending.digest!r}; the person is shown the exact calls and decides",
                           data=pending.to_json_dict())
 
-    return make_tool(PROPOSE_FIX, "Plan the fix for a finding: the exact AWS API calls and arguments, with a dry-run "
-                     "preflight. Changes nothing.", ProposeArgs, body)
+    return make_tool(PROPOSE_FIX, "Plan the fix for a finding: the exact AWS API calls, with a dry-run preflight. "
+                     "Changes nothing.", ProposeArgs, body)
 
 
 class ApplyArgs(BaseModel):
@@ -156,8 +156,8 @@ def apply_fix_tool(backends: Backends) -> BaseTool:
                           data={"digest": plan_digest, "check_id": pending.check_id, "resource": pending.resource,
                                 "result": data})
 
-    return make_tool(APPLY_FIX, "Apply a proposed fix plan. A person must approve it first; without their approval "
-                     "nothing changes.", ApplyArgs, body, access=MUTATE)
+    return make_tool(APPLY_FIX, "Apply a proposed fix plan; a person must approve it first.", ApplyArgs, body,
+                     access=MUTATE)
 
 
 def _verified(result: Any, data: Any) -> bool | None:

@@ -1,11 +1,15 @@
 """What happens around every model call: the history window, redaction for remote models, and the caps.
 
-- History: the last ``agent.history_turns`` questions of the session, each with its tool calls and results.
+- History: the last ``agent.history_turns`` questions of the session. Tool results of earlier questions are
+  sent as their one-line summaries (the findings stay reachable through ``list_findings``/``get_finding``);
+  only the current question's results go whole.
 - Redaction: messages sent to a model that is not the offline planner pass through the
   :class:`~fmdoctor.assistant.safety.Redactor` (the graph's own state keeps the originals, for the person).
 - Caps: once the question used ``agent.max_tool_calls`` tool calls the model is called without tools (it
   must answer); past ``agent.max_turn_tokens`` (input + output, all calls of the question) or when a model
   keeps calling tools anyway, the turn ends with an answer written from the findings gathered so far.
+- Usage: tokens are counted from the provider's numbers (``usage_metadata``) where it reports them, else
+  estimated at 4 characters a token; the turn's :class:`~fmdoctor.assistant.session.Usage` says which.
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from fmdoctor.assistant.compose import compose
 from fmdoctor.assistant.intents import Plan
 from fmdoctor.assistant.results import result_of
-from fmdoctor.assistant.safety import Redactor
+from fmdoctor.assistant.safety import Redactor, delimit, undelimit
 from fmdoctor.assistant.session import AssistantContext
 from fmdoctor.config import AgentSettings
 
@@ -33,6 +38,22 @@ def window(messages: list[BaseMessage], turns: int) -> list[BaseMessage]:
     tool call and its result."""
     starts = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
     return messages[starts[-turns]:] if len(starts) > turns else messages
+
+
+def compact_history(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """Tool results before the current question as their summary line: the model answered from them
+    already, and resending each whole made every later question pay for all the earlier ones."""
+    start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
+    return [summarised(m) if i < start and isinstance(m, ToolMessage) else m for i, m in enumerate(messages)]
+
+
+def summarised(message: ToolMessage) -> ToolMessage:
+    result = result_of(message)
+    first = (f"{result.status.value}: {result.message}" if result is not None
+             else undelimit(str(message.content)).split("\n", 1)[0])
+    name = message.name or "tool"
+    text = f"{first}\n(an earlier question's result, shortened: list_findings or get_finding(id) for details)"
+    return message.model_copy(update={"content": delimit(name, text)})
 
 
 def redact_message(message: BaseMessage, redact: Redactor) -> BaseMessage:
@@ -66,16 +87,25 @@ class ModelGuard(AgentMiddleware):
         super().__init__()
         self.settings = settings
         self.redactor = redactor
+        self._schema_cache: dict[tuple[str, ...], int] = {}
+
+    def _schema_tokens(self, tools: list[Any]) -> int:
+        """The tool specs' estimated weight (they go with every call); computed once per set of tools."""
+        key = tuple(getattr(t, "name", str(t)) for t in tools)
+        if key not in self._schema_cache:
+            specs = [convert_to_openai_tool(t) if not isinstance(t, dict) else t for t in tools]
+            self._schema_cache[key] = len(json.dumps(specs)) // CHARS_PER_TOKEN
+        return self._schema_cache[key]
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         ctx: AssistantContext = request.runtime.context
         turn = ctx.session.turn
-        messages = window(list(request.messages), self.settings.history_turns)
+        messages = compact_history(window(list(request.messages), self.settings.history_turns))
         if self.redactor is not None:
             messages = [redact_message(m, self.redactor) for m in messages]
         tools = request.tools
         system = request.system_message.content if request.system_message else ""
-        estimate = estimate_tokens(messages, str(system) + json.dumps([getattr(t, "name", "") for t in tools]))
+        estimate = estimate_tokens(messages, str(system)) + self._schema_tokens(tools)
         if ctx.cancel is not None and ctx.cancel.is_set():
             return stop_answer(list(request.messages), "Cancelled. What the tools found before that:")
         if turn is not None:
@@ -91,13 +121,14 @@ class ModelGuard(AgentMiddleware):
                                    f"({self.settings.max_turn_tokens} tokens). What the tools found:")
         response = handler(request.override(messages=messages, tools=tools))
         if turn is not None:
-            turn.tokens_used += _used(response, estimate)
+            turn.usage.add(*usage_of(response, estimate))
         return response
 
 
-def _used(response: Any, estimate: int) -> int:
+def usage_of(response: Any, estimate: int) -> tuple[int, int, bool]:
+    """(input tokens, output tokens, whether the provider reported them) of one model call."""
     messages = response.result if isinstance(response, ModelResponse) else [response]
     usage = next((m.usage_metadata for m in messages if isinstance(m, AIMessage) and m.usage_metadata), None)
-    if usage and usage.get("total_tokens"):
-        return int(usage["total_tokens"])
-    return estimate + sum(estimate_tokens([m]) for m in messages)
+    if usage and (usage.get("input_tokens") or usage.get("output_tokens")):
+        return int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0), True
+    return estimate, sum(estimate_tokens([m]) for m in messages), False

@@ -91,7 +91,7 @@ def next_message(messages: Sequence[BaseMessage], toolbox: Toolbox) -> AIMessage
     if start < 0:
         return AIMessage("Ask me about a cluster: its health, SSH access, slow training, Spot risk or a fix.")
     question = _text(messages[start])
-    earlier = any(isinstance(m, ToolMessage) and (r := result_of(m)) and r.findings for m in messages[:start])
+    earlier = any(isinstance(m, ToolMessage) and (r := result_of(m)) and r.found_any for m in messages[:start])
     plan = plan_for(question, toolbox.families, toolbox.names, earlier_findings=earlier)
     turn = messages[start + 1:]
     called = [c["name"] for m in turn if isinstance(m, AIMessage) for c in m.tool_calls]

@@ -4,7 +4,8 @@ LangChain's ``HumanInTheLoopMiddleware`` auto-approves every tool it is not told
 is only a message in the graph. So it is used only to pause and ask; the decision that lets a call run is
 taken here:
 
-- a tool marked ``read`` runs (up to ``agent.max_tool_calls`` calls per question);
+- a tool marked ``read`` runs (up to ``agent.max_tool_calls`` calls per question, repeats included); a
+  call identical to one made earlier in the question (same tool and arguments) is answered from that one;
 - a tool marked ``mutate`` runs only when the session holds an approval object for exactly the plan digest
   in its arguments. Approvals are Python objects that front-end code creates after a person said yes
   (:meth:`~fmdoctor.assistant.api.Assistant.resume`); no tool output or model text can produce one;
@@ -16,6 +17,7 @@ streams it to front ends.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +29,7 @@ from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
 from fmdoctor.assistant.results import ToolResult, ToolStatus, result_of
+from fmdoctor.assistant.safety import delimit, undelimit
 from fmdoctor.assistant.session import AssistantContext, ToolCallRecord
 from fmdoctor.assistant.tools import ACCESS, EVENT, MUTATE, READ
 
@@ -61,12 +64,34 @@ class ToolGate(AgentMiddleware):
                               "not-approved")
         elif access != READ:
             return refuse(request, f"refused: {request.tool_call['name']!r} is not an allowed tool", "not-allowed")
-        if turn is not None:
-            if turn.executed >= ctx.settings.max_tool_calls:
-                return refuse(request, f"tool-call cap reached ({ctx.settings.max_tool_calls} per question): "
-                              "answer from the results you have", "cap")
-            turn.executed += 1
-        return handler(request)
+        if turn is None:
+            return handler(request)
+        if turn.executed >= ctx.settings.max_tool_calls:
+            return refuse(request, f"tool-call cap reached ({ctx.settings.max_tool_calls} per question, repeats "
+                          "included): answer from the results you have", "cap")
+        turn.executed += 1
+        if access != READ:
+            return handler(request)
+        key = request.tool_call["name"] + json.dumps(request.tool_call["args"], sort_keys=True, default=str)
+        with turn.call_lock(key):
+            if key in turn.results:
+                return repeated(request, *turn.results[key])
+            outcome = handler(request)
+            result = result_of(outcome) if isinstance(outcome, ToolMessage) else None
+            if result is not None and result.status is not ToolStatus.APPROVAL_REQUIRED:
+                turn.results[key] = (request.tool_call["id"] or "", outcome)
+            return outcome
+
+
+def repeated(request: ToolCallRequest, call_id: str, earlier: ToolMessage) -> ToolMessage:
+    """An identical call made earlier in this question: its first line and a pointer, not the whole result
+    again (the model still has it; resending it is what made looping models expensive)."""
+    name = request.tool_call["name"]
+    first = undelimit(str(earlier.content)).split("\n", 1)[0]
+    text = (f"{first}\nrepeat of call {call_id} (same tool and arguments) in this question: its result above "
+            "still holds; not run again")
+    return ToolMessage(content=delimit(name, text), artifact=earlier.artifact, name=name,
+                       tool_call_id=request.tool_call["id"], status=earlier.status)
 
 
 class ToolEvents(AgentMiddleware):
@@ -80,7 +105,7 @@ class ToolEvents(AgentMiddleware):
             ctx.session.turn.tool_calls.append(record)
         write = request.runtime.stream_writer
         write({EVENT: "tool_started", **record.to_json_dict()})
-        started = time.perf_counter()
+        started = record.started = time.perf_counter()
         outcome = handler(request)
         record.duration_s = time.perf_counter() - started
         message = outcome if isinstance(outcome, ToolMessage) else None

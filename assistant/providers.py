@@ -2,7 +2,8 @@
 provider string:
 
 - ``bedrock_converse:MODEL_ID`` — Amazon Bedrock through the Converse API (extra ``bedrock``,
-  langchain-aws); region from ``agent.region`` or the AWS default; credentials from the AWS chain.
+  langchain-aws); region from ``agent.region`` or the AWS default; ``agent.base_url`` is the bedrock-runtime
+  endpoint when set (e.g. a VPC interface endpoint); credentials from the AWS chain.
 - ``openai:MODEL`` — OpenAI or any OpenAI-compatible server (vLLM, a local one): ``agent.base_url`` (or
   ``OPENAI_BASE_URL``), key from the variable named by ``agent.api_key_env`` (default ``OPENAI_API_KEY``);
   a self-hosted server without a key gets a placeholder (extra ``openai``).
@@ -59,10 +60,11 @@ def parse_model(spec: str) -> tuple[str, str]:
 
 def _options(provider: str, settings: AgentSettings) -> dict[str, Any]:
     common: dict[str, Any] = {"temperature": settings.temperature}
-    if provider == "bedrock_converse":
+    if provider == "bedrock_converse":  # Converse and ConverseStream report usage on their own
         region = {"region_name": settings.region} if settings.region else {}
-        return common | {"max_tokens": settings.max_tokens} | region
-    if provider == "ollama":
+        endpoint = {"endpoint_url": settings.base_url} if settings.base_url else {}
+        return common | {"max_tokens": settings.max_tokens} | region | endpoint
+    if provider == "ollama":  # /api/chat's last line carries prompt_eval_count and eval_count on its own
         host = {"base_url": settings.base_url} if settings.base_url else {}
         return common | {"num_predict": settings.max_tokens} | host
     base_url = settings.base_url or os.environ.get("OPENAI_BASE_URL")
@@ -71,8 +73,10 @@ def _options(provider: str, settings: AgentSettings) -> dict[str, Any]:
     if not key and not base_url:
         raise ConfigError(f"no API key for openai: set {key_env}",
                           hint="or set agent.base_url for a self-hosted OpenAI-compatible server")
+    # stream_usage: ask for the usage chunk (stream_options.include_usage) whatever the base URL; langchain-openai
+    # asks only for OpenAI's own, so a vLLM or other compatible server's tokens were never counted.
     options = common | {"max_tokens": settings.max_tokens, "timeout": settings.timeout_s, "max_retries": 2,
-                        "api_key": key or "not-needed"}
+                        "api_key": key or "not-needed", "stream_usage": True}
     return options | ({"base_url": base_url} if base_url else {})
 
 

@@ -1,12 +1,14 @@
 """What every tool returns: a structured result (HolmesGPT style), never an exception into the model.
 
-The model gets :meth:`ToolResult.content` (compact JSON, invisible characters stripped, truncated, delimited
-as data); front ends and the offline planner get :meth:`ToolResult.artifact` (the full result, findings
+The model gets :meth:`ToolResult.content` (the text of :mod:`fmdoctor.assistant.digest`: every finding as
+one line, bounded evidence, nothing dropped silently; invisible characters stripped; delimited as data);
+front ends and the offline planner get :meth:`ToolResult.artifact` (the full result, findings
 included) through LangChain's ``response_format="content_and_artifact"``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from enum import StrEnum
@@ -14,10 +16,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from fmdoctor.assistant.safety import delimit, strip_invisible, truncate, undelimit
+from fmdoctor.assistant.digest import MCP_MORE, More, one_line, ordered, parse, render, severity_counts
+from fmdoctor.assistant.safety import delimit, strip_invisible, undelimit
 from fmdoctor.engine.model import Report
 
-DEFAULT_CONTENT_LIMIT = 12_000  # characters of one tool output the model sees
+DEFAULT_CONTENT_LIMIT = 12_000  # characters of one tool output the model sees (agent.max_tool_output_chars)
+ASSISTANT_MORE = More()
+DATA_PREFIX = "data: "
+_COUNTED = re.compile(r"[1-9]\d* (matching )?findings?\b")
 _RESERVED = frozenset({"status", "message", "findings", "errors", "skipped", "checks_run"})
 
 
@@ -44,22 +50,31 @@ class ToolResult(BaseModel):
 
     @classmethod
     def from_report(cls, tool: str, report: Report) -> ToolResult:
-        raw = report.to_json_dict()
-        if report.stats.checks_run:
-            status = ToolStatus.SUCCESS
-            count = len(report.findings)
-            message = (f"{count} finding{'s' if count != 1 else ''} from {len(report.stats.checks_run)} checks"
-                       if count else f"no findings: {', '.join(report.stats.checks_run)} ran and found nothing")
-            if report.errors:
-                message += f"; {len(report.errors)} part{'s' if len(report.errors) != 1 else ''} could not be verified"
-        elif report.errors:
+        return cls.from_report_json(tool, report.to_json_dict())
+
+    @classmethod
+    def from_report_json(cls, tool: str, raw: dict[str, Any]) -> ToolResult:
+        """From a report's JSON (``fmdoctor check --format json``, what the MCP ``check`` tool returns)."""
+        ran, errors, findings = raw["stats"]["checks_run"], raw["errors"], raw["findings"]
+        if ran:
+            status, count = ToolStatus.SUCCESS, len(findings)
+            message = (f"{count} finding{'s' if count != 1 else ''} ({severity_counts(findings)}) from {len(ran)} "
+                       "checks" if count else f"no findings: {', '.join(ran)} ran and found nothing")
+            if errors:
+                message += f"; {len(errors)} part{'s' if len(errors) != 1 else ''} could not be verified"
+        elif errors:
             status, message = ToolStatus.ERROR, "nothing could be verified: " + "; ".join(
-                f"{e.check}: {e.code}" for e in report.errors)
+                f"{e['check']}: {e['code']}" for e in errors)
         else:
             status, message = ToolStatus.NO_DATA, "no check applied to this cluster"
-        return cls(tool=tool, status=status, message=message, findings=raw["findings"], errors=raw["errors"],
-                   skipped=raw["skipped"], checks_run=report.stats.checks_run,
-                   data={"cluster": report.cluster, "region": report.region, "report_status": report.status.value})
+        return cls(tool=tool, status=status, message=message, findings=ordered(findings), errors=errors,
+                   skipped=raw["skipped"], checks_run=ran,
+                   data={"cluster": raw["cluster"], "region": raw["region"], "report_status": raw["status"]})
+
+    @property
+    def found_any(self) -> bool:
+        """Findings in this result, listed or (in an earlier question's shortened result) only counted."""
+        return bool(self.findings) or _COUNTED.match(self.message) is not None
 
     @property
     def finding_ids(self) -> list[str]:
@@ -68,44 +83,73 @@ class ToolResult(BaseModel):
     def artifact(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
-    def content(self, limit: int = DEFAULT_CONTENT_LIMIT) -> str:
-        shown: dict[str, Any] = {"status": self.status.value, "message": self.message}
-        if self.findings:
-            shown["findings"] = [
-                {k: f[k] for k in ("id", "severity", "summary", "evidence", "runbook") if k in f} for f in self.findings
-            ]
-        for key in ("errors", "skipped", "checks_run"):
-            if getattr(self, key):
-                shown[key] = getattr(self, key)
-        shown.update({k: v for k, v in self.data.items() if k not in _RESERVED})  # data never masks the status
-        body = strip_invisible(json.dumps(shown, ensure_ascii=False, default=str, separators=(",", ":")))
-        return delimit(self.tool, truncate(body, limit))
+    def content(self, limit: int = DEFAULT_CONTENT_LIMIT, more: More = ASSISTANT_MORE) -> str:
+        """:meth:`text`, delimited as data (see :func:`~fmdoctor.assistant.safety.delimit`)."""
+        return delimit(self.tool, self.text(limit, more))
+
+    def text(self, limit: int = DEFAULT_CONTENT_LIMIT, more: More = ASSISTANT_MORE) -> str:
+        """The model's view (:mod:`fmdoctor.assistant.digest`): a status line, every finding as one line with
+        an evidence digest, what could not be verified; other data as compact JSON."""
+        head = [f"{self.status.value}: {one_line(self.message)}"]
+        cluster, region = self.data.get("cluster"), self.data.get("region")
+        if cluster:
+            state = self.data.get("report_status")
+            head.append(f"cluster: {cluster}" + (f" ({region})" if region else "")
+                        + (f", status {state}" if state else ""))
+        extra = {k: v for k, v in self.data.items() if k not in _RESERVED and k not in _SHOWN}
+        text = "\n".join(head)
+        if self.findings or self.checks_run or self.errors or self.skipped:
+            offset = int(self.data.get("offset") or 0)
+            text = render(self.findings, limit, head=head, errors=self.errors, checks_run=self.checks_run,
+                          skipped=self.skipped, offset=offset, total=self.data.get("total"), more=more)
+        if extra:
+            text += "\n" + _data_text(extra, limit - len(text))
+        return strip_invisible(text)
+
+
+# data the head or the findings section already states
+_SHOWN = frozenset({"cluster", "region", "report_status", "offset", "total"})
+
+
+def _data_text(data: dict[str, Any], room: int) -> str:
+    """Tool-specific data: Markdown as text, the rest as compact JSON; cut with the size of the cut."""
+    markdown = data.get("markdown") if isinstance(data.get("markdown"), str) else None
+    rest = {k: v for k, v in data.items() if k != "markdown"}
+    text = DATA_PREFIX + json.dumps(rest, ensure_ascii=False, default=str, separators=(",", ":")) if rest else ""
+    if markdown is not None:
+        text = (text + "\n" if text else "") + markdown
+    room = max(room, 200)
+    if len(text) <= room:
+        return text
+    keep = room - 80
+    return (f"{text[:keep]}\n[... the last {len(text) - keep} of {len(text)} characters of this result are left out "
+            "at the tool-output limit (agent.max_tool_output_chars)]")
+
+
+def report_text(report: dict[str, Any], limit: int = DEFAULT_CONTENT_LIMIT, more: More = MCP_MORE) -> str:
+    """A report's JSON as the text a model reads (the MCP ``check`` tool's text content)."""
+    return ToolResult.from_report_json("check", report).text(limit, more)
 
 
 def result_of(message: Any) -> ToolResult | None:
-    """The :class:`ToolResult` behind a ToolMessage: its artifact, else its delimited JSON content."""
+    """The :class:`ToolResult` behind a ToolMessage: its artifact, else what its text states (status,
+    message, finding lines, not-verified lines, the data line)."""
     artifact = getattr(message, "artifact", None)
     if isinstance(artifact, dict) and "status" in artifact and "tool" in artifact:
         return ToolResult.model_validate(artifact)
     content = getattr(message, "content", "")
     if not isinstance(content, str):
         return None
-    try:
-        data = json.loads(undelimit(content))
-    except ValueError:
+    lines = undelimit(content).splitlines()
+    status, _, text = (lines[0] if lines else "").partition(": ")
+    if status not in set(ToolStatus):
         return None
-    if not isinstance(data, dict) or "status" not in data:
-        return None
-    known = {k: data.pop(k) for k in _RESERVED if k in data}
-    for finding in known.get("findings") or []:  # the model's copy leaves out what the id already says
-        if isinstance(finding, dict) and "/" in str(finding.get("id", "")):
-            check, resource = str(finding["id"]).split("/", 1)
-            finding.setdefault("check", check)
-            finding.setdefault("resource", resource)
-    try:
-        return ToolResult(tool=getattr(message, "name", None) or "tool", data=data, **known)
-    except ValueError:
-        return None
+    parsed = parse(lines[1:])
+    for line in (line for line in lines if line.startswith(DATA_PREFIX)):  # what _data_text wrote
+        with contextlib.suppress(ValueError):
+            parsed["data"] |= json.loads(line[len(DATA_PREFIX):])
+    return ToolResult(tool=getattr(message, "name", None) or "tool", status=ToolStatus(status), message=text,
+                      **parsed)
 
 
 # A citation is a finding id: '<check-id>/<resource>' (resources may contain '/', e.g. 'cluster/x' or s3 URIs).

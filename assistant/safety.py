@@ -6,7 +6,6 @@ information disclosure, LLM05 improper output handling).
   variation selectors, zero-width and bidi controls) and terminal control sequences.
 - :func:`delimit`: tool output wrapped as data between markers carrying a per-call nonce, so text inside
   cannot close the block and pose as instructions.
-- :func:`truncate`: large output cut to a head and a tail with the size of the gap.
 """
 
 from __future__ import annotations
@@ -106,16 +105,6 @@ def _replace(pattern: Pattern, text: str) -> str:
         return value[: start - whole_start] + marker + value[end - whole_start:]
 
     return pattern.regex.sub(one, text)
-
-
-def truncate(text: str, limit: int) -> str:
-    """At most about ``limit`` characters: two thirds head, one third tail, and how much was left out."""
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    tail = max(limit - head, 0)
-    omitted = len(text) - head - tail
-    return f"{text[:head]}\n[... {omitted} characters omitted ...]\n{text[len(text) - tail:] if tail else ''}"
 
 
 OPEN_TAG = "<tool_output"

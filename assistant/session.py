@@ -42,10 +42,44 @@ class ToolCallRecord:
     duration_s: float = 0.0
     finding_count: int = 0
     message: str = ""
+    started: float = 0.0  # time.perf_counter() when it started (not in the JSON: only intervals mean anything)
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"id": self.call_id, "name": self.name, "args": self.args, "status": self.status,
                 "duration_s": round(self.duration_s, 3), "finding_count": self.finding_count, "message": self.message}
+
+
+@dataclass
+class Usage:
+    """Tokens of one question's model calls: the provider's numbers where it reports them, else estimates."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reported_calls: int = 0  # calls whose numbers came from the provider
+    estimated_calls: int = 0  # calls the provider reported nothing for (chars/4)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def source(self) -> str:
+        if not self.estimated_calls:
+            return "provider" if self.reported_calls else "none"
+        return "mixed" if self.reported_calls else "estimate"
+
+    def add(self, input_tokens: int, output_tokens: int, reported: bool) -> None:
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+        if reported:
+            self.reported_calls += 1
+        else:
+            self.estimated_calls += 1
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "total_tokens": self.total_tokens, "model_calls": self.reported_calls + self.estimated_calls,
+                "source": self.source}
 
 
 @dataclass
@@ -54,10 +88,23 @@ class Turn:
 
     question: str
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
-    executed: int = 0  # tool calls the policy let through (the cap counts these)
+    executed: int = 0  # tool calls the policy let through, repeats included (the cap counts these)
     model_calls: int = 0
-    tokens_used: int = 0
+    usage: Usage = field(default_factory=Usage)
     started: float = field(default_factory=time.monotonic)
+    # Identical read-only calls in one question are answered from here: tool name + arguments -> (call id, message)
+    results: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    _locks: dict[str, threading.Lock] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def tokens_used(self) -> int:
+        return self.usage.total_tokens
+
+    def call_lock(self, key: str) -> threading.Lock:
+        """Held while a call runs, so an identical call made in parallel waits for its result."""
+        with self._lock:
+            return self._locks.setdefault(key, threading.Lock())
 
 
 class SessionState:

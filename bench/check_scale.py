@@ -42,6 +42,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 import boto3  # noqa: E402
 import reachability  # noqa: E402  (bench/reachability.py)
 import yaml  # noqa: E402
+from results_file import write_section  # noqa: E402
 from scale_world import EFA_INTERFACES, GPUS, REGION, SPOT_EVERY, seed_world  # noqa: E402
 
 # op -> (page size, items(nodes)): the listings whose pages grow with the cluster.
@@ -64,7 +65,6 @@ NOTES = (
     "(about 2 s); max RSS is the child's alone. The reachability table uses bench/reachability.py's synthetic "
     "inventories (4 EFA interfaces a node); naive times marked ~ are extrapolated from a sample of pairs."
 )
-START, END = "<!-- check_scale:start -->", "<!-- check_scale:end -->"
 
 
 def pages(op: str, nodes: int) -> int:
@@ -216,15 +216,7 @@ def markdown(runs: list[CheckRun], reach: list[dict[str, Any]], quick: bool) -> 
 
 
 def write_results(path: Path, table: str) -> None:
-    header = ("# Benchmark results\n\nProduced by the scripts in bench/ on the development machine (2 shared "
-              "CPU cores); re-run them to refresh a section.\n")
-    text = path.read_text() if path.exists() else header
-    section = f"{START}\n## fmdoctor check at scale (bench/check_scale.py)\n\n{table}{END}"
-    if START in text:
-        text = text[: text.index(START)] + section + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text)
+    write_section(path, "check_scale", "fmdoctor check at scale (bench/check_scale.py)", table)
 
 
 def main(argv: list[str] | None = None) -> int:

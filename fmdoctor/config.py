@@ -216,19 +216,36 @@ class ClusterSettings(_Section):
 _CLUSTER_KEYS = set(ClusterSettings.model_fields)
 
 
+class ModelPrice(_Section):
+    """What a model costs, in US dollars per million tokens (``fmdoctor eval``'s cost column)."""
+
+    input_per_mtok: float = Field(ge=0, description="USD per million input (prompt) tokens.")
+    output_per_mtok: float = Field(ge=0, description="USD per million output (completion) tokens.")
+
+
 class AgentSettings(_Section):
     model: str | None = Field(None, description="Provider string, e.g. 'bedrock_converse:...'; unset = offline.")
     max_tool_calls: int = Field(12, ge=1, le=100)
     max_tokens: int = Field(4096, ge=256, description="Tokens the model may write per call.")
     redact: list[str] = Field(default_factory=list, description="Extra regexes to redact before sending.")
-    base_url: str | None = Field(None, description="OpenAI-compatible or Ollama endpoint, e.g. a vLLM server.")
+    base_url: str | None = Field(None, description="OpenAI-compatible or Ollama endpoint, e.g. a vLLM server; for "
+                                 "Bedrock the bedrock-runtime endpoint (e.g. a VPC interface endpoint).")
     api_key_env: str | None = Field(None, description="Environment variable holding the API key (never the key).")
     region: str | None = Field(None, description="Bedrock region (default: the AWS default region).")
     temperature: float = Field(0.0, ge=0, le=2)
     timeout_s: float = Field(120.0, gt=0)
     max_turn_tokens: int = Field(200_000, ge=1000, description="Input + output tokens per question, all calls.")
-    max_tool_output_chars: int = Field(12_000, ge=500, description="Longer tool output is cut to head and tail.")
+    max_tool_output_chars: int = Field(12_000, ge=500, description="Characters of one tool result the model sees; "
+                                       "evidence digests, then the least severe finding lines give way first, "
+                                       "and the result says what was left out.")
     history_turns: int = Field(10, ge=1, description="Earlier questions (with their tool calls) sent per call.")
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, description="Model (a --model string, e.g. 'openai:gpt-4o-mini') -> its price per "
+        "million tokens, for fmdoctor eval's cost estimate; a model without one shows no cost.")
+
+    def price_of(self, model: str) -> ModelPrice | None:
+        """The price of a --model string, or of the model name without its provider, if configured."""
+        return self.prices.get(model) or self.prices.get(model.partition(":")[2])
 
     @field_validator("redact")
     @classmethod

@@ -15,11 +15,12 @@ from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
 from fmdoctor import __version__
+from fmdoctor.assistant.results import report_text
 from fmdoctor.assistant.safety import strip_invisible
 from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.mcp.service import McpService, Prepared, confirmation_message
@@ -77,11 +78,16 @@ def clean(value: T) -> T:
 
 def _read_tools(server: MCPServer, service: McpService) -> None:
     @server.tool(annotations=READ_ONLY)
-    def check(cluster: str | None = None, only: list[str] | str | None = None) -> dict[str, Any]:
+    def check(cluster: str | None = None, only: list[str] | str | None = None) -> Annotated[CallToolResult,
+                                                                                           dict[str, Any]]:
         """Run fmdoctor's checks on a cluster and return the report: status, findings (id, check, severity,
         resource, summary, evidence, runbook), errors (what could not be verified) and stats. `only` takes
         check ids or families (efa, inference, ...); `cluster` defaults to the server's."""
-        return guarded(lambda: service.check(cluster, only))
+        report = guarded(lambda: service.check(cluster, only))
+        # The text a client's model reads: every finding as one line, evidence digested, within the same
+        # limit as the assistant's tool output; the structured content stays the whole report.
+        text = report_text(report, service.doctor.settings.agent.max_tool_output_chars)
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=report)
 
     @server.tool(annotations=READ_ONLY)
     def list_checks() -> list[dict[str, Any]]:

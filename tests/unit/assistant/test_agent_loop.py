@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from fmdoctor.assistant import AnswerToken, Assistant, CheckProgress, ToolFinished, ToolStarted, TurnFinished
@@ -90,29 +93,47 @@ def test_an_unknown_tool_is_refused(sg_fault_cluster, doctor_for):
     assert all(r.status != "success" for r in answer.tool_calls)
 
 
-def test_tool_call_cap_stops_a_model_that_keeps_calling(sg_fault_cluster, doctor_for, monkeypatch):
+def test_a_looping_model_is_stopped_by_the_cap_and_repeats_are_not_run_again(sg_fault_cluster, doctor_for,
+                                                                              monkeypatch):
     doctor = doctor_for()
     real_check, runs = doctor.check, []
     monkeypatch.setattr(doctor, "check", lambda *a, **k: runs.append(1) or real_check(*a, **k))
-    model = scripted(*[call("check_efa", f"c{i}") for i in range(10)])
-    assistant = Assistant(doctor, settings=AgentSettings(max_tool_calls=2), model=model, backends=Backends())
+    model = scripted(*[call("check_efa", f"c{i}") for i in range(12)])
+    assistant = Assistant(doctor, settings=AgentSettings(max_tool_calls=3), model=model, backends=Backends())
     answer = assistant.ask("keep checking")
 
-    assert len(runs) == 2
-    assert [r.status for r in answer.tool_calls] == ["success", "success", "refused", "refused", "refused"]
-    assert model.tool_sets[2:] == [[], [], []]  # past the cap the model is called without tools
-    assert answer.answer.startswith("Stopped: the model kept asking for tools past the cap of 2 calls")
+    assert len(runs) == 1  # the identical calls after the first are answered from the question's cache
+    assert [r.status for r in answer.tool_calls] == ["success"] * 3 + ["refused"] * 3  # repeats count to the cap
+    assert model.tool_sets[3:] == [[], [], []]  # past the cap the model is called without tools
+    first, *repeats = _tool_messages(model)[:3]
+    assert [undelimit(m.content).splitlines()[-1] for m in repeats] == [
+        "repeat of call c0 (same tool and arguments) in this question: its result above still holds; not run again"
+    ] * 2
+    assert all(len(m.content) < len(first.content) / 2 for m in repeats)  # not the whole result again
+    assert answer.answer.startswith("Stopped: the model kept asking for tools past the cap of 3 calls")
     assert f"efa-sg-self-reference/{sg_fault_cluster.groups['efa']}" in answer.answer  # still grounded
+
+
+def test_identical_calls_in_one_model_message_run_once(sg_fault_cluster, doctor_for, monkeypatch):
+    doctor = doctor_for()
+    real_check, runs = doctor.check, []
+    monkeypatch.setattr(doctor, "check", lambda *a, **k: runs.append(k.get("only")) or real_check(*a, **k))
+    both = AIMessage("", tool_calls=[{"name": "check_efa", "args": {}, "id": i, "type": "tool_call"} for i in "ab"]
+                     + [{"name": "check_efa", "args": {"checks": ["efa-not-attached"]}, "id": "c",
+                         "type": "tool_call"}])
+    answer = Assistant(doctor, model=scripted(both, "done"), backends=Backends()).ask("EFA?")
+    assert len(runs) == 2  # a and b are the same call (one ran, one waited for it); c differs
+    assert sorted(r.status for r in answer.tool_calls) == ["success"] * 3
 
 
 def test_token_budget_ends_the_turn_with_what_was_found(sg_fault_cluster, doctor_for):
     first = call("check_efa")
-    first.usage_metadata = {"input_tokens": 950, "output_tokens": 20, "total_tokens": 970}
+    first.usage_metadata = {"input_tokens": 4900, "output_tokens": 20, "total_tokens": 4920}
     model = scripted(first, "never reached")
-    settings = AgentSettings(max_turn_tokens=1000)
+    settings = AgentSettings(max_turn_tokens=5000)  # the first call's estimate (prompt, tool specs) fits, not two
     answer = Assistant(doctor_for(), settings=settings, model=model, backends=Backends()).ask("x?")
     assert len(model.received) == 1
-    assert answer.answer.startswith("Stopped: this question reached its token budget (1000 tokens)")
+    assert answer.answer.startswith("Stopped: this question reached its token budget (5000 tokens)")
     assert f"efa-sg-self-reference/{sg_fault_cluster.groups['efa']}" in answer.answer
 
 
@@ -195,12 +216,24 @@ def test_cancel_ends_the_turn_without_running_more_tools(sg_fault_cluster, docto
     assert answer.answer.startswith("Cancelled. What the tools found before that:")
 
 
-def test_large_tool_output_reaches_the_model_as_head_and_tail(demo_doctor):
+def test_a_result_larger_than_the_limit_drops_nothing_silently(demo_doctor):
     model = scripted(call("check_all"), "Summarised.")
-    settings = AgentSettings(max_tool_output_chars=800)
+    settings = AgentSettings(max_tool_output_chars=2500)
     answer = Assistant(demo_doctor, settings=settings, model=model, backends=Backends()).ask("is my cluster healthy?")
     [tool_message] = _tool_messages(model)
     body = undelimit(tool_message.content)
-    assert len(body) < 900 and "characters omitted ...]" in body
-    assert body.startswith('{"status":"success"') and body.rstrip().endswith("}")  # head and tail both kept
-    assert len(tool_message.artifact["findings"]) == len(answer.findings) >= 5  # front ends get everything
+    ids = [f["id"] for f in answer.findings]
+    named = [i for i in ids if i in body]
+    left = re.search(r"left out for lack of room: (\d+) more findings \(([^;]+); by check: ([^)]*)\); "
+                     r"list_findings\(offset=(\d+)\) lists them", body)
+    assert left is not None and len(ids) >= 20 and 0 < len(named) < len(ids)
+    assert int(left[1]) == len(ids) - len(named) and int(left[4]) == len(named)
+    rest = [f for f in answer.findings if f["id"] not in named]
+    by_check = dict(part.rsplit(" ", 1) for part in left[3].split(", "))
+    assert {c: int(n) for c, n in by_check.items()} == dict(Counter(f["check"] for f in rest))
+    assert {f["severity"] for f in rest} <= {"warning"} or all(f["severity"] != "warning" for f in answer.findings
+                                                              if f["id"] in named)  # the worst were named
+    assert f"findings (1-{len(named)} of {len(ids)}, worst first" in body
+    assert all(f"{e['check']}: {e['code']}" in body for e in answer.errors)  # what could not be seen stays
+    assert len(body) <= 2500 + 300  # the limit, give or take the last line
+    assert len(tool_message.artifact["findings"]) == len(answer.findings)  # front ends get everything

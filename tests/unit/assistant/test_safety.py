@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fmdoctor.assistant.safety import Redactor, clean_output, delimit, strip_invisible, truncate, undelimit
+from fmdoctor.assistant.safety import Redactor, clean_output, delimit, strip_invisible, undelimit
 
 KEY_ID = "AKIAIOSFODNN7EXAMPLE"
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -84,14 +84,6 @@ def test_delimited_output_cannot_be_closed_from_inside():
 
 def test_each_block_gets_its_own_nonce():
     assert delimit("t", "x") != delimit("t", "x")
-
-
-def test_truncate_keeps_head_and_tail_and_says_how_much_is_gone():
-    text = "H" * 600 + "M" * 3000 + "T" * 400
-    out = truncate(text, 900)
-    assert out.startswith("H" * 600) and out.endswith("T" * 300)
-    assert "[... 3100 characters omitted ...]" in out
-    assert truncate("short", 900) == "short"
 
 
 def test_clean_output_strips_escapes_from_model_text():
