@@ -21,6 +21,7 @@ from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.model import Severity, Status
 from fmdoctor.net import model as m
 from fmdoctor.net.reachability import why_not
+from fmdoctor.report.reachability import render_reachability
 
 pytestmark = pytest.mark.usefixtures("no_default_amis")
 
@@ -83,6 +84,8 @@ def test_replies_on_32768_65535_are_a_warning_naming_who_fails(head, run_checks)
     result = ask(OFFICE, "head", 22)
     assert result.reachable is True and [w.code for w in result.warnings] == [m.NACL_REPLY_PORTS]
     assert result.to_json_dict()["warnings"][0]["evidence"]["clients_failing"] == ev["clients_failing"]
+    text = render_reachability(result)
+    assert text.startswith("REACHABLE") and f"warning: nacl-reply-ports at nacl-out {acl}" in text
 
 
 def test_replies_on_no_common_client_range_are_critical(head, run_checks):

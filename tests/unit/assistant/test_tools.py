@@ -51,7 +51,7 @@ def test_one_tool_per_family_with_the_check_ids_in_its_schema():
     assert "gpu-idle" in box.families["check_gpu"] and "efa-sg-self-reference" in box.families["check_efa"]
     assert all(t.metadata[ACCESS] == "read" for t in tools)
     efa = next(t for t in tools if t.name == "check_efa")
-    assert "efa-sg-self-reference: Every EFA interface's security groups allow all traffic" in efa.description
+    assert "efa-sg-self-reference: For every pair of EFA interfaces EFA can join" in efa.description
 
 
 def test_a_family_added_later_is_used_for_its_questions(healthy_efa_cluster):
