@@ -91,14 +91,7 @@ def blocker_evidence(blocked: Blocked, result: ReachabilityResult) -> dict[str, 
 def caveat_evidence(caveat: Caveat, result: ReachabilityResult) -> dict[str, Any]:
     """The keys a network finding carries (as :func:`blocker_evidence`) for a path that passes with a caveat."""
     return {
-        "code": caveat.code,
-        "component": caveat.component,
-        "blocking_resource": caveat.resource,
-        "rule": caveat.rule or "",
-        "explanation": caveat.summary,
-        "remedy": caveat.remedy,
-        "direction": caveat.direction,
-        "hops": hop_trail(result),
+        **blocker_evidence(as_blocked(caveat), result),
         "clients_failing": caveat.evidence.get("clients_failing", []),
         "clients_reached": caveat.evidence.get("clients_reached", []),
         "ports_dropped": caveat.evidence.get("ports_dropped", ""),

@@ -60,7 +60,8 @@ class S3Unreachable(Check):
             note_unverified(ctx, f"path to {target.label}", [o.result for o in outcomes if o.result.reachable is None])
             blocked = [o for o in outcomes if o.result.reachable is False]
             findings.extend(self._finding(ctx, target, reason, group) for reason, group in by_blocker(blocked))
-            findings.extend(self._warning(ctx, target, caveat, group) for caveat, group in by_caveat(outcomes))
+            findings.extend(self._finding(ctx, target, as_blocked(caveat), group, caveat)
+                            for caveat, group in by_caveat(outcomes))
         return _one_per_resource(findings)
 
     def _bucket_targets(self, ctx: CheckContext, network: Network) -> list[Endpoint]:
@@ -79,56 +80,40 @@ class S3Unreachable(Check):
                     found.append(s3_endpoint(network, bucket, region, f"s3://{bucket}"))
         return found
 
-    def _warning(self, ctx: CheckContext, target: Endpoint, caveat: Caveat, outcomes: list[PairOutcome]) -> Finding:
+    def _finding(self, ctx: CheckContext, target: Endpoint, reason: Blocked, outcomes: list[PairOutcome],
+                 caveat: Caveat | None = None) -> Finding:
+        """A blocked path (critical), or with ``caveat`` a path that drops some replies (warning)."""
         inv = ctx.inventory
         nodes = instances_of(outcomes, "source")
         subnets = sorted({o.source.key[0] for o in outcomes})
-        return self.finding(
-            resource=caveat.resource,
-            severity=Severity.WARNING,
-            summary=(
-                f"{nodes_phrase(len(nodes))} a path to {target.label} that drops some replies "
-                f"({id_list(labels(inv, nodes))} in {', '.join(subnets)}): {caveat.summary}; {caveat.remedy}."
-            ),
-            evidence={
-                "destination": target.label,
-                "region": target.bucket_region,
-                "service": target.service,
-                "target": target.query or "s3",
-                **caveat_evidence(caveat, outcomes[0].result),
-                "node_count": len(nodes),
-                "example_node": nodes[0] if nodes else "",
-                "nodes": labels(inv, nodes),
-                "subnets": subnets,
-                "route_table": None,
-                "exits": {},
-                "fix": merged_fix(as_blocked(c) for o in outcomes for c in o.result.warnings),
-            },
-        )
-
-    def _finding(self, ctx: CheckContext, target: Endpoint, reason: Blocked, outcomes: list[PairOutcome]) -> Finding:
-        inv = ctx.inventory
-        nodes = instances_of(outcomes, "source")
-        subnets = sorted({o.source.key[0] for o in outcomes})
+        where = f"{id_list(labels(inv, nodes))} in {', '.join(subnets)}"
+        if caveat is not None:
+            summary = (f"{nodes_phrase(len(nodes))} a path to {target.label} that drops some replies ({where}): "
+                       f"{caveat.summary}; {caveat.remedy}.")
+            facts = caveat_evidence(caveat, outcomes[0].result)
+            fix = merged_fix(as_blocked(c) for o in outcomes for c in o.result.warnings)
+        else:
+            summary = (f"{nodes_phrase(len(nodes))} no path to {target.label} ({where}): "
+                       f"{explain(reason, outcomes, inv)}.")
+            facts = blocker_evidence(reason, outcomes[0].result)
+            fix = merged_fix(o.result.blocked_by for o in outcomes if o.result.blocked_by)
         return self.finding(
             resource=reason.resource,
-            summary=(
-                f"{nodes_phrase(len(nodes))} no path to {target.label} ({id_list(labels(inv, nodes))} in "
-                f"{', '.join(subnets)}): {explain(reason, outcomes, inv)}."
-            ),
+            severity=Severity.WARNING if caveat is not None else Severity.CRITICAL,
+            summary=summary,
             evidence={
                 "destination": target.label,
                 "region": target.bucket_region,
                 "service": target.service,
                 "target": target.query or "s3",
-                **blocker_evidence(reason, outcomes[0].result),
+                **facts,
                 "node_count": len(nodes),
                 "example_node": nodes[0] if nodes else "",
                 "nodes": labels(inv, nodes),
                 "subnets": subnets,
                 "route_table": reason.evidence.get("route_table"),
                 "exits": reason.evidence.get("exits", {}),
-                "fix": merged_fix(o.result.blocked_by for o in outcomes if o.result.blocked_by),
+                "fix": fix,
             },
         )
 
