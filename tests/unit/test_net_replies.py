@@ -231,3 +231,31 @@ def test_a_gateway_endpoint_with_a_custom_policy_is_not_verified(builder, run_ch
     [error] = report.errors
     assert error.code == "NotEvaluated" and "custom endpoint policy" in error.message
     assert report.status is Status.WARNING  # not verified is never healthy
+
+
+# -- every new verdict's runbook renders with the finding's own values ----------------------------------------------
+
+def _rendered(finding) -> str:
+    from fmdoctor.runbooks import get_runbook
+
+    return get_runbook(finding.runbook).render(finding, cluster="test-cluster", region=REGION)
+
+
+def test_runbooks_render_the_warning_and_new_variants(head, aws, run_checks):
+    public_acl(head, (32768, 65535))
+    [ssh] = run_checks(["ssh-unreachable"], network={"admin_cidrs": [OFFICE]}).findings
+    text = _rendered(ssh)
+    assert "reach TCP 22" in text and "1024-32767" in text and "--rule-number" in text
+    head.security_group("nodes", self_ingress=True, self_egress=True)
+    head.launch(["gpu-1"], "p5.48xlarge", "private-a", ["nodes"], efa_interfaces=32)
+    head.launch(["prep-1"], "c6i.32xlarge", "private-a", ["nodes"])
+    lustre(head, aws, self_rules=False)
+    report = run_checks(["efa-not-attached", "fsx-unreachable", "s3-unreachable"],
+                        checkpoints={"locations": [f"s3://{DIRECTORY_BUCKET}/llm/"]})
+    by_check = {f.check: f for f in report.findings}
+    assert "expected unless they run MPI" in by_check["efa-not-attached"].summary
+    assert "`info`, not a fault" in _rendered(by_check["efa-not-attached"])
+    fsx = _rendered(by_check["fsx-unreachable"])
+    assert "file server -> file server" in fsx and "from the security group itself" in fsx
+    s3 = _rendered(by_check["s3-unreachable"])
+    assert "S3 Express One Zone directory bucket" in s3 and f"--to s3://{DIRECTORY_BUCKET}" in s3
