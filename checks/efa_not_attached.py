@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from fmdoctor.engine.check import Check, NotApplicable
+from fmdoctor.engine.check import Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.inventory import Instance, Inventory
 from fmdoctor.engine.model import Finding, Severity
@@ -36,6 +36,8 @@ class EfaNotAttached(Check):
                            "DescribeInstanceTypes did not return them in this region")
         capable = [i for i in inv.compute_nodes() if inv.type_of(i).efa_supported]
         if not capable:
+            if unknown:  # nothing judged: that is not 'not applicable'
+                raise Unverified()
             raise NotApplicable("no compute node has an EFA-capable instance type")
         groups_using_efa = {n.node_group for n in inv.compute_nodes()
                             if n.node_group and any(e.is_efa for e in inv.interfaces_of(n))}

@@ -267,9 +267,10 @@ def test_a_type_the_region_does_not_know_is_reported_not_skipped(builder, run_ch
 def test_only_unknown_types_means_nothing_was_verified(builder, run_checks):
     builder.security_group("efa", self_ingress=True, self_egress=True)
     builder.launch(["gb-1", "gb-2"], "p6e-gb200.36xlarge", "private-a", ["efa"], efa_interfaces=4)
-    report = run_checks(["efa-missing-interfaces"])
-    assert report.findings == [] and report.status is Status.UNKNOWN
-    assert [e.code for e in report.errors][0] == "InstanceTypeUnknown"
+    report = run_checks(["efa-missing-interfaces", "efa-not-attached"])
+    assert report.findings == [] and report.skipped == [] and report.status is Status.UNKNOWN
+    assert {(e.check, e.code) for e in report.errors} >= {("efa-missing-interfaces", "InstanceTypeUnknown"),
+                                                          ("efa-not-attached", "InstanceTypeUnknown")}
 
 
 # -- placement ------------------------------------------------------------------------------------------------
