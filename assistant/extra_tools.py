@@ -35,7 +35,7 @@ class WhyNotArgs(BaseModel):
                              "(the cluster's head node).")
     port: int | OrNone = Field(None, ge=0, le=65535, description="For tcp/udp only.")
     protocol: Literal["tcp", "udp", "icmp", "all", "efa"] = Field(
-        "tcp", description="'efa': EFA traffic between two EFA nodes.")
+        "tcp", description="'efa': EFA traffic between two EFA nodes (all-traffic group rules, one zone and VPC).")
 
 
 _AWS_ID = re.compile(r"^((i|eni|fs|sg|subnet|vpce?|pl)-[0-9a-f]+|internet|s3://.+|arn:.+)$")

@@ -9,13 +9,28 @@ from typing import Any
 
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.inventory import Instance, Inventory, NetworkInterface
-from fmdoctor.net.classes import PairOutcome
-from fmdoctor.net.model import SG_EGRESS, SG_INGRESS, Blocked, ReachabilityResult
-from fmdoctor.net.network import primary_interface
+from fmdoctor.net.classes import InterfaceClass, PairOutcome, interface_classes
+from fmdoctor.net.model import SG_EGRESS, SG_INGRESS, Blocked, Caveat, ReachabilityResult
+from fmdoctor.net.network import Network, primary_interface
 
 from ._common import SAMPLE
 
 MARK = {"pass": "ok", "block": "BLOCKED", "unverified": "unverified"}
+
+
+def efa_classes(ctx: CheckContext, network: Network, efa: Sequence[NetworkInterface]) -> list[InterfaceClass]:
+    """EFA interfaces by (subnet, security groups), leaving out (and reporting as not verified) those whose groups
+    or subnet DescribeSecurityGroups/DescribeSubnets did not return: both EFA group checks judge the same classes."""
+    classes = interface_classes(network, efa, by_public_ip=False, what="EFA interface")
+    missing = sorted({g for c in classes for g in c.key[1] if g not in network.security_groups})
+    if missing:
+        ctx.unverified(f"EFA pairs whose interfaces use {', '.join(missing)}", "GroupNotFound",
+                       "DescribeSecurityGroups did not return these groups")
+    unplaced = sorted({c.key[0] for c in classes if not getattr(network.subnets.get(c.key[0]), "zone", "")})
+    if unplaced:
+        ctx.unverified(f"EFA pairs with interfaces in {', '.join(unplaced)}", "SubnetNotFound",
+                       "DescribeSubnets did not say which Availability Zone these subnets are in")
+    return [c for c in classes if not set(c.key[1]) & set(missing) and c.key[0] not in unplaced]
 
 
 def primary_interfaces(inventory: Inventory, instances: Iterable[Instance]) -> list[NetworkInterface]:
@@ -71,6 +86,37 @@ def blocker_evidence(blocked: Blocked, result: ReachabilityResult) -> dict[str, 
         "direction": str(blocked.evidence.get("direction", "forward")),
         "hops": hop_trail(result),
     }
+
+
+def caveat_evidence(caveat: Caveat, result: ReachabilityResult) -> dict[str, Any]:
+    """The keys a network finding carries (as :func:`blocker_evidence`) for a path that passes with a caveat."""
+    return {
+        **blocker_evidence(as_blocked(caveat), result),
+        "clients_failing": caveat.evidence.get("clients_failing", []),
+        "clients_reached": caveat.evidence.get("clients_reached", []),
+        "ports_dropped": caveat.evidence.get("ports_dropped", ""),
+    }
+
+
+def as_blocked(caveat: Caveat) -> Blocked:
+    """A caveat in the shape :func:`merged_fix` and the fix planner read."""
+    return Blocked(caveat.code, caveat.component, caveat.resource, caveat.rule, list(caveat.fix),
+                   {"summary": caveat.summary, "remedy": caveat.remedy, "direction": caveat.direction})
+
+
+def by_caveat(outcomes: Iterable[PairOutcome]) -> list[tuple[Caveat, list[PairOutcome]]]:
+    """Reachable outcomes with a caveat, grouped by it (code, resource, what fails), biggest group first."""
+    groups: dict[tuple[str, str, str], list[PairOutcome]] = {}
+    first: dict[tuple[str, str, str], Caveat] = {}
+    for outcome in outcomes:
+        if outcome.result.reachable is not True:
+            continue
+        for caveat in outcome.result.warnings:
+            key = (caveat.code, caveat.resource, caveat.summary.split(": ", 1)[-1])
+            groups.setdefault(key, []).append(outcome)
+            first.setdefault(key, caveat)
+    ordered = sorted(groups, key=lambda k: (-len(groups[k]), k))
+    return [(first[k], groups[k]) for k in ordered]
 
 
 def instances_of(outcomes: Sequence[PairOutcome], side: str) -> list[str]:

@@ -3,47 +3,48 @@ from __future__ import annotations
 from fmdoctor.engine.check import Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
-from fmdoctor.net.classes import InterfaceClass, PairOutcome, blocked_outcomes, evaluate_classes, interface_classes
+from fmdoctor.net.classes import PairOutcome, blocked_outcomes, evaluate_classes
 from fmdoctor.net.classes import islands as find_islands
+from fmdoctor.net.efa import needs_pair
 from fmdoctor.net.model import Blocked, Flow
 from fmdoctor.net.network import Network
 from fmdoctor.net.topology import Topology
 
 from ._common import id_list, plural, sample
-from ._net import blocker_evidence, by_blocker, explain, instances_of, labels, merged_fix
+from ._net import blocker_evidence, by_blocker, efa_classes, explain, instances_of, labels, merged_fix
 
 EFA = Flow("-1", efa=True)
 
 
 class EfaPeerUnreachable(Check):
-    """Every pair of EFA interfaces in the same subnet can exchange all traffic both ways: the sender's
-    groups have an all-traffic outbound rule referencing a group the receiver is in, and the receiver's an
-    all-traffic inbound rule referencing a group of the sender (pairs across subnets are
-    efa-subnet-spread's finding: EFA does not cross subnets).
+    """Every pair of EFA interfaces in one Availability Zone and VPC, in the same subnet or not, can exchange
+    all traffic both ways: the sender's groups have an all-traffic outbound rule referencing a group the
+    receiver is in, and the receiver's an all-traffic inbound rule referencing a group of the sender. Pairs
+    across zones or VPCs are efa-subnet-spread's finding.
 
-    Evaluated per equivalence class (subnet, security groups), so thousands of nodes cost as much as a
-    few. One blocked pair is enough to hang an all-reduce across the whole job.
+    The rule follows the EC2 EFA guide (docs.aws.amazon.com/AWSEC2/latest/UserGuide/create-efa.html: "the EFA
+    must be a member of a security group that allows all inbound and outbound traffic to and from the security
+    group itself") and its limitations (efa.html: "EFA traffic can't cross Availability Zones or VPCs"), with the
+    model efa-sg-self-reference uses (fmdoctor.net.efa). Evaluated per equivalence class (subnet, security
+    groups), so thousands of nodes cost as much as a few. One blocked pair is enough to hang an all-reduce.
     """
 
     id = "efa-peer-unreachable"
     family = "efa"
     severity = Severity.CRITICAL
-    iam_actions = ("ec2:DescribeInstances", "ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules")
+    iam_actions = ("ec2:DescribeInstances", "ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules",
+                   "ec2:DescribeSubnets")
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         inv = ctx.inventory
         efa = inv.efa_interfaces()
         if not efa:
             raise NotApplicable("the cluster has no EFA interfaces")
-        # Same-subnet flows cross no network ACL and no route table: the inventory's groups decide alone.
+        # EFA is not routed and its addresses are not IP addresses: the inventory's groups and subnets decide.
         network = Network.build(inv, Topology(region=ctx.region))
-        classes = interface_classes(network, efa, by_public_ip=False, what="EFA interface")
-        missing = sorted({g for c in classes for g in c.key[1] if g not in inv.security_groups})
-        if missing:
-            ctx.unverified(f"EFA pairs whose interfaces use {', '.join(missing)}", "GroupNotFound",
-                           "DescribeSecurityGroups did not return these groups")
-            classes = [c for c in classes if not set(c.key[1]) & set(missing)]
-        graph = evaluate_classes(network, classes, classes, EFA, skip=_not_a_pair)
+        classes = efa_classes(ctx, network, efa)
+        graph = evaluate_classes(network, classes, classes, EFA,
+                                 skip=lambda a, b: not needs_pair(network.subnets, a, b))
         blocked = blocked_outcomes(graph)
         if not blocked:
             return []
@@ -77,10 +78,3 @@ class EfaPeerUnreachable(Check):
                 "fix": merged_fix(o.result.blocked_by for o in outcomes if o.result.blocked_by),
             },
         )
-
-
-def _not_a_pair(a: InterfaceClass, b: InterfaceClass) -> bool:
-    """Cross-subnet pairs are efa-subnet-spread's; a class with itself matters only across two nodes."""
-    if a.key[0] != b.key[0]:
-        return True
-    return a.key == b.key and len(a.instance_ids) < 2

@@ -1,19 +1,34 @@
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 
 from fmdoctor.engine.check import Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.inventory import Instance
 from fmdoctor.engine.model import Finding, Severity
 
+from ._common import id_list, plural, sample
+
 NO_GROUP = None
+WHOLE_CLUSTER = ""  # nodes no launch tag places in a node group are judged together, as the cluster's
+
+
+def _scope(node_group: str) -> str:
+    return f"node group {node_group}" if node_group else "the cluster"
 
 
 class PlacementGroup(Check):
-    """All accelerated (GPU/Neuron) compute nodes are in one placement group, and its strategy is 'cluster'.
+    """Within each node group (EKS node group, ParallelCluster compute resource, PCS node group, Auto Scaling
+    group or launch template; untagged nodes together), the accelerated (GPU/Neuron) nodes share one placement
+    group and its strategy is 'cluster'. Nodes in a Capacity Block are not judged.
 
-    A cluster placement group packs nodes onto the same network spine; nodes outside it (or in a
-    spread/partition group) see higher latency and lower bisection bandwidth, which slows every collective.
+    The EC2 guide (docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html): "It is not an absolute
+    requirement to launch your EFA-enabled instances into a cluster placement group. However, we do recommend
+    running your EFA-enabled instances in a cluster placement group". So a node outside the group its peers
+    use, or a group of nodes in none, is a warning, and one cluster placement group per node group is normal.
+    Capacity Blocks (docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityBlock.html): "Instances that
+    run inside a Capacity Block are automatically placed close together inside Amazon EC2 UltraClusters", so
+    instances with InstanceLifecycle 'capacity-block' (or a CapacityBlockId) need no placement group.
     """
 
     id = "placement-group"
@@ -22,48 +37,71 @@ class PlacementGroup(Check):
     iam_actions = ("ec2:DescribeInstances", "ec2:DescribePlacementGroups")
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        nodes = ctx.inventory.accelerated_nodes()
-        if len(nodes) < 2:
-            raise NotApplicable("fewer than two accelerated compute nodes")
-        counts = Counter(n.placement_group for n in nodes)
-        # The group most nodes are in is the cluster's; a named group beats "none" on a tie.
-        main = min(counts, key=lambda g: (-counts[g], g is NO_GROUP, g or ""))
-        findings = []
+        accelerated = ctx.inventory.accelerated_nodes()
+        nodes = [n for n in accelerated if not n.in_capacity_block]
+        by_group: dict[str, list[Instance]] = defaultdict(list)
         for node in nodes:
+            by_group[node.node_group or WHOLE_CLUSTER].append(node)
+        judged = {name: members for name, members in by_group.items() if len(members) >= 2}
+        if not judged:
+            in_blocks = len(accelerated) - len(nodes)
+            raise NotApplicable("no node group has two accelerated nodes outside Capacity Blocks"
+                                + (f" ({plural(in_blocks, 'node')} in Capacity Blocks, which EC2 places in "
+                                   "UltraClusters itself)" if in_blocks else ""))
+        findings = []
+        strategies_to_check: dict[str, int] = {}
+        for name, members in sorted(judged.items()):
+            counts = Counter(n.placement_group for n in members)
+            # The group most nodes are in is the node group's; a named group beats "none" on a tie.
+            main = min(counts, key=lambda g: (-counts[g], g is NO_GROUP, g or ""))
+            findings.extend(self._outliers(name, members, main, counts))
+            if main is NO_GROUP:
+                findings.append(self._no_group(ctx, name, members))
+            else:
+                strategies_to_check[main] = strategies_to_check.get(main, 0) + counts[main]
+        for group, members in sorted(strategies_to_check.items()):
+            findings.extend(self._strategy(ctx, group, members))
+        return findings
+
+    def _outliers(self, node_group: str, members: list[Instance], main: str | None, counts: Counter) -> list[Finding]:
+        findings = []
+        for node in members:
             if node.placement_group == main:
                 continue
             where = f"in placement group {node.placement_group}" if node.placement_group else "in no placement group"
             expected = f"placement group {main}" if main else "one cluster placement group"
-            findings.append(
-                self.finding(
-                    resource=node.id,
-                    summary=(
-                        f"{node.name} ({node.id}) is {where} while {counts[main]} other GPU nodes are "
-                        f"{'in ' + main if main else 'in none'}; relaunch it in {expected}."
-                    ),
-                    evidence={
-                        "instance": node.id,
-                        "placement_group": node.placement_group,
-                        "cluster_placement_group": main,
-                        "nodes_in_cluster_group": counts[main],
-                        "groups": {str(g): c for g, c in sorted(counts.items(), key=lambda kv: str(kv[0]))},
-                    },
-                )
-            )
-        if main is NO_GROUP:
-            findings.append(
-                self.finding(
-                    resource=f"cluster/{ctx.cluster}",
-                    summary=(
-                        f"{counts[main]} GPU nodes of {ctx.cluster} are in no placement group; launch them in "
-                        "one cluster placement group for full-bandwidth, low-latency EFA."
-                    ),
-                    evidence={"nodes_without_group": counts[main], "groups": {"None": counts[main]}},
-                )
-            )
-            return findings
-        findings.extend(self._strategy(ctx, main, counts[main]))
+            findings.append(self.finding(
+                resource=node.id,
+                summary=(
+                    f"{node.name} ({node.id}) is {where} while {counts[main]} other GPU nodes of {_scope(node_group)} "
+                    f"are {'in ' + main if main else 'in none'}; relaunch it in {expected}."
+                ),
+                evidence={
+                    "instance": node.id,
+                    "placement_group": node.placement_group,
+                    "cluster_placement_group": main,
+                    "nodes_in_cluster_group": counts[main],
+                    "node_group": node_group or None,
+                    "scope": _scope(node_group),
+                    "groups": {str(g): c for g, c in sorted(counts.items(), key=lambda kv: str(kv[0]))},
+                },
+            ))
         return findings
+
+    def _no_group(self, ctx: CheckContext, node_group: str, members: list[Instance]) -> Finding:
+        ids = [n.id for n in members if n.placement_group is NO_GROUP]
+        whole = node_group == WHOLE_CLUSTER
+        scope = f"cluster {ctx.cluster}" if whole else _scope(node_group)
+        return self.finding(
+            resource=f"cluster/{ctx.cluster}" if whole else f"node-group/{node_group}",
+            summary=(
+                f"{plural(len(ids), 'GPU node')} of {scope} ({id_list([ctx.inventory.label(i) for i in ids])}) are "
+                "in no placement group; AWS recommends one cluster placement group for full-bandwidth, low-latency "
+                "EFA."
+            ),
+            evidence={"nodes_without_group": len(ids), "groups": {"None": len(ids)}, "node_group": node_group or None,
+                      "scope": scope, "instances": sample(ids)},
+        )
 
     def _strategy(self, ctx: CheckContext, group: str, members: int) -> list[Finding]:
         unverified = f"strategy of placement group {group} (the nodes share it, but is it 'cluster'?)"

@@ -13,7 +13,7 @@ from fmdoctor.net.network import INTERNET, Network
 from fmdoctor.net.reachability import load_network
 from fmdoctor.net.space import cidr_range, ranges_overlap
 
-from ._net import blocker_evidence, merged_fix, note_unverified, primary_interfaces
+from ._net import as_blocked, blocker_evidence, caveat_evidence, merged_fix, note_unverified, primary_interfaces
 
 
 class SshUnreachable(Check):
@@ -22,7 +22,12 @@ class SshUnreachable(Check):
     peering or transit path), the subnet's network ACL both ways and the node's security groups.
 
     When it fails nobody can log in to submit jobs or debug; the usual cause is a security group opened
-    to the VPC or to an old office range only.
+    to the VPC or to an old office range only. The reply leaves through the network ACL to the admin's
+    ephemeral port, which depends on the admin's machine: the VPC guide
+    (docs.aws.amazon.com/vpc/latest/userguide/nacl-ephemeral-ports.html) says "The client that initiates the
+    request chooses the ephemeral port range" and recommends opening 1024-65535. An ACL that admits the
+    replies to some common clients' ranges only (32768-65535 serves Linux, Windows and macOS, not a NAT
+    gateway's 1024-65535) is a warning naming who would fail; one that admits none of them is critical.
     """
 
     id = "ssh-unreachable"
@@ -52,7 +57,37 @@ class SshUnreachable(Check):
             blocked = [r for r in results if r.reachable is False]
             if blocked:
                 findings.append(self._finding(ctx, eni.instance_id or eni.id, port, blocked))
+            warned = [r for r in results if r.reachable is True and r.warnings]
+            if warned:
+                findings.append(self._warning(ctx, eni.instance_id or eni.id, port, warned))
         return findings
+
+    def _warning(self, ctx: CheckContext, instance_id: str, port: int, warned: list[ReachabilityResult]) -> Finding:
+        inv = ctx.inventory
+        first = warned[0]
+        caveat = first.warnings[0]
+        instance = inv.instance(instance_id)
+        role = instance.role if instance else HEAD
+        cidrs = [r.source.resource for r in warned]
+        return self.finding(
+            resource=instance_id,
+            severity=Severity.WARNING,
+            summary=(
+                f"The {role} node {inv.label(instance_id)} answers SSH on TCP {port} from {', '.join(cidrs)} only "
+                f"for some clients: {caveat.summary}; {caveat.remedy}."
+            ),
+            evidence={
+                "instance": instance_id,
+                "role": role,
+                "port": port,
+                "admin_cidrs_affected": cidrs,
+                **caveat_evidence(caveat, first),
+                "interface": first.destination.resource,
+                "public_ip": first.destination.public_ip,
+                "security_groups": list(first.destination.group_ids),
+                "fix": merged_fix(as_blocked(w) for r in warned for w in r.warnings),
+            },
+        )
 
     def _source(self, ctx: CheckContext, network: Network, cidr: str) -> Endpoint | None:
         net = ipaddress.ip_network(cidr, strict=False)

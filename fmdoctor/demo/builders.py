@@ -121,13 +121,16 @@ class ClusterBuilder:
                                                          {"Name": "association.main", "Values": ["true"]}])
         return str(tables["RouteTables"][0]["RouteTableId"])
 
-    def s3_gateway_endpoint(self, route_tables: Sequence[str], region: str) -> str:
-        """An S3 gateway endpoint: it adds the S3 prefix-list route to each table."""
+    def s3_gateway_endpoint(self, route_tables: Sequence[str], region: str, service: str = "s3",
+                            policy: str | None = None) -> str:
+        """An S3 (or, with ``service="s3express"``, S3 Express One Zone) gateway endpoint: it adds the service's
+        prefix-list route to each table. ``policy`` is a custom endpoint policy (JSON); AWS's default otherwise."""
         tables = [self.route_tables.get(t, t) for t in route_tables]
-        endpoint = self.ec2.create_vpc_endpoint(VpcId=self.vpc_id, ServiceName=f"com.amazonaws.{region}.s3",
-                                                VpcEndpointType="Gateway", RouteTableIds=tables)
-        self.gateways["s3"] = endpoint["VpcEndpoint"]["VpcEndpointId"]
-        return self.gateways["s3"]
+        extra = {"PolicyDocument": policy} if policy else {}
+        endpoint = self.ec2.create_vpc_endpoint(VpcId=self.vpc_id, ServiceName=f"com.amazonaws.{region}.{service}",
+                                                VpcEndpointType="Gateway", RouteTableIds=tables, **extra)
+        self.gateways[service] = endpoint["VpcEndpoint"]["VpcEndpointId"]
+        return self.gateways[service]
 
     def placement_group(self, name: str, strategy: str = "cluster") -> str:
         self.ec2.create_placement_group(GroupName=name, Strategy=strategy)
@@ -146,20 +149,29 @@ class ClusterBuilder:
         role: str | None = None,
         public_ip: bool = False,
         extra_tags: dict[str, str] | None = None,
+        efa_only: bool = False,
+        first_efa_card: int = 0,
+        capacity_block: str | None = None,
     ) -> list[str]:
-        """Launch one instance per name; EFA interfaces go one per network card, as AWS recommends."""
+        """Launch one instance per name; EFA interfaces go one per network card, as AWS recommends.
+
+        ``efa_only``: the secondary EFA interfaces are EFA-only (no IP; the primary stays EFA with ENA).
+        ``first_efa_card``: 1 for types whose card 0 carries no EFA (p6-b300): the primary is then a plain ENA
+        interface. ``capacity_block``: the reservation id of a Capacity Block to launch into."""
         subnet_id = self.subnets.get(subnet, subnet)
         group_ids = [self.groups.get(g, g) for g in groups]
         if efa_interfaces:
+            cards = ([0] if first_efa_card else []) + list(range(first_efa_card, first_efa_card + efa_interfaces))
             interfaces = [
                 {
-                    "DeviceIndex": card,
+                    "DeviceIndex": card,  # moto keys an instance's interfaces by device index
                     "NetworkCardIndex": card,
                     "SubnetId": subnet_id,
                     "Groups": group_ids,
-                    "InterfaceType": "efa",
+                    "InterfaceType": ("interface" if card < first_efa_card else
+                                      "efa-only" if efa_only and card > 0 else "efa"),
                 }
-                for card in range(efa_interfaces)
+                for card in cards
             ]
         else:
             interfaces = [
@@ -184,6 +196,10 @@ class ClusterBuilder:
                 kwargs["Placement"] = {"GroupName": placement_group}
             if spot:
                 kwargs["InstanceMarketOptions"] = {"MarketType": "spot"}
+            if capacity_block:
+                kwargs["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+                kwargs["CapacityReservationSpecification"] = {
+                    "CapacityReservationTarget": {"CapacityReservationId": capacity_block}}
             instance_id = self.ec2.run_instances(**kwargs)["Instances"][0]["InstanceId"]
             self.nodes[name] = instance_id
             ids.append(instance_id)

@@ -179,7 +179,7 @@ def describe_nodes(ec2: Any, names_by_id: dict[str, str]) -> list[LaunchedNode]:
                     found[raw["InstanceId"]] = LaunchedNode(
                         names_by_id[raw["InstanceId"]], raw["InstanceId"], raw["PrivateIpAddress"],
                         tuple(e["NetworkInterfaceId"] for e in enis),
-                        tuple(e.get("InterfaceType") == "efa" for e in enis),
+                        tuple(e.get("InterfaceType") in ("efa", "efa-only") for e in enis),
                     )
     return [found[i] for i in ids]
 

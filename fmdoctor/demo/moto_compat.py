@@ -1,7 +1,10 @@
 """Teach moto the few EC2/FSx facts the checks read and moto drops, so the demo looks like real AWS.
 
-moto ignores ``InterfaceType`` and ``NetworkCardIndex`` of network interfaces, ``Placement.GroupName``
-of instances, has no placement-group API, gives FSx file systems no network interfaces, computes no
+moto ignores ``InterfaceType`` and ``NetworkCardIndex`` of network interfaces (and gives an EFA-only
+interface an IP address, which AWS does not), ``Placement.GroupName``
+of instances, launches every instance with market options as Spot (a ``capacity-block`` market type too) and
+drops its ``CapacityReservationId``, has no ``s3express`` managed prefix list (so an S3 Express gateway endpoint
+gets no route), has no placement-group API, gives FSx file systems no network interfaces, computes no
 CloudWatch percentiles (p90, p99), ignores ``DryRun`` on CreateNetworkAclEntry (it would really create the
 entry during a pre-flight), lacks the ``network-acl-id`` filter of DescribeNetworkAcls and lets a
 security-group rule that differs only in its description in as a second rule (AWS answers
@@ -34,6 +37,8 @@ def install() -> None:
             return
         _patch_network_interfaces()
         _patch_instance_placement()
+        _patch_capacity_blocks()
+        _add_s3express_prefix_list()
         _add_placement_group_api()
         _patch_fsx_interfaces()
         _patch_dry_run()
@@ -63,6 +68,9 @@ def _patch_network_interfaces() -> None:
                 continue
             if spec.get("InterfaceType"):
                 nic.interface_type = spec["InterfaceType"]
+            if spec.get("InterfaceType") == "efa-only":  # "the EFA device is not assigned an IP address"
+                nic.private_ip_address = None
+                nic.private_ip_addresses = []
             nic._fmdoctor_card = int(spec.get("NetworkCardIndex", 0) or 0)
 
     Instance.prep_nics = prep_nics
@@ -118,6 +126,49 @@ def _patch_instance_placement() -> None:
         return result
 
     InstanceResponse.run_instances = run_instances
+
+
+def _patch_capacity_blocks() -> None:
+    """An instance launched into a Capacity Block (market type ``capacity-block`` and the reservation as its
+    target) reports InstanceLifecycle ``capacity-block`` and its CapacityReservationId, as EC2 does."""
+    from moto.ec2.responses.instances import InstanceResponse
+
+    original_run = InstanceResponse.run_instances
+
+    @functools.wraps(original_run)
+    def run_instances(self: Any) -> Any:
+        market = self._get_param("InstanceMarketOptions.MarketType")
+        reservation = self._get_param("CapacityReservationSpecification.CapacityReservationTarget."
+                                      "CapacityReservationId")
+        result = original_run(self)
+        for instance in result.result.instances:
+            if market == "capacity-block":
+                instance.lifecycle = "capacity-block"
+            if reservation:
+                instance.capacity_reservation_id = reservation
+        return result
+
+    InstanceResponse.run_instances = run_instances
+
+
+def _add_s3express_prefix_list() -> None:
+    """The AWS-managed prefix list of S3 Express One Zone, which moto lacks: a gateway endpoint for
+    ``com.amazonaws.REGION.s3express`` then routes to it, as in AWS. Its entry is a stand-in (part of the
+    RFC 2544 benchmarking range), not one of S3 Express's real CIDRs."""
+    from moto.ec2.models.managed_prefixes import ManagedPrefixListBackend
+
+    original = ManagedPrefixListBackend.create_default_pls
+
+    @functools.wraps(original)
+    def create_default_pls(self: Any) -> None:
+        original(self)
+        self._create_aws_managed_prefix_list(
+            name=f"com.amazonaws.{self.region_name}.s3express",
+            address_family="IPv4",
+            entries=[{"Cidr": "198.18.64.0/20", "Description": "moto stand-in"}],
+        )
+
+    ManagedPrefixListBackend.create_default_pls = create_default_pls
 
 
 def _placement_groups(backend: Any) -> dict[str, dict[str, Any]]:

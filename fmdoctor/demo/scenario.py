@@ -41,6 +41,8 @@ def seed_network_and_nodes(world: DemoWorld) -> None:
     world.builder = b
     b.vpc("10.0.0.0/16")
     b.subnet("private-a", "10.0.0.0/20", f"{world.region}a")
+    # A second subnet in the same zone (IP space ran out in private-a): EFA spans subnets of one zone.
+    b.subnet("private-a2", "10.0.32.0/20", f"{world.region}a")
     b.subnet("private-b", "10.0.16.0/20", f"{world.region}b")
     b.subnet("public-a", "10.0.128.0/24", f"{world.region}a")
     # Fault: the EFA group admits itself inbound but keeps only the default 0.0.0.0/0 egress,
@@ -53,10 +55,11 @@ def seed_network_and_nodes(world: DemoWorld) -> None:
     b.placement_group("demo-llm-pg", "cluster")
 
     b.launch(["head-node"], "m5.8xlarge", "public-a", ["demo-head"], role="head", public_ip=True)
-    b.launch(
-        ["gpu-node-1", "gpu-node-2"], "p5.48xlarge", "private-a", ["demo-efa"],
-        efa_interfaces=32, placement_group="demo-llm-pg",
-    )
+    b.launch(["gpu-node-1"], "p5.48xlarge", "private-a", ["demo-efa"], efa_interfaces=32,
+             placement_group="demo-llm-pg")
+    # Healthy: the same zone and placement group through private-a2, with EFA-only secondary interfaces.
+    b.launch(["gpu-node-2"], "p5.48xlarge", "private-a2", ["demo-efa"], efa_interfaces=32, efa_only=True,
+             placement_group="demo-llm-pg")
     # Spot capacity, like gpu-node-6 below: seed_health gives both their Spot notices.
     b.launch(["gpu-node-3"], "p5.48xlarge", "private-a", ["demo-efa"], efa_interfaces=32,
              placement_group="demo-llm-pg", spot=True)
@@ -65,7 +68,7 @@ def seed_network_and_nodes(world: DemoWorld) -> None:
     # Fault: a p4d added from a launch template that forgot EFA.
     b.launch(["gpu-node-5"], "p4d.24xlarge", "private-a", ["demo-efa"], placement_group="demo-llm-pg")
     # Fault: a replacement node launched in the other AZ's subnet (where Spot capacity was), outside the
-    # placement group.
+    # placement group: EFA traffic can't cross Availability Zones.
     b.launch(["gpu-node-6"], "p5.48xlarge", "private-b", ["demo-efa"], efa_interfaces=32, spot=True)
     world.facts.update(
         vpc=b.vpc_id,

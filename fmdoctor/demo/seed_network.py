@@ -1,7 +1,10 @@
 """The demo VPC's topology: internet gateway, NAT, S3 gateway endpoint, FSx for Lustre, and two faults.
 
-Healthy: public-a routes to an internet gateway (the head node has a public IP); private-a routes the
-internet through a NAT gateway in public-a and S3 through a gateway endpoint. Faults the network checks find:
+Healthy: public-a routes to an internet gateway (the head node has a public IP); private-a and private-a2 (the
+same zone) route the internet through a NAT gateway in public-a and S3 through a gateway endpoint. private-a2
+has a tight network ACL: all traffic within the VPC, HTTPS out, and replies back on 32768-65535, which covers
+the Linux nodes' ephemeral ports (nothing to report). The file system's group admits the file servers' own
+traffic on 988 and 1018-1023, as the FSx guide asks. Faults the network checks find:
 
 * SSH: the head node's group ``demo-head`` admits 22 only from 10.0.0.0/16, while the admins come from
   203.0.113.0/24 (``network.admin_cidrs``) -> ssh-unreachable.
@@ -16,6 +19,8 @@ Ids land in ``world.facts["network"]`` and ``world.facts["fsx"]``.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from fmdoctor.demo.builders import acl_entry
 
 if TYPE_CHECKING:
     from fmdoctor.demo.scenario import DemoWorld
@@ -37,13 +42,20 @@ def seed_network(world: DemoWorld) -> None:
 
     igw = b.internet_gateway(["public-a"], "demo-public")
     nat = b.nat_gateway("public-a")
-    private_rt = b.route_table("demo-private", ["private-a"],
+    private_rt = b.route_table("demo-private", ["private-a", "private-a2"],
                                [{"DestinationCidrBlock": "0.0.0.0/0", "NatGatewayId": nat}])
     s3_endpoint = b.s3_gateway_endpoint([private_rt], region)
+    tight_acl = b.network_acl(["private-a2"], [
+        acl_entry(100, False, "-1", "allow", "10.0.0.0/16"),
+        acl_entry(110, False, "6", "allow", "0.0.0.0/0", (32768, 65535)),  # replies to Linux clients
+        acl_entry(100, True, "-1", "allow", "10.0.0.0/16"),
+        acl_entry(110, True, "6", "allow", "0.0.0.0/0", (443, 443)),
+    ])
 
     clients = [groups["demo-efa"], groups["demo-head"]]
     # Fault: 988 only; Lustre also needs 1018-1023 from every client.
     fsx_sg = b.security_group("demo-fsx", ingress=_tcp(LUSTRE_PORTS[:1], clients))
+    b.ec2.authorize_security_group_ingress(GroupId=fsx_sg, IpPermissions=_tcp(LUSTRE_PORTS, [fsx_sg]))
     for client in clients:
         ec2.authorize_security_group_ingress(GroupId=client, IpPermissions=_tcp(LUSTRE_PORTS, [fsx_sg]))
     fsx = world.session.client("fsx", region_name=region)
@@ -62,6 +74,7 @@ def seed_network(world: DemoWorld) -> None:
         "public_route_table": b.route_tables["demo-public"],
         "private_route_table": private_rt,
         "s3_gateway_endpoint": s3_endpoint,
+        "tight_network_acl": tight_acl,
     }
     world.facts["fsx"] = {
         "id": file_system["FileSystemId"],

@@ -12,9 +12,12 @@ carries is looked up as whatever else those checks can check before it is report
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 from fmdoctor.engine.aws import Aws
 from fmdoctor.engine.endpoints import with_endpoints
@@ -32,6 +35,7 @@ from fmdoctor.engine.inventory import (
     Instance,
     InstanceTypeInfo,
     Inventory,
+    NetworkCard,
     NetworkInterface,
     SecurityGroup,
     SgRule,
@@ -172,6 +176,9 @@ def _instance(raw: dict[str, Any], tags: dict[str, str], enis: list[NetworkInter
         placement_group=placement.get("GroupName") or None,
         lifecycle=raw.get("InstanceLifecycle") or "on-demand",
         spot_request_id=raw.get("SpotInstanceRequestId"),
+        capacity_block_id=raw.get("CapacityBlockId"),
+        capacity_reservation_id=raw.get("CapacityReservationId"),
+        platform=str(raw.get("Platform") or ""),
         launch_time=raw.get("LaunchTime"),
         role=role,
         tags=tags,
@@ -252,17 +259,40 @@ def _fetch_subnets(ec2: Any, subnet_ids: Sequence[str]) -> dict[str, Subnet]:
                     vpc_id=raw["VpcId"],
                     availability_zone=raw.get("AvailabilityZone", ""),
                     cidr=raw.get("CidrBlock", ""),
+                    availability_zone_id=raw.get("AvailabilityZoneId", ""),
                 )
     return subnets
 
 
 def _fetch_instance_types(ec2: Any, names: Sequence[str]) -> dict[str, InstanceTypeInfo]:
+    """Facts of the named types. A type this region does not know (a preview type, a typo in a launch template)
+    fails a whole DescribeInstanceTypes call with InvalidInstanceType, so it is dropped and the rest asked
+    again: it stays out of the result, and the checks that need it say they could not judge it."""
     infos: dict[str, InstanceTypeInfo] = {}
     for batch in chunked(names, INSTANCE_TYPES_MAX):
-        for page in ec2.get_paginator("describe_instance_types").paginate(InstanceTypes=batch):
-            for raw in page.get("InstanceTypes", []):
-                infos[raw["InstanceType"]] = instance_type_info(raw)
+        pending = list(batch)
+        while pending:
+            try:
+                for page in ec2.get_paginator("describe_instance_types").paginate(InstanceTypes=pending):
+                    for raw in page.get("InstanceTypes", []):
+                        infos[raw["InstanceType"]] = instance_type_info(raw)
+                break
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "InvalidInstanceType":
+                    raise
+                unknown = _named_in(exc.response.get("Error", {}).get("Message", ""), pending)
+                if not unknown and len(pending) > 1:  # the message did not say which: ask for each alone
+                    for name in pending:
+                        infos.update(_fetch_instance_types(ec2, [name]))
+                    break
+                pending = [n for n in pending if n not in unknown] if unknown else []
     return infos
+
+
+def _named_in(message: str, names: Sequence[str]) -> set[str]:
+    """The requested types an InvalidInstanceType message names ('... do not exist: [p6e-gb200.36xlarge]')."""
+    listed = set(re.findall(r"[a-z0-9][a-z0-9-]*\.[a-z0-9-]+", message.split(":", 1)[-1]))
+    return {n for n in names if n in listed}
 
 
 def instance_type_info(raw: dict[str, Any]) -> InstanceTypeInfo:
@@ -279,4 +309,15 @@ def instance_type_info(raw: dict[str, Any]) -> InstanceTypeInfo:
         efa_supported=bool(network.get("EfaSupported")),
         max_efa_interfaces=int((network.get("EfaInfo") or {}).get("MaximumEfaInterfaces", 0)),
         max_network_cards=int(network.get("MaximumNetworkCards", 1) or 1),
+        network_cards=tuple(_network_card(c) for c in network.get("NetworkCards") or []),
+    )
+
+
+def _network_card(raw: dict[str, Any]) -> NetworkCard:
+    kinds = raw.get("InterfaceTypes")
+    peak = raw.get("PeakBandwidthInGbps")
+    return NetworkCard(
+        index=int(raw.get("NetworkCardIndex", 0)),
+        peak_gbps=float(peak) if peak is not None else None,
+        efa=None if kinds is None else bool({"efa", "efa-only"} & set(kinds)),
     )

@@ -110,6 +110,21 @@ class Subnet:
     vpc_id: str
     availability_zone: str
     cidr: str
+    availability_zone_id: str = ""  # the zone's id (usw2-az1), the same in every account
+
+    @property
+    def zone(self) -> str:
+        """What identifies the zone across accounts: its id when DescribeSubnets gave one, else its name."""
+        return self.availability_zone_id or self.availability_zone
+
+
+@dataclass(frozen=True)
+class NetworkCard:
+    """One network card of an instance type, as DescribeInstanceTypes' NetworkInfo.NetworkCards lists it."""
+
+    index: int
+    peak_gbps: float | None = None  # PeakBandwidthInGbps: cards of one type can differ (p6-b300's card 0)
+    efa: bool | None = None  # InterfaceTypes names efa/efa-only; None when the response has no InterfaceTypes
 
 
 @dataclass(frozen=True)
@@ -123,11 +138,22 @@ class InstanceTypeInfo:
     efa_supported: bool = False
     max_efa_interfaces: int = 0
     max_network_cards: int = 1
+    network_cards: tuple[NetworkCard, ...] = ()
 
     @property
     def accelerated(self) -> bool:
         return self.gpus > 0 or self.neuron_devices > 0
 
+    def efa_cards(self) -> tuple[NetworkCard, ...] | None:
+        """The cards that can carry an EFA interface, or None when the response does not say which."""
+        if not self.network_cards or any(c.efa is None for c in self.network_cards):
+            return None
+        return tuple(c for c in self.network_cards if c.efa)
+
+
+# Tags that name what launched an instance, most specific first (ParallelCluster's queue is read separately).
+NODE_GROUP_TAGS = ("eks:nodegroup-name", "aws:pcs:compute-node-group-id", "karpenter.sh/nodepool",
+                   "aws:autoscaling:groupName", "aws:ec2launchtemplate:id")
 
 HEAD = "head"
 LOGIN = "login"
@@ -146,8 +172,11 @@ class Instance:
     private_ip: str | None = None
     public_ip: str | None = None
     placement_group: str | None = None
-    lifecycle: str = "on-demand"  # "spot", "scheduled", "capacity-block" or "on-demand"
+    lifecycle: str = "on-demand"  # InstanceLifecycle: "spot", "scheduled", "capacity-block", ... or "on-demand"
     spot_request_id: str | None = None
+    capacity_block_id: str | None = None
+    capacity_reservation_id: str | None = None
+    platform: str = ""  # DescribeInstances' Platform: "windows" for Windows, absent (here "") for Linux
     launch_time: datetime | None = None
     role: str = COMPUTE
     tags: dict[str, str] = field(default_factory=dict)
@@ -156,6 +185,25 @@ class Instance:
     @property
     def name(self) -> str:
         return self.tags.get("Name", self.id)
+
+    @property
+    def in_capacity_block(self) -> bool:
+        """Launched into a Capacity Block for ML (which EC2 places in an UltraCluster itself)."""
+        return self.lifecycle == "capacity-block" or bool(self.capacity_block_id)
+
+    @property
+    def node_group(self) -> str | None:
+        """The group that launched this node (EKS node group, ParallelCluster queue and compute resource, PCS
+        node group, Karpenter node pool, Auto Scaling group, launch template), from the tags those services and
+        EC2 put on their instances; None when no such tag is there."""
+        tags = self.tags
+        if "parallelcluster:compute-resource-name" in tags:  # unique within its queue, which may be tagged too
+            return (f"parallelcluster:{tags.get('parallelcluster:queue-name', '')}/"
+                    f"{tags['parallelcluster:compute-resource-name']}")
+        for key in NODE_GROUP_TAGS:
+            if tags.get(key):
+                return f"{key}={tags[key]}"
+        return None
 
 
 class UnavailablePart(dict):  # type: ignore[type-arg]

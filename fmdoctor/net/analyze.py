@@ -13,18 +13,18 @@ Three shapes of path, as a network engineer would trace them:
   SG ingress and the reply's ACL out.
 
 Same-subnet traffic crosses no ACL and no route table. EFA flows admit only all-traffic rules that
-reference a group (the rule efa-sg-self-reference applies) and never cross subnets.
+reference a group of the peer, and never leave their Availability Zone or VPC (fmdoctor.net.efa).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 
 from fmdoctor.net import topology as t
 from fmdoctor.net.hops import Stop, Trace
 from fmdoctor.net.model import NAT_NO_INBOUND, NO_PUBLIC_IP, NO_ROUTE, Endpoint, Flow, ReachabilityResult
 from fmdoctor.net.network import Network, group_interfaces
+from fmdoctor.net.policy import endpoint_policy
 from fmdoctor.net.routing import RouteChoice, table_for
 from fmdoctor.net.sg_hop import security_group_hop
 from fmdoctor.net.topology import VpcEndpoint
@@ -60,16 +60,18 @@ def analyze_endpoints(network: Network, source: Endpoint, destination: Endpoint,
     else:
         reachable = None if any(h.verdict == "unverified" for h in trace.hops) else True
     return ReachabilityResult(reachable, source, destination, flow, tuple(trace.hops), trace.blocked,
-                              trace.partial if trace.blocked is not None else None)
+                              trace.partial if trace.blocked is not None else None,
+                              tuple(trace.caveats) if trace.blocked is None else ())
 
 
 def _internal(trace: Trace, src: Endpoint, dst: Endpoint) -> None:
     flow = trace.flow
     trace.hop("eni", src.resource, src.label)
+    if flow.efa:
+        _efa(trace, src, dst)
+        return
     security_group_hop(trace, src, True, dst)
     same_subnet = src.subnet_id == dst.subnet_id
-    if flow.efa:
-        trace.efa_subnets(src, dst)
     if same_subnet:
         trace.skip_acls_same_subnet(src.subnet_id or "?")
     else:
@@ -80,10 +82,23 @@ def _internal(trace: Trace, src: Endpoint, dst: Endpoint) -> None:
     security_group_hop(trace, dst, False, src)
     trace.hop("sg-state", dst.resource, "replies are admitted: security groups are stateful", direction="return")
     if not same_subnet:
-        trace.nacl(dst.subnet_id or "", dst.vpc_id, True, src, flow.reply_services(), "return")
+        trace.reply_nacl(dst.subnet_id or "", dst.vpc_id, True, src, trace.reply_clients())
         for choice in trace.routes(dst.subnet_id or "", dst.vpc_id or "", src, direction="return"):
             _between_vpcs(trace, dst, src, choice, "return")
-        trace.nacl(src.subnet_id or "", src.vpc_id, False, dst, flow.reply_services(), "return")
+        trace.reply_nacl(src.subnet_id or "", src.vpc_id, False, dst, trace.reply_clients())
+    trace.hop("destination", dst.resource, dst.label)
+
+
+def _efa(trace: Trace, src: Endpoint, dst: Endpoint) -> None:
+    """EFA's OS-bypass (SRD) traffic: one zone and VPC, then the receiver's groups. It is not routed and its
+    addresses are not IP addresses, so route tables and network ACLs (which match IP addresses) take no part;
+    the EFA guide names security groups as what admits it."""
+    trace.efa_zones(src, dst)
+    security_group_hop(trace, src, True, dst)
+    if src.subnet_id != dst.subnet_id:
+        trace.hop("route", src.subnet_id or "?", "EFA traffic is not routed: route tables and network ACLs do not "
+                  "apply to it, security groups decide", rule="efa")
+    security_group_hop(trace, dst, False, src)
     trace.hop("destination", dst.resource, dst.label)
 
 
@@ -134,7 +149,7 @@ def _s3_interface_endpoint(network: Network, src: Endpoint, dst: Endpoint) -> Vp
     """The S3 interface endpoint S3 names resolve to from ``src``: only without a gateway endpoint route
     (which wins for VPC-internal clients) and with private DNS, in the bucket's own region."""
     topology = network.topology
-    if dst.kind != "s3" or (dst.bucket_region or topology.region) != topology.region:
+    if dst.kind != "s3" or dst.service != "s3" or (dst.bucket_region or topology.region) != topology.region:
         return None
     table, _ = table_for(topology, src.subnet_id or "", src.vpc_id)
     if table is not None and any(r.is_prefix_list and r.destination in dst.prefix_list_ids for r in table.routes):
@@ -146,7 +161,7 @@ def _s3_interface_endpoint(network: Network, src: Endpoint, dst: Endpoint) -> Vp
 def _via_interface_endpoint(trace: Trace, src: Endpoint, dst: Endpoint, endpoint: VpcEndpoint) -> None:
     network = trace.network
     members = [network.interfaces[e] for e in endpoint.interface_ids if e in network.interfaces]
-    trace.hop("vpc-endpoint", endpoint.id, f"S3 names resolve to interface endpoint {endpoint.id} (private DNS)")
+    endpoint_policy(trace, endpoint, f"S3 names resolve to interface endpoint {endpoint.id} (private DNS)")
     if not members:
         trace.unverified("vpc-endpoint", endpoint.id, f"the interfaces of {endpoint.id} were not found")
         return
@@ -160,7 +175,7 @@ def _via_interface_endpoint(trace: Trace, src: Endpoint, dst: Endpoint, endpoint
 def _exit(trace: Trace, src: Endpoint, dst: Endpoint, choice: RouteChoice) -> None:
     route = choice.route
     assert route is not None
-    flow, topology = trace.flow, trace.network.topology
+    topology = trace.network.topology
     subnet = src.subnet_id or ""
     part = dst.part_label(choice.ranges)
     if route.target_kind == t.IGW:
@@ -177,15 +192,14 @@ def _exit(trace: Trace, src: Endpoint, dst: Endpoint, choice: RouteChoice) -> No
     elif route.target_kind == t.GATEWAY_ENDPOINT:
         endpoint = topology.vpc_endpoints[route.target_id or ""]
         trace.route_hop(subnet, choice, f"{part} ({route.destination}) via gateway endpoint {endpoint.id}")
-        policy = "" if _full_access(endpoint.policy) else "; its custom policy is not evaluated"
-        trace.hop("vpc-endpoint", endpoint.id, f"gateway endpoint for {endpoint.service_name}{policy}")
+        endpoint_policy(trace, endpoint, f"gateway endpoint for {endpoint.service_name}")
     elif route.target_kind == t.LOCAL:
         trace.route_hop(subnet, choice, f"{part} is inside {src.vpc_id} but no interface was named there",
                         verdict="unverified")
     else:
         trace.route_hop(subnet, choice, f"{part} leaves {src.vpc_id} through {route.target_id}, a "
                         f"{BEYOND.get(route.target_kind, 'gateway')}; beyond it is not evaluated", verdict="unverified")
-    trace.nacl(subnet, src.vpc_id, False, dst, flow.reply_services(), "return")
+    trace.reply_nacl(subnet, src.vpc_id, False, dst, trace.reply_clients())
 
 
 def _through_nat(trace: Trace, src: Endpoint, dst: Endpoint, choice: RouteChoice) -> None:
@@ -221,10 +235,10 @@ def _through_nat(trace: Trace, src: Endpoint, dst: Endpoint, choice: RouteChoice
             trace.route_hop(nat.subnet_id, onward, f"NAT subnet routes to {route.target_id}, a "
                             f"{BEYOND.get(route.target_kind, 'gateway')}; beyond it is not evaluated",
                             verdict="unverified")
-    trace.nacl(nat.subnet_id, nat.vpc_id, False, dst, flow.reply_services(), "return")
+    trace.reply_nacl(nat.subnet_id, nat.vpc_id, False, dst, trace.reply_clients(at_nat=True))
     if not own_subnet:
-        trace.nacl(nat.subnet_id, nat.vpc_id, True, src, flow.reply_services(), "return")
-        trace.nacl(subnet, src.vpc_id, False, dst, flow.reply_services(), "return")
+        trace.reply_nacl(nat.subnet_id, nat.vpc_id, True, src, trace.reply_clients())
+        trace.reply_nacl(subnet, src.vpc_id, False, dst, trace.reply_clients())
 
 
 def _inbound(trace: Trace, src: Endpoint, dst: Endpoint) -> None:
@@ -264,17 +278,5 @@ def _inbound(trace: Trace, src: Endpoint, dst: Endpoint) -> None:
     trace.nacl(subnet, dst.vpc_id, False, src, flow.services())
     security_group_hop(trace, dst, False, src)
     trace.hop("sg-state", dst.resource, "replies are admitted: security groups are stateful", direction="return")
-    trace.nacl(subnet, dst.vpc_id, True, src, flow.reply_services(), "return")
+    trace.reply_nacl(subnet, dst.vpc_id, True, src, trace.reply_clients())
     trace.hop("destination", dst.resource, dst.label)
-
-
-def _full_access(policy: str | None) -> bool:
-    if not policy:
-        return True
-    try:
-        statements = json.loads(policy).get("Statement", [])
-    except (ValueError, AttributeError):
-        return False
-    statements = statements if isinstance(statements, list) else [statements]
-    return any(s.get("Effect") == "Allow" and s.get("Principal") in ("*", {"AWS": "*"}) and s.get("Action") in
-               ("*", ["*"]) and s.get("Resource") in ("*", ["*"]) and not s.get("Condition") for s in statements)

@@ -79,7 +79,8 @@ def fetch_topology(ec2: Any, region: str, vpc_ids: Sequence[str],
     wanted = {r.destination for table in tables.values() for r in table.routes if r.is_prefix_list}
     wanted |= {rule.prefix_list_id for g in security_groups for rule in g.rules if rule.prefix_list_id}
     names: dict[str, str] = parts["lists"]
-    wanted |= {pid for pid, name in names.items() if name == f"com.amazonaws.{region}.s3"}
+    wanted |= {pid for pid, name in names.items() if name in (f"com.amazonaws.{region}.s3",
+                                                                 f"com.amazonaws.{region}.s3express")}
     peering_ids = sorted({r.target_id for table in tables.values() for r in table.routes
                           if r.target_kind == t.PEERING and r.target_id})
     endpoint_enis = sorted({e for ep in parts["endpoints"].values() if ep.endpoint_type == "Interface"
@@ -107,7 +108,7 @@ def fetch_topology(ec2: Any, region: str, vpc_ids: Sequence[str],
 def _subnets(ec2: Any, vpc_ids: Sequence[str]) -> dict[str, Subnet]:
     return {
         raw["SubnetId"]: Subnet(raw["SubnetId"], raw["VpcId"], raw.get("AvailabilityZone", ""),
-                                raw.get("CidrBlock", ""))
+                                raw.get("CidrBlock", ""), raw.get("AvailabilityZoneId", ""))
         for raw in _pages(ec2, "describe_subnets", "Subnets", Filters=_vpc_filter("vpc-id", vpc_ids))
     }
 

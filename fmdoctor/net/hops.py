@@ -10,25 +10,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from fmdoctor.net import efa, replies
 from fmdoctor.net.model import (
     BLACKHOLE,
     BLOCK,
     EFA_CROSS_SUBNET,
     NACL_DENY,
+    NACL_REPLY_PORTS,
     NO_INTERNET_GATEWAY,
     NO_ROUTE,
     PASS,
     UNVERIFIED,
     Blocked,
+    Caveat,
+    ClientPorts,
     Endpoint,
     Flow,
     Hop,
 )
-from fmdoctor.net.nacl import evaluate_nacl, nacl_fix
+from fmdoctor.net.nacl import NaclVerdict, evaluate_nacl, nacl_fix
 from fmdoctor.net.network import Network
 from fmdoctor.net.route_fix import attached_igws, describe, missing_route_fix, replacement_fix
 from fmdoctor.net.routing import RouteChoice, dead_target, detached_igw, exits, lookup, table_for
-from fmdoctor.net.space import FlowSet, Range, cidrs_of, describe_services, merge
+from fmdoctor.net.space import FlowSet, Range, cidrs_of, describe_services, merge, service_ranges
+from fmdoctor.net.topology import NetworkAcl
 
 FIX_CIDRS_MAX = 4
 
@@ -47,6 +52,7 @@ class Trace:
         self.hops: list[Hop] = []
         self.blocked: Blocked | None = None
         self.partial: tuple[str, tuple[Range, ...]] | None = None
+        self.caveats: list[Caveat] = []
 
     def note_partial(self, peer: Endpoint, blocked: Sequence[Range]) -> None:
         """Record that only ``blocked`` of the peer's addresses are dropped (before :meth:`block`)."""
@@ -106,6 +112,92 @@ class Trace:
             denied_addresses=cidrs_of(verdict.denied.addresses(), FIX_CIDRS_MAX),
             rules=[e.describe() for e in acl.ordered(egress)][:20],
         )
+
+    def reply_clients(self, at_nat: bool = False) -> tuple[ClientPorts, ...]:
+        """Whose ports a reply goes back to: the flow's own clients (Lustre), a NAT gateway's for the leg
+        beyond it, the source instances' OS, or every common client when the source is outside the VPC."""
+        if self.flow.clients:
+            return self.flow.clients
+        if at_nat:
+            return (replies.NAT_GATEWAY,)
+        source = self.source
+        if source is None or not source.internal:
+            return replies.COMMON_CLIENTS
+        platforms = {getattr(self.network.instances.get(i), "platform", None) for i in source.instance_ids}
+        if not source.instance_ids or None in platforms:  # not an instance (an appliance, an endpoint): unknown OS
+            return replies.COMMON_CLIENTS
+        kinds = [replies.WINDOWS] if "windows" in platforms else []
+        return tuple(kinds + ([replies.LINUX] if platforms - {"windows"} else []))
+
+    def reply_nacl(self, subnet_id: str, vpc_id: str | None, egress: bool, peer: Endpoint,
+                   clients: tuple[ClientPorts, ...]) -> None:
+        """The reply crossing a subnet's ACL, judged per kind of client (fmdoctor.net.replies)."""
+        if not self.flow.has_ports:
+            self.nacl(subnet_id, vpc_id, egress, peer, self.flow.services(), "return")
+            return
+        component = "nacl-out" if egress else "nacl-in"
+        acl = self.network.topology.nacl_for(subnet_id)
+        if acl is None:
+            self.unverified(component, subnet_id, f"the network ACL of {subnet_id} is not known", "return")
+            return
+        judged = replies.judge(acl, egress, peer.addresses, self.flow.protocol, clients)
+        way = "to" if egress else "from"
+        proto = self.flow.protocol
+        if judged.blocked_addresses:
+            self.note_partial(peer, judged.blocked_addresses)
+            self._reply_block(acl, subnet_id, egress, peer, clients, judged)
+        wanted = ", ".join(c.name for c in clients)
+        if not judged.failing:
+            self.hop(component, acl.id, f"{subnet_id} {'out' if egress else 'in'}: replies {way} {peer.label} "
+                     f"reach {wanted}", direction="return", rule=judged.verdict.deciding_rule())
+            return
+        failing = "; ".join(f"{c.name}: {proto} {replies.describe_ports(p)} dropped" for c, p in judged.failing)
+        reached = ", ".join(c.name for c in judged.admitted) or "none of them on every port"
+        detail = (f"{subnet_id} {'out' if egress else 'in'}: replies {way} {peer.label} reach {reached}; {failing}")
+        self.hop(component, acl.id, detail, direction="return", rule=judged.verdict.deciding_rule())
+        fix_verdict = evaluate_nacl(acl, egress, FlowSet.of(peer.addresses, service_ranges(
+            proto, [replies.fix_range(clients)])))
+        cidrs = self._rule_cidrs(peer, fix_verdict)
+        self.caveats.append(Caveat(
+            NACL_REPLY_PORTS, component, acl.id,
+            f"network ACL {acl.id} of {subnet_id} admits replies {way} {peer.label} only on some ports: {failing}",
+            f"open {proto} {replies.describe_ports([replies.fix_range(clients)])} {way} {', '.join(cidrs)} for "
+            f"replies in {acl.id}, as AWS recommends",
+            rule=judged.verdict.deciding_rule(),
+            fix=tuple(nacl_fix(fix_verdict, cidrs)) if not fix_verdict.allowed else (),
+            evidence={"network_acl": acl.id, "subnet": subnet_id, "egress": egress,
+                      "clients_failing": [c.name for c, _ in judged.failing],
+                      "clients_reached": [c.name for c in judged.admitted],
+                      "ports_dropped": replies.describe_ports(judged.dropped_ports),
+                      "rules": [e.describe() for e in acl.ordered(egress)][:20]},
+        ))
+
+    def _reply_block(self, acl: NetworkAcl, subnet_id: str, egress: bool, peer: Endpoint,
+                     clients: tuple[ClientPorts, ...], judged: replies.ReplyJudgement) -> None:
+        proto = self.flow.protocol
+        way = "to" if egress else "from"
+        spans = replies.describe_ports([c.ports for c in clients])
+        fix_verdict = evaluate_nacl(acl, egress, FlowSet.of(judged.blocked_addresses, service_ranges(
+            proto, [replies.fix_range(clients)])))
+        cidrs = self._rule_cidrs(peer, fix_verdict)
+        self.block(
+            NACL_DENY, "nacl-out" if egress else "nacl-in", acl.id,
+            f"network ACL {acl.id} of {subnet_id} drops every reply {way} {peer.label}: no {proto} port any of "
+            f"{', '.join(c.name for c in clients)} replies on ({spans}) is admitted ({judged.verdict.deciding_rule()})",
+            f"add an allow rule for {proto} {replies.describe_ports([replies.fix_range(clients)])} {way} "
+            f"{', '.join(cidrs)} to {acl.id} numbered below "
+            f"{fix_verdict.deciding.rule_number if fix_verdict.deciding else 'the final * rule'}",
+            direction="return", rule=judged.verdict.deciding_rule(), fix=nacl_fix(fix_verdict, cidrs),
+            network_acl=acl.id, subnet=subnet_id, egress=egress,
+            denied=describe_services(judged.verdict.denied.services()),
+            denied_addresses=cidrs_of(judged.blocked_addresses, FIX_CIDRS_MAX),
+            clients=[c.name for c in clients],
+            rules=[e.describe() for e in acl.ordered(egress)][:20],
+        )
+
+    def _rule_cidrs(self, peer: Endpoint, verdict: NaclVerdict) -> list[str]:
+        cidr = self.network.subnet_cidr(peer.subnet_id) if peer.internal else None
+        return [cidr] if cidr else fix_cidrs(verdict.denied.addresses() or peer.addresses, peer)
 
     def skip_acls_same_subnet(self, subnet_id: str) -> None:
         self.hop("route", subnet_id, "same subnet: delivered directly; network ACLs and route tables do not apply",
@@ -169,12 +261,27 @@ class Trace:
         rule = choice.route.describe() if choice.route else None
         self.hop("route", choice.table_id or table_subnet, detail, verdict=verdict, direction=direction, rule=rule)
 
-    def efa_subnets(self, src: Endpoint, dst: Endpoint) -> None:
-        if src.subnet_id != dst.subnet_id:
+    def efa_zones(self, src: Endpoint, dst: Endpoint) -> None:
+        """EFA joins interfaces in one Availability Zone and VPC, whatever their subnets (the EFA guide's
+        limitations: "EFA traffic can't cross Availability Zones or VPCs")."""
+        subnets = self.network.subnets
+        verdict = efa.boundary(subnets, src.subnet_id, dst.subnet_id)
+        where = (f"{src.subnet_id} ({efa.zone_label(subnets, src.subnet_id)}) and {dst.subnet_id} "
+                 f"({efa.zone_label(subnets, dst.subnet_id)})")
+        if verdict == efa.SAME:
+            same = "one subnet" if src.subnet_id == dst.subnet_id else f"{where}: one Availability Zone and VPC"
+            self.hop("efa-zone", dst.subnet_id or "?", f"EFA between {same}")
+        elif verdict == efa.UNKNOWN:
+            self.unverified("efa-zone", dst.subnet_id or "?", f"the Availability Zone of {where} is not known")
+        else:
+            boundary = "VPCs" if verdict == efa.CROSS_VPC else "Availability Zones"
             self.block(EFA_CROSS_SUBNET, "subnet", dst.subnet_id or "?",
-                       f"{src.label} is in {src.subnet_id} and {dst.label} in {dst.subnet_id}: EFA's OS-bypass "
-                       "traffic does not cross subnets", f"run both in one subnet ({src.subnet_id})",
-                       source_subnet=src.subnet_id, destination_subnet=dst.subnet_id)
+                       f"{src.label} is in {src.subnet_id} and {dst.label} in {dst.subnet_id}, in different "
+                       f"{boundary} ({where}): EFA traffic can't cross Availability Zones or VPCs",
+                       f"run both in one Availability Zone of one VPC (any subnet there: {src.subnet_id}'s zone)",
+                       source_subnet=src.subnet_id, destination_subnet=dst.subnet_id, crosses=verdict,
+                       source_zone=efa.zone_label(subnets, src.subnet_id),
+                       destination_zone=efa.zone_label(subnets, dst.subnet_id))
 
 
 def fix_cidrs(addresses: Sequence[Range], peer: Endpoint) -> list[str]:

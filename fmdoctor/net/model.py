@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from fmdoctor.net.space import EPHEMERAL, Range, cidrs_of, describe_services, merge, service_ranges
+from fmdoctor.net.space import Range, cidrs_of, describe_services, merge, service_ranges
 
 SG_EGRESS = "sg-egress-no-match"
 SG_INGRESS = "sg-ingress-no-match"
@@ -19,7 +19,8 @@ BLACKHOLE = "blackhole-route"
 NO_PUBLIC_IP = "no-public-ip"
 NAT_NO_INBOUND = "nat-no-inbound"
 NO_INTERNET_GATEWAY = "no-internet-gateway"
-EFA_CROSS_SUBNET = "efa-cross-subnet"
+NACL_REPLY_PORTS = "nacl-reply-ports"  # a warning, never a blocker: replies reach some clients' ports only
+EFA_CROSS_SUBNET = "efa-cross-subnet"  # the name predates the rule: only a cross-AZ or cross-VPC pair blocks
 
 CODES = {
     SG_EGRESS: "the source's security groups have no outbound rule for this traffic",
@@ -30,7 +31,8 @@ CODES = {
     NO_PUBLIC_IP: "an internet path needs a public or Elastic IP on the interface, and it has none",
     NAT_NO_INBOUND: "the destination reaches the internet through a NAT gateway, which admits no inbound connections",
     NO_INTERNET_GATEWAY: "the route names an internet gateway that is not attached to the VPC",
-    EFA_CROSS_SUBNET: "EFA's OS-bypass traffic does not cross subnets",
+    NACL_REPLY_PORTS: "a network ACL admits replies to some clients' ephemeral ports but not to others'",
+    EFA_CROSS_SUBNET: "an EFA flow between interfaces in different Availability Zones or VPCs, which EFA can't cross",
 }
 
 PASS = "pass"
@@ -39,21 +41,29 @@ UNVERIFIED = "unverified"
 
 
 @dataclass(frozen=True)
+class ClientPorts:
+    """The source ports a kind of client picks, so the ports its replies come back to."""
+
+    name: str
+    ports: Range
+
+
+@dataclass(frozen=True)
 class Flow:
-    """Protocol and destination ports of the initiating direction; ``efa`` for EFA's OS-bypass traffic."""
+    """Protocol and destination ports of the initiating direction; ``efa`` for EFA's OS-bypass traffic;
+    ``clients`` the source ports the initiator uses (None: judged from who the source is)."""
 
     protocol: str  # "tcp", "udp", "icmp", "-1"
     ports: tuple[Range, ...] | None = None
     efa: bool = False
+    clients: tuple[ClientPorts, ...] | None = None
 
     def services(self) -> tuple[Range, ...]:
         return service_ranges(self.protocol, self.ports)
 
-    def reply_services(self) -> tuple[Range, ...]:
-        """What a stateless ACL must pass back: the client's ephemeral ports (or all of ICMP / all traffic)."""
-        if self.protocol in ("tcp", "udp"):
-            return service_ranges(self.protocol, [EPHEMERAL])
-        return self.services()
+    @property
+    def has_ports(self) -> bool:
+        return self.protocol in ("tcp", "udp")
 
     def describe(self) -> str:
         return "EFA (all traffic, group-referencing rules)" if self.efa else describe_services(self.services())
@@ -85,6 +95,7 @@ class Endpoint:
     query: str = ""  # what the user typed
     bucket: str | None = None
     bucket_region: str | None = None
+    service: str = "s3"  # for S3 ends: "s3", or "s3express" for an S3 Express One Zone directory bucket
 
     @property
     def internal(self) -> bool:
@@ -101,7 +112,7 @@ class Endpoint:
             if self.public_ip:
                 data["public_ip"] = self.public_ip
         elif self.kind == "s3":
-            data.update(bucket=self.bucket, region=self.bucket_region)
+            data.update(bucket=self.bucket, region=self.bucket_region, service=self.service)
         else:
             data["addresses"] = self.cidrs()
         return data
@@ -152,6 +163,26 @@ class Blocked:
 
 
 @dataclass(frozen=True)
+class Caveat:
+    """Something that lets the flow through for some clients only (``code`` is an explanation code)."""
+
+    code: str
+    component: str
+    resource: str
+    summary: str
+    remedy: str
+    direction: str = "return"
+    rule: str | None = None
+    fix: tuple[dict[str, Any], ...] = ()
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "component": self.component, "resource": self.resource, "rule": self.rule,
+                "fix": list(self.fix), "evidence": {"summary": self.summary, "remedy": self.remedy,
+                                                     "direction": self.direction, **self.evidence}}
+
+
+@dataclass(frozen=True)
 class ReachabilityResult:
     """``reachable`` is None when nothing blocks but part of the path could not be evaluated."""
 
@@ -164,6 +195,7 @@ class ReachabilityResult:
     # Set when the blocker drops only some addresses of one end ("source" or "destination"): a class
     # evaluation then splits that end's members (not part of the JSON).
     partial: tuple[str, tuple[Range, ...]] | None = None
+    warnings: tuple[Caveat, ...] = ()  # reachable, but not for every kind of client
 
     @property
     def unverified(self) -> list[Hop]:
@@ -178,4 +210,5 @@ class ReachabilityResult:
             "port": self.flow.port_label,
             "hops": [h.to_json_dict() for h in self.hops],
             "blocked_by": self.blocked_by.to_json_dict() if self.blocked_by else None,
+            "warnings": [w.to_json_dict() for w in self.warnings],
         }

@@ -3,7 +3,7 @@
 Evaluated on the flow set (:mod:`fmdoctor.net.space`), so a deny that catches part of a CIDR or port
 range is found even when an allow rule covers the rest, and a lower-numbered deny shadows a later allow.
 ACLs apply where traffic crosses a subnet boundary, in each direction separately: replies need their
-own rules (to and from the ephemeral ports 1024-65535).
+own rules, to and from the client's ephemeral ports (:mod:`fmdoctor.net.replies` says whose).
 """
 
 from __future__ import annotations

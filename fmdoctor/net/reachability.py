@@ -9,6 +9,7 @@ topology of every VPC involved, resolves both ends, and returns a :class:`Reacha
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -84,13 +85,16 @@ def analyze(network: Network, source: str | Endpoint | Sequence[Endpoint], desti
 
     Ends are strings (resolved against the network) or endpoints; an end with several classes (an FSx
     file system's interfaces) is blocked if any class is. Without a port, FSx for Lustre implies TCP 988
-    and 1018-1023 and S3 implies 443. Protocol ``efa`` asks for EFA's OS-bypass traffic between two EFA
-    interfaces (an instance stands for its first EFA interface): all-traffic group-referencing rules, one subnet.
+    and 1018-1023 (and replies to LNet's ports 1018-1023) and S3 implies 443. Protocol ``efa`` asks for EFA's
+    OS-bypass traffic between two EFA interfaces (an instance stands for its first EFA interface): all-traffic
+    group-referencing rules, one Availability Zone and VPC.
     """
     resolver = resolver or Resolver(network, _empty_inventory(network))
     sources = _ends(resolver, source)
     destinations = _ends(resolver, destination)
     flow = parse_flow(protocol, port, destinations.default_ports)
+    if flow.protocol == "tcp" and (destinations.clients or sources.clients):  # Lustre replies go to LNet's ports
+        flow = dataclasses.replace(flow, clients=destinations.clients or sources.clients)
     if flow.efa:
         sources = Resolved([efa_endpoint(resolver.network, e) for e in sources.endpoints])
         destinations = Resolved([efa_endpoint(resolver.network, e) for e in destinations.endpoints])

@@ -17,8 +17,9 @@ from botocore.exceptions import ClientError
 from fmdoctor.config import validate_checkpoint_location
 from fmdoctor.engine.errors import TargetNotFound, UsageError
 from fmdoctor.engine.inventory import HEAD, Inventory, NetworkInterface
+from fmdoctor.net import replies
 from fmdoctor.net.fetch import fetch_interfaces, fetch_missing_groups, fetch_prefix_lists, fetch_topology
-from fmdoctor.net.model import Endpoint
+from fmdoctor.net.model import ClientPorts, Endpoint
 from fmdoctor.net.network import INTERNET, Network, group_interfaces, primary_interface
 from fmdoctor.net.space import address_range, cidr_range, ranges_overlap
 from fmdoctor.net.topology import Topology
@@ -36,6 +37,7 @@ class Resolved:
 
     endpoints: list[Endpoint]
     default_ports: tuple[tuple[int, int], ...] | None = None
+    clients: tuple[ClientPorts, ...] | None = None  # whose ports replies go to (Lustre: LNet's 1018-1023)
 
 
 class Resolver:
@@ -182,8 +184,8 @@ class Resolver:
         if not found:
             raise TargetNotFound(f"FSx file system {fs_id} reports no network interfaces")
         endpoints = file_system_endpoints(self.network, fs_id, system.get("FileSystemType", ""), found.values(), query)
-        ports = LUSTRE_PORTS if system.get("FileSystemType") == "LUSTRE" else None
-        return Resolved(endpoints, ports)
+        lustre = system.get("FileSystemType") == "LUSTRE"
+        return Resolved(endpoints, LUSTRE_PORTS if lustre else None, (replies.LUSTRE,) if lustre else None)
 
     def _s3(self, text: str) -> Endpoint:
         region = self.network.topology.region
@@ -191,6 +193,8 @@ class Resolver:
         if text.lower() != "s3":
             validate = validate_checkpoint_location(text)
             bucket = validate[5:].split("/", 1)[0]
+        if bucket and directory_bucket_zone(bucket):
+            return s3express_endpoint(self.network, bucket, text)  # GetBucketLocation does not take it
         bucket_region = bucket_region_of(self.clients.get("s3"), bucket) if bucket else region
         endpoint = s3_endpoint(self.network, bucket, bucket_region or region, text)
         if bucket_region is None:
@@ -223,6 +227,39 @@ def s3_endpoint(network: Network, bucket: str | None, bucket_region: str, query:
                         bucket_region=bucket_region)
     return Endpoint("s3", label, f"s3://{bucket}" if bucket else f"s3.{bucket_region}", INTERNET, query=query,
                     bucket=bucket, bucket_region=bucket_region)
+
+
+_DIRECTORY_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]*--([a-z0-9]+-(?:az|[a-z]+\d*-az)\d+)--x-s3$")
+
+
+def directory_bucket_zone(bucket: str) -> str | None:
+    """The zone id in an S3 Express One Zone directory bucket's name (``base--usw2-az1--x-s3``), else None.
+
+    The S3 guide (directory-bucket-naming-rules.html): "A directory bucket name consists of a base name that you
+    provide, and a suffix that contains the ID of the AWS Zone (an Availability Zone or a Local Zone) that your
+    bucket is located in and --x-s3." GetBucketLocation is not supported for directory buckets (API reference),
+    so the zone in the name is all there is to go by."""
+    match = _DIRECTORY_BUCKET.match(bucket)
+    return match.group(1) if match else None
+
+
+def s3express_endpoint(network: Network, bucket: str, query: str = "") -> Endpoint:
+    """A directory bucket as a destination: reached through an ``s3express`` gateway endpoint (its prefix list)
+    or over the internet to its zonal endpoint (S3 guide, s3-express-networking.html). Its region is the
+    cluster's when the zone id is one of the region's (the subnets' AvailabilityZoneId prefix), else unknown."""
+    zone = directory_bucket_zone(bucket) or "?"
+    topology = network.topology
+    region_prefixes = {s.availability_zone_id.split("-", 1)[0] for s in network.subnets.values()
+                       if s.availability_zone_id}
+    same_region = zone.split("-", 1)[0] in region_prefixes
+    region = topology.region if same_region else None
+    label = f"s3://{bucket} (S3 Express One Zone, {zone}" + ("" if same_region else ", outside this region") + ")"
+    prefix_list = topology.s3_prefix_list("s3express") if same_region else None
+    common = {"query": query or f"s3://{bucket}", "bucket": bucket, "bucket_region": region, "service": "s3express"}
+    if prefix_list is not None and prefix_list.ranges:
+        return Endpoint("s3", label, f"s3://{bucket}", prefix_list.ranges,
+                        prefix_list_ids=frozenset({prefix_list.id}), **common)
+    return Endpoint("s3", label, f"s3://{bucket}", INTERNET, **common)
 
 
 def bucket_region_of(s3: Any, bucket: str | None) -> str | None:

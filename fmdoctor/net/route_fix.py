@@ -62,7 +62,8 @@ def missing_route_fix(topology: Topology, table: RouteTable, vpc_id: str, sender
     if destination.internal:
         return []  # another VPC: peering and transit gateways are decisions, not defaults
     if destination.kind == "s3" and destination.prefix_list_ids and direction == "forward":
-        gateways = [e for e in topology.s3_endpoints(vpc_id) if e.endpoint_type == "Gateway" and e.available]
+        gateways = [e for e in topology.s3_endpoints(vpc_id, destination.service)
+                    if e.endpoint_type == "Gateway" and e.available]
         if gateways:
             return [{"action": "modify-vpc-endpoint", "vpc_endpoint_id": gateways[0].id,
                      "add_route_table_ids": [table.id]}]
@@ -96,8 +97,8 @@ def describe(hints: Sequence[dict[str, Any]]) -> str | None:
     for hint in hints:
         if hint["action"] == "modify-vpc-endpoint":
             tables = ", ".join(hint["add_route_table_ids"])
-            words.append(f"add {tables} to S3 gateway endpoint {hint['vpc_endpoint_id']} (it adds S3's prefix-list "
-                         "route)")
+            words.append(f"add {tables} to S3 gateway endpoint {hint['vpc_endpoint_id']} (it adds the service's "
+                         "prefix-list route)")
         else:
             target = hint.get("gateway_id") or hint.get("nat_gateway_id")
             verb = "add a route" if hint["action"] == "create-route" else "point the route"

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from fmdoctor.engine.inventory import SecurityGroup
+from fmdoctor.net.efa import efa_rule, fix_action
 from fmdoctor.net.hops import FIX_CIDRS_MAX, Trace, fix_cidrs
 from fmdoctor.net.model import SG_EGRESS, SG_INGRESS, Endpoint
-from fmdoctor.net.security_groups import Peer, all_traffic_group_rule, evaluate_groups, group_for_fix
+from fmdoctor.net.security_groups import Peer, evaluate_groups, group_for_fix
 from fmdoctor.net.space import FlowSet, Range, cidrs_of, describe_services, rule_services, split_services
 
 
@@ -68,12 +69,12 @@ def security_group_hop(trace: Trace, owner: Endpoint, egress: bool, peer: Endpoi
 def _efa_groups(trace: Trace, component: str, code: str, groups: list[SecurityGroup], owner: Endpoint, egress: bool,
                 peer: Endpoint) -> None:
     way = "outbound to" if egress else "inbound from"
-    rule = all_traffic_group_rule(groups, egress, peer.group_ids)
+    rule = efa_rule(groups, egress, peer.group_ids)
     if rule is not None:
         trace.hop(component, rule.group_id, f"EFA traffic {way} {peer.label}", rule=rule.describe())
         return
-    target = _efa_fix_group(owner, peer)
-    peer_group = target if target in peer.group_ids else peer.group_ids[0] if peer.group_ids else target
+    fix = fix_action(owner.group_ids, peer.group_ids, egress)
+    target, peer_group = fix["group_id"], fix["peer_group_id"]
     verb = "have" if len(groups) > 1 else "has"
     towards = "to" if egress else "from"
     trace.block(
@@ -82,8 +83,7 @@ def _efa_groups(trace: Trace, component: str, code: str, groups: list[SecurityGr
         f"{_group_words(trace, peer.group_ids)}, which EFA needs",
         f"add an all-traffic {'outbound' if egress else 'inbound'} rule to {target} referencing {peer_group}",
         rule=f"missing: {'egress' if egress else 'ingress'} all traffic {towards} {peer_group}",
-        fix=[{"action": f"authorize-security-group-{'egress' if egress else 'ingress'}", "group_id": target,
-              "ip_protocol": "-1", "peer_group_id": peer_group}],
+        fix=[fix],
         security_groups=list(owner.group_ids), peer_security_groups=list(peer.group_ids),
         security_group_name=trace.network.security_groups[target].name if target in
         trace.network.security_groups else "",
@@ -132,11 +132,6 @@ def _peers_for(groups: Sequence[SecurityGroup], egress: bool, services: Sequence
 
 def _considered(groups: Sequence[Any], egress: bool) -> list[str]:
     return [r.describe() for g in groups for r in (g.egress() if egress else g.ingress())][:20]
-
-
-def _efa_fix_group(owner: Endpoint, peer: Endpoint) -> str:
-    shared = [g for g in owner.group_ids if g in peer.group_ids]
-    return shared[0] if shared else owner.group_ids[0]
 
 
 def _sg_fix(group_id: str, egress: bool, services: Sequence[Range], addresses: Sequence[Range],

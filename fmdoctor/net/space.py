@@ -26,7 +26,6 @@ PROTOCOL_BASE = 131072
 SERVICE_MAX = PROTOCOL_BASE + 255
 ALL_SERVICES: Range = (0, SERVICE_MAX)
 ALL_ADDRESSES: Range = (0, MAX_ADDRESS)
-EPHEMERAL: Range = (1024, 65535)  # reply ports AWS recommends network ACLs allow
 
 PROTOCOL_NAMES = {"6": "tcp", "17": "udp", "1": "icmp", "58": "icmpv6", "-1": "-1", "all": "-1"}
 PROTOCOL_NUMBERS = {"tcp": "6", "udp": "17", "icmp": "1", "-1": "-1"}

@@ -28,6 +28,7 @@ class FileSystem:
     lifecycle: str = ""
     name: str = ""
     deployment: str = ""
+    efa_enabled: bool = False  # LustreConfiguration.EfaEnabled: EFA (and GPUDirect Storage) between clients and it
 
     @property
     def label(self) -> str:
@@ -77,6 +78,7 @@ def fetch_lustre_file_systems(fsx: Any, ec2: Any, vpc_ids: Iterable[str], wanted
                 lifecycle=raw.get("Lifecycle", ""),
                 name=tags.get("Name", ""),
                 deployment=(raw.get("LustreConfiguration") or {}).get("DeploymentType", ""),
+                efa_enabled=bool((raw.get("LustreConfiguration") or {}).get("EfaEnabled")),
             ))
     ids = [e for s in systems for e in s.interface_ids]
     interfaces = fetch_interfaces(ec2, ids=ids) if ids else {}

@@ -199,13 +199,14 @@ class Topology:
             if r.target_kind == LOCAL and is_ipv4_cidr(r.destination)
         )
 
-    def s3_prefix_list(self) -> PrefixList | None:
-        """The AWS-managed prefix list of S3 in this region (what gateway endpoint routes point at)."""
-        wanted = f"com.amazonaws.{self.region}.s3"
+    def s3_prefix_list(self, service: str = "s3") -> PrefixList | None:
+        """The AWS-managed prefix list of S3 (or of S3 Express One Zone, service "s3express") in this region: what
+        gateway endpoint routes point at."""
+        wanted = f"com.amazonaws.{self.region}.{service}"
         return next((p for p in self.prefix_lists.values() if p.name == wanted), None)
 
-    def s3_endpoints(self, vpc_id: str) -> list[VpcEndpoint]:
-        suffix = f".{self.region}.s3"
+    def s3_endpoints(self, vpc_id: str, service: str = "s3") -> list[VpcEndpoint]:
+        suffix = f".{self.region}.{service}"
         return [e for e in self.vpc_endpoints.values() if e.vpc_id == vpc_id and e.service_name.endswith(suffix)]
 
     def igw_attached(self, igw_id: str, vpc_id: str) -> bool:

@@ -44,6 +44,11 @@ def write_reachability(result: ReachabilityResult, console: Console, cluster: st
         _wrapped(console, "Nothing blocks it, but part of the path was not evaluated:", 2)
         for hop in result.unverified:
             _wrapped(console, f"{hop.component} {hop.resource}: {hop.detail}", 4)
+    for warning in result.warnings:  # reachable, but not for every kind of client
+        console.print()
+        _wrapped(console, f"warning: {warning.code} at {warning.component} {warning.resource}", 2, style="bold yellow")
+        _wrapped(console, warning.summary, 4)
+        _wrapped(console, f"fix: {warning.remedy}", 4)
     console.print()
     console.print("Path", style="bold")
     for hop in result.hops:

@@ -215,7 +215,7 @@ def test_why_not(net, case):
         case.setup(net)
     result = ask(case.source, case.destination, case.port, case.protocol)
     data = result.to_json_dict()
-    assert set(data) == {"reachable", "source", "destination", "protocol", "port", "hops", "blocked_by"}
+    assert set(data) == {"reachable", "source", "destination", "protocol", "port", "hops", "blocked_by", "warnings"}
     if isinstance(case.expect, str):
         assert result.reachable is False, [h.detail for h in result.hops]
         assert data["blocked_by"]["code"] == case.expect
@@ -224,7 +224,7 @@ def test_why_not(net, case):
         assert result.blocked_by.evidence["summary"] and result.blocked_by.evidence["remedy"]
     else:
         assert result.reachable is case.expect, result.blocked_by and result.blocked_by.summary
-        assert data["blocked_by"] is None
+        assert data["blocked_by"] is None and data["warnings"] == []
         assert case.hop in {h["component"] for h in data["hops"]}
         assert all(h["verdict"] == "pass" for h in data["hops"])
 
@@ -336,7 +336,8 @@ def test_endpoints_by_id_ip_and_name_resolve_to_the_same_interface(net):
 
 
 def test_every_explanation_code_has_a_blocked_case():
-    assert set(m.CODES) <= {c.expect for c in CASES}
+    # nacl-reply-ports never blocks (it is a warning on a reachable path): test_net_replies covers it.
+    assert set(m.CODES) - {m.NACL_REPLY_PORTS} <= {c.expect for c in CASES}
 
 
 def test_efa_flows_use_the_efa_interfaces_and_take_no_port(net):
@@ -344,9 +345,9 @@ def test_efa_flows_use_the_efa_interfaces_and_take_no_port(net):
     result = ask("gpu-a1", "gpu-a2", protocol="efa")
     data = result.to_json_dict()
     assert data["protocol"] == "efa" and data["port"] is None
-    assert [h.component for h in result.hops] == ["eni", "sg-egress", "route", "sg-ingress", "sg-state",
-                                                  "destination"]  # one subnet: no ACL, no route table
-    assert result.hops[1].rule.endswith(f"egress all traffic to {net.groups['efa']}")  # the group rule, not 0/0
+    # one subnet: no ACL, no route table; EFA is not routed anyway
+    assert [h.component for h in result.hops] == ["eni", "efa-zone", "sg-egress", "sg-ingress", "destination"]
+    assert result.hops[2].rule.endswith(f"egress all traffic to {net.groups['efa']}")  # the group rule, not 0/0
     assert net.ec2.describe_network_interfaces(NetworkInterfaceIds=[result.source.resource])[
         "NetworkInterfaces"][0]["InterfaceType"] == "efa"
     with pytest.raises(UsageError, match="does not apply to protocol efa"):

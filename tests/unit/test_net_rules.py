@@ -234,3 +234,80 @@ def test_internet_means_public_addresses_only():
 
     assert public("8.8.8.8") and public("203.0.113.9") and public("52.216.1.1")
     assert not any(public(ip) for ip in ("10.1.2.3", "172.16.0.1", "192.168.1.1", "100.64.0.1", "169.254.169.254"))
+
+
+# -- replies per kind of client (fmdoctor.net.replies) ---------------------------------------------------------
+
+def _reply_acl(*entries: tuple[int, str, int | None, int | None]) -> t.NetworkAcl:
+    """Outbound entries (number, cidr, from, to) for TCP, as a subnet's ACL sees replies it sends."""
+    return t.NetworkAcl("acl-r", "vpc-1", False, tuple(t.NaclEntry(n, True, "6", True, c, lo, hi)
+                                                      for n, c, lo, hi in entries), ("subnet-a",))
+
+
+def test_reply_judgement_names_the_clients_a_narrow_range_fails():
+    from fmdoctor.net import replies
+
+    peer = (cidr_range("203.0.113.0/24"),)
+    linux_and_windows = replies.judge(_reply_acl((100, "0.0.0.0/0", 32768, 65535)), True, peer, "tcp",
+                                      replies.COMMON_CLIENTS)
+    assert linux_and_windows.admitted == (replies.LINUX, replies.WINDOWS)
+    assert [c for c, _ in linux_and_windows.failing] == [replies.NAT_GATEWAY]
+    assert linux_and_windows.dropped_ports == ((1024, 32767),) and linux_and_windows.blocked_addresses == ()
+    everyone = replies.judge(_reply_acl((100, "0.0.0.0/0", 1024, 65535)), True, peer, "tcp", replies.COMMON_CLIENTS)
+    assert everyone.failing == () and everyone.blocked_addresses == ()
+    nobody = replies.judge(_reply_acl((100, "0.0.0.0/0", 443, 443)), True, peer, "tcp", replies.COMMON_CLIENTS)
+    assert nobody.admitted == () and nobody.blocked_addresses == peer
+
+
+def test_reply_judgement_blocks_only_the_addresses_no_client_gets_a_reply_to():
+    from fmdoctor.net import replies
+
+    peer = (cidr_range("10.0.0.0/23"),)
+    half = replies.judge(_reply_acl((100, "10.0.0.0/24", 1024, 65535)), True, peer, "tcp", (replies.LINUX,))
+    assert cidrs_of(half.blocked_addresses) == ["10.0.1.0/24"]  # that part is blocked; the class splits there
+    lustre = replies.judge(_reply_acl((100, "10.0.0.0/16", 1018, 1023)), True, peer, "tcp", (replies.LUSTRE,))
+    assert lustre.failing == () and lustre.blocked_addresses == ()
+
+
+# -- EFA pairs (fmdoctor.net.efa) ---------------------------------------------------------------------------------
+
+def test_efa_boundary_compares_zone_ids_and_vpcs():
+    from fmdoctor.net import efa
+
+    subnets = {
+        "a1": Subnet("a1", "vpc-1", "us-west-2a", "10.0.0.0/20", "usw2-az2"),
+        "a2": Subnet("a2", "vpc-1", "us-west-2a", "10.0.16.0/20", "usw2-az2"),
+        "b": Subnet("b", "vpc-1", "us-west-2b", "10.0.32.0/20", "usw2-az1"),
+        "other": Subnet("other", "vpc-2", "us-west-2a", "10.1.0.0/20", "usw2-az2"),
+        # Another account's name for the same zone: the id decides.
+        "shared": Subnet("shared", "vpc-1", "us-west-2c", "10.0.48.0/20", "usw2-az2"),
+    }
+    assert efa.boundary(subnets, "a1", "a2") == efa.SAME
+    assert efa.boundary(subnets, "a1", "shared") == efa.SAME
+    assert efa.boundary(subnets, "a1", "b") == efa.CROSS_ZONE
+    assert efa.boundary(subnets, "a1", "other") == efa.CROSS_VPC
+    assert efa.boundary(subnets, "a1", "gone") == efa.UNKNOWN
+
+
+def test_efa_pairs_admit_groups_that_reference_each_other():
+    from fmdoctor.net import efa
+
+    def group(gid: str, peer: str) -> SecurityGroup:
+        return SecurityGroup(gid, gid, "vpc-1", tuple(SgRule(f"{gid}-{d}", gid, d == "out", "-1", referenced_group_id=p)
+                                                      for p in (gid, peer) for d in ("in", "out")))
+
+    groups = {"sg-a": group("sg-a", "sg-b"), "sg-b": group("sg-b", "sg-a")}
+    subnets = {"subnet-a": Subnet("subnet-a", "vpc-1", "us-west-2a", "10.0.0.0/20", "usw2-az2")}
+    enis = [NetworkInterface(f"eni-{g}{n}", "subnet-a", "vpc-1", (f"sg-{g}",), interface_type="efa-only",
+                             instance_id=f"i-{g}{n}") for g in "ab" for n in (1, 2)]
+    network = Network(topology=t.Topology(region="us-west-2"), interfaces={e.id: e for e in enis},
+                      security_groups=groups, subnets=subnets)
+    classes = interface_classes(network, enis, by_public_ip=False)
+    pairs = efa.efa_pairs(groups, subnets, classes)
+    assert len(pairs) == 4 and all(p.admitted for p in pairs)  # a-a, a-b, b-a, b-b
+    lonely = {"sg-a": group("sg-a", "sg-a"), "sg-b": group("sg-b", "sg-b")}
+    blocked = [p for p in efa.efa_pairs(lonely, subnets, classes) if not p.admitted]
+    assert {(p.source.key[1], p.destination.key[1]) for p in blocked} == {(("sg-a",), ("sg-b",)),
+                                                                         (("sg-b",), ("sg-a",))}
+    assert efa.fix_action(("sg-b",), ("sg-a",), egress=True) == {
+        "action": "authorize-security-group-egress", "group_id": "sg-b", "ip_protocol": "-1", "peer_group_id": "sg-a"}
