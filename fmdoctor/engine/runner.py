@@ -52,11 +52,13 @@ def run_checks(
     outcome = RunOutcome()
     lock = threading.Lock()
     total = len(checks)
+    finished = [0]  # checks that have ended, each counted once (a partial error does not count it again)
 
     def one(check: Check) -> None:
         if cancel is not None and cancel.is_set():
             with lock:
                 outcome.skipped.append(Skipped(check=check.id, reason="cancelled"))
+                finished[0] += 1
             return
         if progress:
             progress(CheckEvent(check.id, "started", total=total))
@@ -82,7 +84,8 @@ def run_checks(
                 outcome.skipped.append(skipped)
             if completed:
                 outcome.completed.append(check.id)
-            done = len(outcome.completed) + len(outcome.skipped) + len({e.check for e in outcome.errors})
+            finished[0] += 1
+            done = finished[0]
         if progress:
             progress(
                 CheckEvent(
@@ -92,7 +95,7 @@ def run_checks(
                     errors=len(ctx.errors),
                     skipped=skipped is not None,
                     duration_s=time.perf_counter() - started,
-                    done=min(done, total),
+                    done=done,
                     total=total,
                 )
             )
