@@ -14,6 +14,7 @@ from pathlib import Path
 from fmdoctor.cli.ask_cmd import model_spec
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target, split_ids
 from fmdoctor.engine.errors import ConfigError
+from fmdoctor.engine.registry import default_registry
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,12 +45,12 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--demo runs AWS in-process with fake credentials, so {spec} cannot be called from it",
                           hint="use --demo with a model outside AWS, or the offline planner")
     only = split_ids(args.only)
+    default_registry().select(only)  # an unknown check id: exit 3 now, before the demo is seeded
     if args.demo:
         sys.stderr.write("fmdoctor: seeding the demo cluster in moto (a few seconds)…\n")
     try:
         with open_target(args) as target:
             doctor = target.doctor
-            doctor.registry.select(only)  # an unknown check id: exit 3 now, not a notification later
             assistant = Assistant(doctor, target.cluster, model=spec or doctor.settings.agent.model)
             audit = AuditLog(args.audit_log) if args.audit_log else None
             app = FmdoctorApp(doctor, target.cluster, assistant, audit=audit, only=only,

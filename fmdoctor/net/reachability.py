@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fmdoctor.engine.errors import AwsUnavailable, CredentialsError, UsageError, describe_aws_failure
+from fmdoctor.engine.errors import AwsUnavailable, UsageError, credentials_error, describe_aws_failure
 from fmdoctor.net.analyze import analyze_endpoints
 from fmdoctor.net.fetch import fetch_topology
 from fmdoctor.net.model import Endpoint, Flow, ReachabilityResult
@@ -122,7 +122,7 @@ def why_not(doctor: Doctor, cluster: str | None, source: str, destination: str, 
         if failure is None:
             raise
         if failure.kind == "credentials":
-            raise CredentialsError(f"AWS rejected the credentials ({failure.code}): {failure.message}") from None
+            raise credentials_error(failure) from None
         needs = f" (needs {failure.iam_action})" if failure.iam_action else ""
         raise AwsUnavailable(f"could not read the network configuration: {failure.code}{needs}: "
                              f"{failure.message}") from None
