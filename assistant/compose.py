@@ -111,7 +111,7 @@ def _fix_lines(results: list[ToolResult], target: dict | None, remediation: bool
         return [f"Fix {verdict}: {applied.message}."]
     if proposed is not None:
         if proposed.status is ToolStatus.NO_DATA:
-            return [f"Nothing to fix: {proposed.message}."]
+            return [f"{proposed.message[:1].upper()}{proposed.message[1:]}."]
         if proposed.status is ToolStatus.APPROVAL_REQUIRED:
             return [f"A fix is planned and waits for your approval: plan {proposed.data.get('digest')}."]
         return [f"Could not plan the fix: {proposed.message}."]

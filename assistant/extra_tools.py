@@ -116,8 +116,13 @@ def propose_fix_tool(backends: Backends) -> BaseTool:
         report = ctx.session.report_for(check_id)
         plan = backends.plan_fix(ctx.doctor, ctx.cluster, check_id, resource=resource, report=report)
         if getattr(plan, "empty", False):
-            return ToolResult(tool=PROPOSE_FIX, status=ToolStatus.NO_DATA,
-                              message=f"nothing to fix for {check_id}" + (f" on {resource}" if resource else ""))
+            where = f" on {resource}" if resource else ""
+            runbook = getattr(plan, "runbook", "") or check_id
+            manual = getattr(plan, "manual", ()) or not getattr(plan, "automated", True)
+            message = (f"no automated fix for {check_id}{where}: follow its runbook (get_runbook {runbook})"
+                       if manual else f"nothing to fix for {check_id}{where}")
+            return ToolResult(tool=PROPOSE_FIX, status=ToolStatus.NO_DATA, message=message,
+                              data={"plan": to_plain(plan)})
         preflight = backends.preflight(ctx.doctor, plan) if backends.preflight else None
         pending = PendingPlan(plan=plan, digest=str(plan.digest), check_id=check_id, resource=resource,
                               preflight=preflight)
