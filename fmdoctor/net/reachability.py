@@ -91,6 +91,8 @@ def analyze(network: Network, source: str | Endpoint | Sequence[Endpoint], desti
     sources = _ends(resolver, source)
     destinations = _ends(resolver, destination)
     flow = parse_flow(protocol, port, destinations.default_ports)
+    if any(e.kind == "s3" for e in destinations.endpoints) and not set(flow.ports or ()) <= {(80, 80), (443, 443)}:
+        raise UsageError("S3 answers only on tcp/443 (HTTPS) and tcp/80: leave --port out for S3, or give 443")
     if flow.efa:
         sources = Resolved([efa_endpoint(resolver.network, e) for e in sources.endpoints])
         destinations = Resolved([efa_endpoint(resolver.network, e) for e in destinations.endpoints])
