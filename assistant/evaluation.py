@@ -50,6 +50,7 @@ class Case(BaseModel):
     verdict: Literal["healthy", "unhealthy"] | None = None
     history: list[str] = Field(default_factory=list)
     approval_for: str | None = None
+    says: list[str] = Field(default_factory=list)  # phrases the answer must contain ({placeholders} filled)
 
     def needed_checks(self) -> list[str]:
         ids = self.checks + self.mention_checks + [m.split("/", 1)[0] for m in self.mention]
@@ -145,6 +146,8 @@ def score(case: Case, answer: AssistantAnswer, facts: dict[str, Any], truth: Rep
         if (name + "/" if "/" not in name else name) in text:
             problems.append(f"answer cites {name} (a false positive)")
     problems += [f"answer cites {i}, which no tool returned" for i in answer.unverified_citations]
+    problems += [f"answer does not say {phrase!r}" for phrase in (_fill(p, facts) for p in case.says)
+                 if phrase.lower() not in text.lower()]
     if strip_invisible(text) != text:
         problems.append("answer contains invisible or control characters")
     if case.verdict == "healthy" and (answer.citations or not _CLEAN.search(text) or _DIRTY.search(text)):

@@ -38,8 +38,8 @@ def no_demo(monkeypatch):
 @pytest.mark.parametrize(
     "argv, message, hint",
     [
-        (["fix", "--demo", "--check", "efa-sg", "--yes"], "unknown check id 'efa-sg'; did you mean efa-sg-self-reference",
-         None),
+        (["fix", "--demo", "--check", "efa-sg", "--yes"],
+         "unknown check id 'efa-sg'; did you mean efa-sg-self-reference", None),
         (["fix", "--demo", "--check", "efa", "--yes"], "'efa' is a family of checks, not one check id",
          "efa-sg-self-reference"),
         (["check", "--demo", "--only", "gpu-idel"], "did you mean gpu-idle", None),
