@@ -23,6 +23,7 @@ from fmdoctor.engine.discovery import fetch_inventory
 from fmdoctor.engine.endpoints import endpoint_target_name
 from fmdoctor.engine.errors import (
     AwsUnavailable,
+    Cancelled,
     ConfigError,
     CredentialsError,
     TargetNotFound,
@@ -31,7 +32,7 @@ from fmdoctor.engine.errors import (
 )
 from fmdoctor.engine.host import Host, LocalHost
 from fmdoctor.engine.inventory import ENDPOINTS, HYPERPOD, INVENTORY_PARTS, Inventory
-from fmdoctor.engine.model import CheckError, Report, RunStats, Status, status_for
+from fmdoctor.engine.model import CheckError, Report, RunStats, Skipped, Status, status_for
 from fmdoctor.engine.regions import check_region
 from fmdoctor.engine.registry import Registry, default_registry
 from fmdoctor.engine.runner import ProgressCallback, RunOutcome, run_checks
@@ -174,10 +175,15 @@ class Doctor:
         checks = self.registry.select(only)
         settings = self.cluster_settings(name)
         aws = self.connect(settings)
+        aws.cancel = cancel  # checks under way stop at their next AWS call, not only those not yet started
         started = time.perf_counter()
         now = self.clock()
         try:
             inventory = self.inventory(name, aws, parts=inventory_parts(checks))
+        except Cancelled:
+            return Report(cluster=name, region=aws.region, generated_at=now, status=Status.UNKNOWN,
+                          skipped=[Skipped(check=c.id, reason="cancelled") for c in checks],
+                          stats=RunStats(api_calls=aws.calls.snapshot(), duration_s=time.perf_counter() - started))
         except _InventoryFailed as failed:
             return Report(
                 cluster=name,

@@ -45,6 +45,10 @@ class CredentialsError(FmdoctorError):
     """No usable AWS credentials, or they were rejected."""
 
 
+class Cancelled(FmdoctorError):
+    """The run was cancelled (Esc, quitting the app): the AWS call it was about to make was not made."""
+
+
 class AwsUnavailable(FmdoctorError):
     """An AWS call needed before any check could run failed (inventory), so nothing could be verified."""
 

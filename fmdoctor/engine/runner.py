@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from fmdoctor.engine.check import Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext, RunScope
-from fmdoctor.engine.errors import describe_aws_failure
+from fmdoctor.engine.errors import Cancelled, describe_aws_failure
 from fmdoctor.engine.model import CheckError, Finding, Skipped
 
 log = logging.getLogger(__name__)
@@ -72,6 +72,8 @@ def run_checks(
             completed = True
         except NotApplicable as exc:
             skipped = Skipped(check=check.id, reason=exc.reason)
+        except Cancelled:  # the run was cancelled while this check waited on AWS: it neither passed nor failed
+            skipped, ctx.errors[:] = Skipped(check=check.id, reason="cancelled"), []
         except Unverified as exc:  # its errors are on ctx already; it is neither completed nor skipped
             if not ctx.errors:
                 ctx.unverified(f"everything {check.id} checks ({check.proves()})", "Unverified", str(exc))
