@@ -46,7 +46,7 @@ class PlacementGroup(Check):
                         "placement_group": node.placement_group,
                         "cluster_placement_group": main,
                         "nodes_in_cluster_group": counts[main],
-                        "groups": {str(g): c for g, c in sorted(counts.items(), key=lambda kv: str(kv[0]))},
+                        "groups": {g or "none": c for g, c in sorted(counts.items(), key=lambda kv: kv[0] or "")},
                     },
                 )
             )
@@ -58,7 +58,7 @@ class PlacementGroup(Check):
                         f"{counts[main]} GPU nodes of {ctx.cluster} are in no placement group; launch them in "
                         "one cluster placement group for full-bandwidth, low-latency EFA."
                     ),
-                    evidence={"nodes_without_group": counts[main], "groups": {"None": counts[main]}},
+                    evidence={"nodes_without_group": counts[main], "groups": {"none": counts[main]}},
                 )
             )
             return findings
