@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Literal
@@ -181,8 +182,10 @@ def run_case(case: Case, assistant: Assistant, facts: dict[str, Any], truth: Rep
 
 def run_suite(model: BaseChatModel | str | None = None, settings: AgentSettings | None = None,
               only: list[str] | None = None, backends: Backends | None = None,
-              registry: Registry | None = None, cases: list[Case] | None = None) -> SuiteResult:
-    """Every case (or those named in ``only``, by case id or scenario), on its scenario's cluster in moto."""
+              registry: Registry | None = None, cases: list[Case] | None = None,
+              progress: Callable[[CaseResult, int, int], None] | None = None) -> SuiteResult:
+    """Every case (or those named in ``only``, by case id or scenario), on its scenario's cluster in moto.
+    ``progress(result, done, total)`` hears of each case as it ends."""
     from fmdoctor.demo.runtime import mocked_aws
     from fmdoctor.evals.scenarios import SCENARIOS, facts_of
 
@@ -208,6 +211,8 @@ def run_suite(model: BaseChatModel | str | None = None, settings: AgentSettings 
                 reason = skip_reason(case, registry, assistant.tool_names)
                 results.append(CaseResult(case.id, name, "skip", [reason]) if reason else
                                run_case(case, assistant, facts_of(world), truth))
+                if progress is not None:
+                    progress(results[-1], len(results), len(selected))
     order = {c.id: i for i, c in enumerate(selected)}
     results.sort(key=lambda r: order[r.case])
     return SuiteResult(describe(chat), results)

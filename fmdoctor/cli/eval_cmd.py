@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from fmdoctor.cli.common import split_ids
 from fmdoctor.config import load_settings
@@ -23,7 +24,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--case", action="append", metavar="ID[,ID]", help="only these case ids or scenarios")
     parser.add_argument("--config", help="fmdoctor.yaml whose agent section to use")
     parser.add_argument("--format", choices=["text", "json"], default="text")
+    parser.add_argument("--no-progress", action="store_true", help="do not show each case on stderr as it ends")
     parser.set_defaults(func=run)
+
+
+def _progress(result: Any, done: int, total: int) -> None:
+    """One line per case on stderr as it ends: a suite takes minutes, and stdout is kept for the table."""
+    sys.stderr.write(f"fmdoctor: [{done}/{total}] {result.case}: {result.status} ({result.duration_s:.1f}s)\n")
+    sys.stderr.flush()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     from fmdoctor.cli.ask_cmd import model_spec
 
     agent = load_settings(args.config).agent
-    suite = run_suite(model_spec(args) or agent.model, agent, only=split_ids(args.case))
+    suite = run_suite(model_spec(args) or agent.model, agent, only=split_ids(args.case),
+                      progress=None if args.no_progress else _progress)
     if args.format == "json":
         sys.stdout.write(json.dumps(suite.to_json_dict(), indent=2) + "\n")
     else:

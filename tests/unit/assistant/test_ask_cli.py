@@ -93,7 +93,9 @@ def test_at_a_terminal_y_or_yes_applies(capsys, monkeypatch, with_remediation, r
 
 def test_eval_command_prints_the_pass_rate(capsys):
     assert main(["eval", "--case", "health-healthy,fix-healthy,ssh-demo"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    progress = re.findall(r"^fmdoctor: \[(\d)/3\] ([\w-]+): pass \(\d+\.\ds\)$", err, re.M)
+    assert sorted(progress) == [("1", "ssh-demo"), ("2", "health-healthy"), ("3", "fix-healthy")]  # as each ends
     assert "PASS  health-healthy" in out and "PASS  fix-healthy" in out
     assert "PASS  ssh-demo" in out and "SKIP" not in out
     assert "3/3 passed (100.0%)" in out
