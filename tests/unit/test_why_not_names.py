@@ -65,3 +65,28 @@ def test_name_id_address_and_interface_name_the_same_node(nodes, capsys):
         assert code in (0, 2), err
         sources.add(json.loads(out)["source"]["resource"])
     assert sources == {raw["NetworkInterfaces"][0]["NetworkInterfaceId"]}
+
+
+def test_to_the_internet_the_nat_and_s3_endpoint_ways_are_reported_apart(builder, capsys):
+    """A private subnet reaches the internet through a NAT gateway and S3's prefix list through a gateway
+    endpoint: two ways out, each with its own hops, not one merged list."""
+    builder.internet_gateway(["public-a"])
+    nat = builder.nat_gateway("public-a")
+    builder.route_table("private", ["private-a"], [{"DestinationCidrBlock": "0.0.0.0/0", "NatGatewayId": nat}])
+    endpoint = builder.s3_gateway_endpoint(["private"], REGION)
+    builder.security_group("app")
+    builder.launch(["app-1"], "m5.large", "private-a", ["app"])
+    code, out, _ = why_not(capsys, "--from", "app-1", "--to", "internet", "--port", "443", "--format", "json")
+    hops = json.loads(out)["hops"]
+    ways = list(dict.fromkeys(h["path"] for h in hops if h["path"]))
+    assert code == 0 and len(ways) == 2
+    assert ways[0].startswith("part of the internet") and ways[0].endswith(f"via NAT gateway {nat}")
+    assert ways[1].startswith("S3 (pl-") and ways[1].endswith(f"via gateway endpoint {endpoint}")
+    by_way = {w: [h["component"] for h in hops if h["path"] == w] for w in ways}
+    assert "nat-gateway" in by_way[ways[0]] and "vpc-endpoint" not in by_way[ways[0]]
+    assert "vpc-endpoint" in by_way[ways[1]] and "nat-gateway" not in by_way[ways[1]]
+    assert [h["path"] for h in hops][:3] == [None] * 3 and hops[-1]["path"] is None  # shared hops: no way
+    code, out, _ = why_not(capsys, "--from", "app-1", "--to", "internet", "--port", "443")
+    assert "  way 1 of 2: part of the internet" in out and "  way 2 of 2: S3 (pl-" in out
+    code, out, _ = why_not(capsys, "--from", "app-1", "--to", "s3", "--format", "json")
+    assert {h["path"] for h in json.loads(out)["hops"]} == {None}  # one way: nothing to tell apart
