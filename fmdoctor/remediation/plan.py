@@ -22,6 +22,7 @@ from fmdoctor.remediation.actions import PlannedCall, RemediationError, build_ca
 from fmdoctor.remediation.audit import AuditLog, caller_identity, who
 from fmdoctor.remediation.current import reconcile
 from fmdoctor.runbooks import Runbook, get_runbook
+from fmdoctor.words import plural
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ def plan_fix(
     )
     audit_log_for(doctor, audit).record(
         "plan", **plan_fields(plan), who=who(identity),
-        outcome=f"{len(plan.steps)} call(s) planned" if plan.steps else "nothing to apply",
+        outcome=f"{plural(len(plan.steps), 'call')} planned" if plan.steps else "nothing to apply",
         satisfied=list(plan.satisfied), conflicts=list(plan.conflicts), manual=list(plan.manual),
         notes=list(plan.notes), findings=list(plan.findings),
     )
