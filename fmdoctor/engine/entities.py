@@ -20,11 +20,11 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fmdoctor.engine.errors import TargetNotFound
+from fmdoctor.engine.errors import AwsCallFailed, TargetNotFound
 from fmdoctor.engine.inventory import HEAD, INFERENCE, Instance, Inventory
 from fmdoctor.words import suggest
 
@@ -60,18 +60,19 @@ class Entity:
 
 
 def find_entity(inventory: Inventory, text: str) -> Entity:
-    """The node, group, endpoint, instance group or bucket ``text`` names in ``inventory`` (see the module)."""
+    """The node, group, endpoint, instance group or bucket ``text`` names in ``inventory`` (see the module).
+    A part of the inventory AWS would not return is passed over, and a miss then says it could not be read."""
     query = text.strip()
     lowered = query.lower()
     node = _node(inventory, query)
     if node is not None:
         return node
-    for group in inventory.security_groups.values():
+    for group in _readable(lambda: list(inventory.security_groups.values())):
         if query in (group.id, group.name):
             return Entity(SECURITY_GROUP, group.id, f"security group {group.name} ({group.id})", (group.id,),
                           (group.id,))
     name = query.removeprefix("endpoint/")
-    for endpoint in inventory.endpoints:
+    for endpoint in _readable(lambda: list(inventory.endpoints)):
         if name == endpoint.name:
             prefix = f"endpoint/{endpoint.name}"
             return Entity(ENDPOINT, endpoint.name, f"endpoint {endpoint.name}", (endpoint.name, prefix), (prefix,))
@@ -114,9 +115,9 @@ def other_tokens(inventory: Inventory, entity: Entity) -> list[str]:
     if entity.kind == NODE:
         return [i.id for i in inventory.instances if i.id != entity.id]
     if entity.kind == ENDPOINT:
-        return [e.name for e in inventory.endpoints if e.name != entity.id]
+        return [e.name for e in _readable(lambda: list(inventory.endpoints)) if e.name != entity.id]
     if entity.kind == SECURITY_GROUP:
-        return [g for g in inventory.security_groups if g != entity.id]
+        return [g for g in _readable(lambda: list(inventory.security_groups)) if g != entity.id]
     return []
 
 
@@ -137,15 +138,38 @@ def _node(inventory: Inventory, query: str) -> Entity | None:
     if named:
         return _node_entity(inventory, named[0])
     for instance in inventory.instances:
-        interfaces = inventory.interfaces_of(instance)
+        interfaces = _readable(lambda i=instance: inventory.interfaces_of(i))
         addresses = {instance.private_ip, instance.public_ip} | {ip for e in interfaces for ip in e.private_ips}
         if query == instance.id or query in {e.id for e in interfaces} or (_is_ip(query) and query in addresses):
             return _node_entity(inventory, instance)
     return None
 
 
+def _readable(read: Callable[[], list[Any]]) -> list[Any]:
+    try:
+        return read()
+    except AwsCallFailed:  # the part AWS would not return: _not_found says so
+        return []
+
+
+def _unreadable(inventory: Inventory) -> list[str]:
+    """What of the inventory could not be read, so a name that matched nothing may still be there."""
+    parts = [what for what, read in (("network interfaces", lambda: list(inventory.interfaces)),
+                                     ("security groups", lambda: list(inventory.security_groups)))
+             if _failed(read)]
+    return parts + [gap.unverified for gap in inventory.endpoint_gaps]
+
+
+def _failed(read: Callable[[], Any]) -> bool:
+    try:
+        read()
+    except AwsCallFailed:
+        return True
+    return False
+
+
 def _node_entity(inventory: Inventory, instance: Instance) -> Entity:
-    interfaces = inventory.interfaces_of(instance)
+    interfaces = _readable(lambda: inventory.interfaces_of(instance))
     groups = {g for e in interfaces for g in e.security_group_ids}
     nearby = tuple(sorted(groups | ({instance.subnet_id} if instance.subnet_id else set())))
     return Entity(NODE, instance.id, inventory.label(instance.id), (instance.id, *(e.id for e in interfaces)),
@@ -153,16 +177,20 @@ def _node_entity(inventory: Inventory, instance: Instance) -> Entity:
 
 
 def _not_found(inventory: Inventory, query: str) -> TargetNotFound:
+    groups = _readable(lambda: list(inventory.security_groups.values()))
+    endpoints = _readable(lambda: list(inventory.endpoints))
     names = [n for i in inventory.instances for n in (i.tags.get("Name"), i.id)]
-    names += [g.name for g in inventory.security_groups.values()] + [e.name for e in inventory.endpoints]
+    names += [g.name for g in groups] + [e.name for e in endpoints]
     names += [g.name for g in inventory.hyperpod.groups] if inventory.hyperpod else []
     close = suggest(query, [n for n in names if n]) if len(query) <= 256 else []
     shown = query if len(query) <= 80 else f"{query[:77]}..."
-    tried = ORDER.format(nodes=len(inventory.instances), endpoints=len(inventory.endpoints))
+    tried = ORDER.format(nodes=len(inventory.instances), endpoints=len(endpoints))
+    unread = _unreadable(inventory)
+    hidden = f"; not verified: {', '.join(unread)} could not be read, so it may be there" if unread else ""
     hint = f"did you mean {close[0]}?" + (f" (also close: {', '.join(close[1:])})" if close[1:] else "") \
         if close else None
     return TargetNotFound(f"{shown!r} is not a node, group, endpoint or bucket of cluster {inventory.cluster} "
-                          f"(tried, in order: {tried})", hint=hint)
+                          f"(tried, in order: {tried}){hidden}", hint=hint)
 
 
 def _is_ip(text: str) -> bool:
