@@ -212,7 +212,7 @@ def _path_lines(results: list[ToolResult]) -> list[str]:
     """A 'can X reach Y?' answer: yes, no (what blocks it and the rule that fixes it) or not verified."""
     result = next((r for r in results if r.tool == "why_not"), None)
     if result is None:
-        return []
+        return ["I could not trace that path: the trace did not run."]
     data = result.data.get("reachability")
     if result.status is ToolStatus.ERROR or not isinstance(data, dict):
         return [f"I could not trace that path: {result.message}."]
@@ -240,9 +240,9 @@ def compose(question: str, plan: Plan, results: list[ToolResult], *, target: dic
         ran = gather(results)[2]
         return "\n".join(head + _entity_lines(plan, results) + ([""] + [f"Checks run: {', '.join(ran)}."]
                                                                   if ran else [])).strip()
-    for unknown in (r for r in scoped if r.status is ToolStatus.ERROR):  # a weak name: answered for the cluster
-        head.append(f"{unknown.message}; so this answer is about the whole cluster.")
-    results = [r for r in results if r.tool != CHECK_RESOURCE]
+    unknown = [r for r in scoped if r.status is ToolStatus.ERROR]  # a weak name: answered for the cluster
+    head += [f"{r.message}; so this answer is about the whole cluster." for r in unknown]
+    results = [r for r in results if r not in unknown]
     findings, errors, ran, skipped = gather(results)
     cluster = next((r.data["cluster"] for r in results if r.data.get("cluster")), "the cluster")
     fix_lines = _fix_lines(results, target, remediation) if plan.fix or plan.runbook else []
