@@ -12,6 +12,7 @@ from fmdoctor.assistant.results import ToolResult, ToolStatus
 
 _ORDER = {"critical": 0, "warning": 1, "info": 2}
 CHECK_TOOLS_PREFIX = "check_"
+CHECK_RESOURCE = "check_resource"
 
 
 def gather(results: Iterable[ToolResult]) -> tuple[list[dict], list[dict], list[str], list[dict]]:
@@ -111,7 +112,7 @@ def _fix_lines(results: list[ToolResult], target: dict | None, remediation: bool
         return [f"Fix {verdict}: {applied.message}."]
     if proposed is not None:
         if proposed.status is ToolStatus.NO_DATA:
-            return [f"Nothing to fix: {proposed.message}."]
+            return [f"{proposed.message[:1].upper()}{proposed.message[1:]}."]
         if proposed.status is ToolStatus.APPROVAL_REQUIRED:
             return [f"A fix is planned and waits for your approval: plan {proposed.data.get('digest')}."]
         return [f"Could not plan the fix: {proposed.message}."]
@@ -163,13 +164,90 @@ def _headline(plan: Plan, results: list[ToolResult], findings: list[dict], error
     return health_headline(findings, errors, ran, cluster)
 
 
+def _entity_lines(plan: Plan, results: list[ToolResult]) -> list[str]:
+    """One section per named thing: unknown said plainly, else the findings on it, then those involving it."""
+    lines: list[str] = []
+    topical = [i for i in plan.intents if i not in plan.missing]
+    for result in (r for r in results if r.tool == CHECK_RESOURCE):
+        entity = result.data.get("entity")
+        if not isinstance(entity, dict):
+            lines += ["", f"I cannot answer about {result.data.get('unknown') or 'it'}: {result.message}."]
+            continue
+        label = entity.get("label") or entity.get("id")
+        by_id = {f["id"]: f for f in result.findings}
+        on = [by_id[i] for i in result.data.get("on", []) if i in by_id]
+        involved = [by_id[i] for i in result.data.get("involves", []) if i in by_id]
+        about = f" concerning {topical[0].topic}" if topical else ""
+        lines.append("")
+        if result.data.get("note"):
+            lines.append(f"{result.data['note']}.")
+        if on or involved:
+            worst = sorted(on or involved, key=lambda f: _ORDER.get(f["severity"], 3))[0]
+            counts = (f"{_n(len(on), 'finding')} on it" + (f" and {len(involved)} involving it" if involved else "")
+                      if on else f"{_n(len(involved), 'finding')} involving it")
+            critical = [f["check"] for f in on or involved if f["severity"] == "critical"]
+            also = f" ({', '.join(critical)} critical)" if len(critical) > 1 else ""
+            lines.append(f"{label} has {counts}{about}{also}. The worst: [{worst['severity']}] {worst['id']}: "
+                         f"{worst['summary']}")
+        elif result.errors:
+            lines.append(f"No problem found{about} on {label}, but {_n(len(result.errors), 'part')} could not be "
+                         "verified, so I cannot call it healthy.")
+        elif result.checks_run:
+            lines.append(f"No problem found{about} on {label}: {_n(len(result.checks_run), 'check')} ran and found "
+                         "nothing about it.")
+        else:
+            lines.append(f"Nothing could be checked{about} on {label}.")
+        lines += [f"On {label}:"] + [finding_line(f) for f in on] if on else []
+        lines += [f"Involving {label}:"] + [finding_line(f) for f in involved] if involved else []
+        if result.errors:
+            lines += [f"Could not verify (about {label}):"] + [error_line(e) for e in result.errors]
+        others = result.data.get("other_findings") or 0
+        if others:
+            verb = "concerns" if others == 1 else "concern"
+            lines.append(f"({_n(others, 'other finding')} of these checks {verb} other resources, not {label}.)")
+    return lines[1:] if lines and not lines[0] else lines
+
+
+def _path_lines(results: list[ToolResult]) -> list[str]:
+    """A 'can X reach Y?' answer: yes, no (what blocks it and the rule that fixes it) or not verified."""
+    result = next((r for r in results if r.tool == "why_not"), None)
+    if result is None:
+        return ["I could not trace that path: the trace did not run."]
+    data = result.data.get("reachability")
+    if result.status is ToolStatus.ERROR or not isinstance(data, dict):
+        return [f"I could not trace that path: {result.message}."]
+    hops = data.get("hops") or []
+    if data.get("reachable") is True:
+        return [f"Yes: {result.message} ({_n(len(hops), 'hop')} checked: security groups, network ACLs and routes "
+                "admit it both ways)."]
+    blocked = data.get("blocked_by") or {}
+    if data.get("reachable") is False:
+        rule = f"; the rule that fixes it: {blocked['rule']}" if blocked.get("rule") else ""
+        remedy = (blocked.get("evidence") or {}).get("remedy")
+        return [f"No: {result.message}{rule}."] + ([f"To fix it: {remedy}."] if remedy else [])
+    unverified = [h for h in hops if isinstance(h, dict) and h.get("verdict") == "unverified"]
+    detail = f": {unverified[0].get('detail')}" if unverified else ""
+    return [f"Not verified: nothing blocks it, but part of the path could not be evaluated{detail}."]
+
+
 def compose(question: str, plan: Plan, results: list[ToolResult], *, target: dict | None = None,
             remediation: bool = False, note: str = "") -> str:
+    head = [note] if note else []
+    if plan.path is not None:
+        return "\n".join(head + _path_lines(results)).strip()
+    scoped = [r for r in results if r.tool == CHECK_RESOURCE]
+    if scoped and len(scoped) == len(results):
+        ran = gather(results)[2]
+        return "\n".join(head + _entity_lines(plan, results) + ([""] + [f"Checks run: {', '.join(ran)}."]
+                                                                  if ran else [])).strip()
+    unknown = [r for r in scoped if r.status is ToolStatus.ERROR]  # a weak name: answered for the cluster
+    head += [f"{r.message}; so this answer is about the whole cluster." for r in unknown]
+    results = [r for r in results if r not in unknown]
     findings, errors, ran, skipped = gather(results)
     cluster = next((r.data["cluster"] for r in results if r.data.get("cluster")), "the cluster")
     fix_lines = _fix_lines(results, target, remediation) if plan.fix or plan.runbook else []
     reach = _reachability_lines(results)
-    lines: list[str] = [note] if note else []
+    lines: list[str] = head
     if plan.missing and plan.full_run:  # say first what could not be answered as asked
         topics = ", ".join(i.topic for i in plan.missing)
         ids = ", ".join(c for i in plan.missing for c in i.checks)

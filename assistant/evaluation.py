@@ -51,6 +51,7 @@ class Case(BaseModel):
     verdict: Literal["healthy", "unhealthy"] | None = None
     history: list[str] = Field(default_factory=list)
     approval_for: str | None = None
+    says: list[str] = Field(default_factory=list)  # phrases the answer must contain ({placeholders} filled)
 
     def needed_checks(self) -> list[str]:
         ids = self.checks + self.mention_checks + [m.split("/", 1)[0] for m in self.mention]
@@ -212,6 +213,8 @@ def score(case: Case, answer: AssistantAnswer, facts: dict[str, Any], truth: Rep
         if (name + "/" if "/" not in name else name) in text:
             problems.append(f"answer cites {name} (a false positive)")
     problems += [f"answer cites {i}, which no tool returned" for i in answer.unverified_citations]
+    problems += [f"answer does not say {phrase!r}" for phrase in (_fill(p, facts) for p in case.says)
+                 if phrase.lower() not in text.lower()]
     if strip_invisible(text) != text:
         problems.append("answer contains invisible or control characters")
     if case.verdict == "healthy" and (answer.citations or not _CLEAN.search(text) or _DIRTY.search(text)):
@@ -253,9 +256,11 @@ def run_case(case: Case, assistant: Assistant, facts: dict[str, Any], truth: Rep
 def run_suite(model: BaseChatModel | str | None = None, settings: AgentSettings | None = None,
               only: list[str] | None = None, backends: Backends | None = None,
               registry: Registry | None = None, cases: list[Case] | None = None,
-              observe: Callable[[Case, Report], None] | None = None) -> SuiteResult:
+              observe: Callable[[Case, Report], None] | None = None,
+              progress: Callable[[CaseResult, int, int], None] | None = None) -> SuiteResult:
     """Every case (or those named in ``only``, by case id or scenario), on its scenario's cluster in moto.
-    ``observe(case, truth)`` is called before each case runs (a benchmark labels its measurements there)."""
+    ``observe(case, truth)`` is called before each case runs (a benchmark labels its measurements there);
+    ``progress(result, done, total)`` hears of each case as it ends."""
     from fmdoctor.demo.runtime import mocked_aws
     from fmdoctor.evals.scenarios import SCENARIOS, facts_of
 
@@ -283,6 +288,8 @@ def run_suite(model: BaseChatModel | str | None = None, settings: AgentSettings 
                     observe(case, truth)
                 results.append(CaseResult(case.id, name, "skip", [reason]) if reason else
                                run_case(case, assistant, facts_of(world), truth))
+                if progress is not None:
+                    progress(results[-1], len(results), len(selected))
     order = {c.id: i for i, c in enumerate(selected)}
     results.sort(key=lambda r: order[r.case])
     return SuiteResult(describe(chat), results, spec or describe(chat))

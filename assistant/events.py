@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fmdoctor.assistant.session import PendingPlan, ToolCallRecord
+from fmdoctor.report.fix import call_lines
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,9 @@ class ApprovalRequest:
         return list(self.plan.get("calls") or []) if isinstance(self.plan, dict) else []
 
     def describe(self) -> str:
+        """The plan as ``fmdoctor fix`` lists its calls (parameters as JSON), then the dry run's verdict."""
         target = f"{self.check_id}/{self.resource}" if self.resource else self.check_id
-        lines = [f"Plan {self.plan_digest} to fix {target}:"]
-        for call in self.calls():
-            lines.append(f"  {call.get('service')}.{call.get('operation')} {call.get('params')}")
+        lines = [f"Plan {self.plan_digest} to fix {target}:", *call_lines(self.calls())]
         if self.preflight is not None:
             lines.append(f"Dry run: {_dry_run(self.preflight)}")
         return "\n".join(lines)

@@ -1,5 +1,6 @@
-"""Tools over the other workstreams' libraries: ``why_not`` (reachability), ``get_runbook`` (runbooks),
-``propose_fix`` and ``apply_fix`` (remediation). Each is offered only when its backend is present
+"""Tools beside the check families: ``check_resource`` (one named node, group, endpoint or bucket), and over
+the other workstreams' libraries ``why_not`` (reachability), ``get_runbook`` (runbooks), ``propose_fix`` and
+``apply_fix`` (remediation), each offered only when its backend is present
 (:class:`~fmdoctor.assistant.backends.Backends`).
 
 ``apply_fix`` is the one tool that changes an account. It is marked ``mutate``: the approval policy lets it
@@ -19,6 +20,7 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
 
 from fmdoctor.assistant.backends import Backends, to_plain
+from fmdoctor.assistant.resource_tool import check_resource_tool
 from fmdoctor.assistant.results import ToolResult, ToolStatus
 from fmdoctor.assistant.session import AssistantContext, PendingPlan
 from fmdoctor.assistant.tools import MUTATE, OrNone, make_tool
@@ -68,6 +70,11 @@ def _endpoint(ctx: AssistantContext, name: str) -> str:
     return next((i.id for i in inventory.instances if i.name == name), name)  # a Name tag, else as given
 
 
+def _label(end: Any, fallback: str) -> str:
+    """How the result names an end ('gpu-node-6 (i-0abc, eni-0def 10.0.16.4)'), else what was asked."""
+    return str(end.get("label") or fallback) if isinstance(end, dict) else fallback
+
+
 def why_not_tool(backends: Backends) -> BaseTool:
     def body(runtime: ToolRuntime[AssistantContext], destination: str, port: int | None = None, source: str = ADMIN,
              protocol: str = "tcp") -> ToolResult:
@@ -75,10 +82,16 @@ def why_not_tool(backends: Backends) -> BaseTool:
         src, dst = _endpoint(ctx, source), _endpoint(ctx, destination)
         result = to_plain(backends.why_not(ctx.doctor, ctx.cluster, src, dst, port, protocol=protocol))
         blocked = result.get("blocked_by") or {}
-        flow = protocol if port is None else f"{protocol}/{port}"
-        message = (f"{flow} from {src} to {dst} is reachable" if result.get("reachable") else
-                   f"{flow} from {src} to {dst} is blocked by {blocked.get('component')} "
-                   f"{blocked.get('resource')} ({blocked.get('code')})")
+        shown = result.get("port") if result.get("port") is not None else port  # S3 and FSx imply their ports
+        flow = protocol if shown is None else f"{protocol}/{shown}"
+        src, dst = _label(result.get("source"), src), _label(result.get("destination"), dst)
+        if result.get("reachable"):
+            message = f"{flow} from {src} to {dst} is reachable"
+        elif result.get("reachable") is None and not blocked:
+            message = f"{flow} from {src} to {dst} could not be fully evaluated"
+        else:
+            message = (f"{flow} from {src} to {dst} is blocked by {blocked.get('component')} "
+                       f"{blocked.get('resource')} ({blocked.get('code')})")
         return ToolResult(tool=WHY_NOT, status=ToolStatus.SUCCESS, message=message, data={"reachability": result})
 
     return make_tool(WHY_NOT, "Whether traffic can flow from source to destination, hop by hop (security groups, "
@@ -116,8 +129,13 @@ def propose_fix_tool(backends: Backends) -> BaseTool:
         report = ctx.session.report_for(check_id)
         plan = backends.plan_fix(ctx.doctor, ctx.cluster, check_id, resource=resource, report=report)
         if getattr(plan, "empty", False):
-            return ToolResult(tool=PROPOSE_FIX, status=ToolStatus.NO_DATA,
-                              message=f"nothing to fix for {check_id}" + (f" on {resource}" if resource else ""))
+            where = f" on {resource}" if resource else ""
+            runbook = getattr(plan, "runbook", "") or check_id
+            manual = getattr(plan, "manual", ()) or not getattr(plan, "automated", True)
+            message = (f"no automated fix for {check_id}{where}: follow its runbook (get_runbook {runbook})"
+                       if manual else f"nothing to fix for {check_id}{where}")
+            return ToolResult(tool=PROPOSE_FIX, status=ToolStatus.NO_DATA, message=message,
+                              data={"plan": to_plain(plan)})
         preflight = backends.preflight(ctx.doctor, plan) if backends.preflight else None
         pending = PendingPlan(plan=plan, digest=str(plan.digest), check_id=check_id, resource=resource,
                               preflight=preflight)
@@ -172,7 +190,7 @@ def _verified(result: Any, data: Any) -> bool | None:
 
 
 def extra_tools(backends: Backends) -> list[BaseTool]:
-    tools = []
+    tools = [check_resource_tool()]
     if backends.why_not:
         tools.append(why_not_tool(backends))
     if backends.get_runbook:

@@ -2,13 +2,18 @@
 
 Intents name check ids, including ones other workstreams are adding; only the ids the bound tools offer at
 run time are used, and when none of an intent's checks is installed (or nothing matches) the plan falls
-back to the full check run.
+back to the full check run. A question that names a node, group, endpoint or bucket is answered about it
+(``check_resource``, or ``why_not`` for "can X reach Y?"); the names are taken out before the intents are
+read, so "gpu-node-3" is not a question about GPUs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
+
+from fmdoctor.assistant.scope import HEAD, Named, named_things, path_question, without_names
 
 EFA_CONFIG = ("efa-sg-self-reference", "efa-subnet-spread", "efa-not-attached", "efa-missing-interfaces",
               "placement-group", "efa-peer-unreachable")
@@ -17,6 +22,10 @@ CHECKPOINT = ("checkpoint-stale", "checkpoint-missing", "checkpoint-incomplete")
 SPOT = ("spot-interruption", "spot-interruption-unprotected", "spot-rebalance")
 INFERENCE = ("endpoint-unhealthy", "inference-latency-slo", "inference-errors", "accelerator-saturation",
              "autoscaling-at-max", "inference-idle")
+
+
+WHY_NOT, CHECK_RESOURCE = "why_not", "check_resource"
+MAX_NAMED = 3  # names scoped in one question; more is a fleet question
 
 
 @dataclass(frozen=True)
@@ -72,7 +81,11 @@ FOLLOW_UP = re.compile(r"\b(which|what) (nodes?|instances?|resources?|groups?|on
 
 @dataclass
 class Plan:
-    """What to run for a question: ``calls`` of (tool name, args); ``missing`` topics nothing installed covers."""
+    """What to run for a question: ``calls`` of (tool name, args); ``missing`` topics nothing installed covers.
+
+    A question naming a node, group, endpoint or bucket is ``scoped``: its calls are ``check_resource`` per
+    name (or one ``why_not`` for a path between named things); ``unscoped`` holds the calls the question
+    would get without the names, for a weak name the cluster turns out not to have."""
 
     intents: list[Intent] = field(default_factory=list)
     fix: bool = False
@@ -80,6 +93,13 @@ class Plan:
     calls: list[tuple[str, dict]] = field(default_factory=list)
     missing: list[Intent] = field(default_factory=list)
     full_run: bool = False
+    named: list[Named] = field(default_factory=list)
+    path: dict | None = None  # why_not's arguments when the question asks whether X reaches Y
+    unscoped: list[tuple[str, dict]] = field(default_factory=list)
+
+    @property
+    def scoped(self) -> bool:
+        return bool(self.named) and not self.path
 
     @property
     def names(self) -> list[str]:
@@ -93,7 +113,29 @@ def classify(question: str) -> tuple[list[Intent], bool]:
 def plan_for(question: str, families: dict[str, tuple[str, ...]], available: set[str],
              earlier_findings: bool = False) -> Plan:
     """``families``: family tool name -> the check ids it runs; ``available``: every bound tool name."""
-    intents, fix = classify(question)
+    named = named_things(question)
+    intents, fix = classify(without_names(question, named))
+    if not named and HEAD.search(question) and not fix and not any(i.name == "ssh" for i in intents):
+        named = [Named("head", HEAD.search(question).start(), True)]  # type: ignore[union-attr]
+    plan = _plan(question, intents, fix, families, available, earlier_findings)
+    if not named or fix or plan.runbook:  # fixes and runbooks pick their finding from the unscoped results
+        return plan
+    path = path_question(question, named) if WHY_NOT in available else None
+    if path is None and CHECK_RESOURCE not in available:
+        return plan
+    scoped = dataclasses.replace(plan, calls=[], named=named, path=path, unscoped=plan.calls)
+    if path is not None:
+        scoped.calls = [(WHY_NOT, path)]
+        return scoped
+    owner_checks = {c for ids in families.values() for c in ids}
+    topical = [c for i in intents if i not in plan.missing for c in i.checks if c in owner_checks]
+    args = {"checks": list(dict.fromkeys(topical))} if topical else {}
+    scoped.calls = [(CHECK_RESOURCE, {"resource": n.text, **args}) for n in named[:MAX_NAMED]]
+    return scoped
+
+
+def _plan(question: str, intents: list[Intent], fix: bool, families: dict[str, tuple[str, ...]],
+          available: set[str], earlier_findings: bool) -> Plan:
     plan = Plan(intents=intents, fix=fix, runbook=bool(RUNBOOK.search(question)))
     owner = {check: tool for tool, ids in families.items() for check in ids}
     wanted: dict[str, list[str]] = {}
@@ -108,8 +150,8 @@ def plan_for(question: str, families: dict[str, tuple[str, ...]], available: set
     for tool, checks in wanted.items():
         whole = set(checks) == set(families[tool])
         plan.calls.append((tool, {} if whole else {"checks": checks}))
-    if any(i.name == "ssh" for i in intents) and "why_not" in available:
-        plan.calls.append(("why_not", {"source": "admin", "destination": "head", "port": 22, "protocol": "tcp"}))
+    if any(i.name == "ssh" for i in intents) and WHY_NOT in available:
+        plan.calls.append((WHY_NOT, {"source": "admin", "destination": "head", "port": 22, "protocol": "tcp"}))
     if not plan.calls:
         if not intents and earlier_findings and FOLLOW_UP.search(question) and "list_findings" in available:
             plan.calls.append(("list_findings", {}))

@@ -6,7 +6,10 @@ the planner learns what is installed from them alone (family tools list their ch
 enum), so checks added later are used without changes here. One turn:
 
 1. the question's intents -> the checks that answer it -> one call per family tool (or ``check_all``
-   when unsure or nothing installed covers the topic; ``why_not`` head:22 for SSH questions);
+   when unsure or nothing installed covers the topic; ``why_not`` head:22 for SSH questions); a question
+   naming a node, group, endpoint or bucket gets ``check_resource`` for each name instead (``why_not``
+   between the named things for "can X reach Y?"), and the unscoped calls only when a name-shaped word
+   turns out not to be one of the cluster's;
 2. for "fix ..." questions with remediation installed: ``propose_fix`` for the matching fixable finding,
    then ``apply_fix`` of that plan, which pauses for a person's approval;
 3. the answer, composed from the tool results (:mod:`fmdoctor.assistant.compose`).
@@ -31,6 +34,7 @@ from fmdoctor.assistant.intents import Plan, fix_target, plan_for
 from fmdoctor.assistant.results import ToolResult, ToolStatus, result_of
 
 PROPOSE, APPLY, RUNBOOK = "propose_fix", "apply_fix", "get_runbook"
+CHECK_RESOURCE = "check_resource"
 
 
 def _enum(schema: Any) -> list[str]:
@@ -100,6 +104,9 @@ def next_message(messages: Sequence[BaseMessage], toolbox: Toolbox) -> AIMessage
         if not plan.calls:
             return AIMessage("I cannot answer that: no fmdoctor tool is available to me.")
         return AIMessage("", tool_calls=[_call(name, args) for name, args in plan.calls])
+    fallback = _fallback(plan, called, results)
+    if fallback:
+        return AIMessage("", tool_calls=[_call(name, args) for name, args in fallback])
     findings = [f for r in results for f in r.findings]
     target = fix_target(question, findings) if plan.fix else None
     if plan.runbook:
@@ -110,6 +117,21 @@ def next_message(messages: Sequence[BaseMessage], toolbox: Toolbox) -> AIMessage
     if follow_up is not None:
         return AIMessage("", tool_calls=[follow_up])
     return AIMessage(compose(question, plan, results, target=target, remediation=toolbox.remediation))
+
+
+def _fallback(plan: Plan, called: list[str], results: list[ToolResult]) -> list[tuple[str, dict]]:
+    """The unscoped calls, when every name the question gave turned out not to be one of the cluster's and each
+    was only name-shaped ('llama-70b' in a question about checkpoints) or the cluster itself."""
+    if not plan.scoped or any(name != CHECK_RESOURCE for name in called):
+        return []
+    scoped = [r for r in results if r.tool == CHECK_RESOURCE]
+    if not scoped or any(r.status is not ToolStatus.ERROR or not r.data.get("unknown") for r in scoped):
+        return []
+    weak = {n.text for n in plan.named if not n.strong}
+    topical = any(i not in plan.missing for i in plan.intents)
+    if all(r.data["unknown"] == r.data.get("cluster") or (r.data["unknown"] in weak and topical) for r in scoped):
+        return plan.unscoped or [("check_all", {})]
+    return []
 
 
 def _runbook_step(toolbox: Toolbox, called: list[str], target: dict | None) -> dict[str, Any] | None:

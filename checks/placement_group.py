@@ -83,7 +83,7 @@ class PlacementGroup(Check):
                     "nodes_in_cluster_group": counts[main],
                     "node_group": node_group or None,
                     "scope": _scope(node_group),
-                    "groups": {str(g): c for g, c in sorted(counts.items(), key=lambda kv: str(kv[0]))},
+                    "groups": {g or "none": c for g, c in sorted(counts.items(), key=lambda kv: kv[0] or "")},
                 },
             ))
         return findings
@@ -99,7 +99,7 @@ class PlacementGroup(Check):
                 "in no placement group; AWS recommends one cluster placement group for full-bandwidth, low-latency "
                 "EFA."
             ),
-            evidence={"nodes_without_group": len(ids), "groups": {"None": len(ids)}, "node_group": node_group or None,
+            evidence={"nodes_without_group": len(ids), "groups": {"none": len(ids)}, "node_group": node_group or None,
                       "scope": scope, "instances": sample(ids)},
         )
 

@@ -1,3 +1,3 @@
-from fmdoctor.cli.main import main
+from fmdoctor.cli.main import run
 
-raise SystemExit(main())
+run()

@@ -33,6 +33,7 @@ from fmdoctor.tui.screens.finding import FindingScreen, runbook_for
 from fmdoctor.tui.screens.help import HelpScreen
 from fmdoctor.tui.screens.save import SaveScreen
 from fmdoctor.tui.transcript import Transcript
+from fmdoctor.words import plural
 
 ACTIONS = (  # (action, palette title, help): one command palette entry per action
     ("rerun", "Re-run checks", "Run the checks again for this cluster (r)"),
@@ -41,7 +42,7 @@ ACTIONS = (  # (action, palette title, help): one command palette entry per acti
     ("show_finding", "Show the selected finding", "Evidence and the filled-in runbook (enter)"),
     ("switch_cluster", "Switch cluster", "Check and chat about another cluster (c)"),
     ("save", "Save transcript", "Write this session as Markdown (ctrl+s)"),
-    ("cancel", "Cancel", "Stop running checks and the assistant's turn (esc)"),
+    ("stop", "Cancel", "Stop running checks and the assistant's turn (esc on the table)"),
     ("help", "Help", "Keys and what they do (?)"),
 )
 
@@ -129,14 +130,23 @@ class FmdoctorApp(Jobs, App[None]):
         self.screen.set_focus(self.query_one("#ask", Input))  # now, not later: the next keys are the question
 
     def action_cancel(self) -> None:
-        if self.checks_running or self.turn_running:
+        """Esc: out of a text box (or anything else) back to the table first; there, it cancels what runs."""
+        if isinstance(self.focused, Input) or (self.focused is not self.findings.table and not self.busy):
+            if isinstance(self.focused, Input) and self.focused.id == "filter" and not self.focused.value:
+                self.findings.remove_class("-filtering")
+            self.findings.table.focus()
+        elif self.busy:
+            self.action_stop()
+
+    def action_stop(self) -> None:
+        if self.busy:
             self.check_cancel.set()
             self.turn_cancel.set()
             self.notify("Cancelling: running checks stop at their next step.", title="Cancel")
-        elif isinstance(self.focused, Input):
-            if self.focused.id == "filter" and not self.focused.value:
-                self.findings.remove_class("-filtering")
-            self.findings.table.focus()
+
+    @property
+    def busy(self) -> bool:
+        return self.checks_running or self.turn_running
 
     def notify(self, message: str, *, markup: bool = False, **kwargs: Any) -> None:  # type: ignore[override]
         """Never markup by default: notifications carry text from AWS, the model and the tools."""
@@ -213,6 +223,7 @@ class FmdoctorApp(Jobs, App[None]):
 
     def on_checks_started(self, message: msg.ChecksStarted) -> None:
         self.checks_running = True
+        self.findings.show_error(None)  # a new run: the last one's failure is history
         self.findings.query_one("#progress").start(message.cluster)
 
     def on_check_update(self, m: msg.CheckUpdate) -> None:
@@ -226,19 +237,21 @@ class FmdoctorApp(Jobs, App[None]):
         report = message.report
         progress = self.findings.query_one("#progress")
         if report is None or report.cluster != self.cluster:
-            progress.finish("cancelled" if message.cancelled else "checks could not run (see the notification)")
+            progress.finish("cancelled" if message.cancelled else "checks could not run:")
             return
         self.findings.show_report(report)
         self._update_header(report.status.value)
-        ran = len(report.stats.checks_run)
-        summary = (f"{ran} checks · {len(report.findings)} findings · {len(report.errors)} not verified · "
-                   f"{report.stats.duration_s:.1f}s" + (" · cancelled" if message.cancelled else ""))
+        summary = (f"{plural(len(report.stats.checks_run), 'check')} · {plural(len(report.findings), 'finding')} · "
+                   f"{len(report.errors)} not verified · {report.stats.duration_s:.1f}s"
+                   + (" · cancelled" if message.cancelled else ""))
         progress.finish(summary)
         if report.errors:
             parts = "; ".join(f"{e.check}: {e.code}" for e in report.errors[:3])
             more = f" and {len(report.errors) - 3} more" if len(report.errors) > 3 else ""
-            self.notify(f"{parts}{more}. Unverified parts are not reported as healthy.",
-                        title=f"{len(report.errors)} part(s) could not be verified", severity="warning")
+            title = f"{plural(len(report.errors), 'part')} could not be verified"
+            text = f"{parts}{more}. Unverified parts are not reported as healthy."
+            self.notify(text, title=title, severity="warning")
+            self.findings.show_error(f"{title}: {text}", severity="warning")
 
     def on_assistant_update(self, message: msg.AssistantUpdate) -> None:
         event, chat = message.event, self.chat
@@ -247,8 +260,8 @@ class FmdoctorApp(Jobs, App[None]):
         elif isinstance(event, ToolFinished):
             chat.tool_finished(event.call_id, event.name, event.args, event.status, event.duration_s,
                                event.finding_count, event.message)
-            self.transcript.add("tool", f"{event.name}({event.args}): {event.status}, {event.finding_count} "
-                                        f"findings, {event.duration_s:.1f}s")
+            self.transcript.add("tool", f"{event.name}({event.args}): {event.status}, "
+                                        f"{plural(event.finding_count, 'finding')}, {event.duration_s:.1f}s")
         elif isinstance(event, CheckProgress):
             chat.check_progress(event.done, event.total)
         elif isinstance(event, AnswerToken):
@@ -297,6 +310,7 @@ class FmdoctorApp(Jobs, App[None]):
         text = message.message + (f"\n{message.hint}" if message.hint else "")
         self.transcript.add("note", f"{message.what} failed: {text}")
         self.notify(text, title=f"{message.what.capitalize()} failed", severity="error", timeout=15)
+        self.findings.show_error(f"{message.what.capitalize()} failed: {text}")
 
     def on_finding_chosen(self, message: msg.FindingChosen) -> None:
         finding, report = message.finding, self.findings.report

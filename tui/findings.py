@@ -17,6 +17,31 @@ from fmdoctor.tui.progress import ChecksProgress
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 COLUMNS = (("severity", "Sev"), ("check", "Check"), ("resource", "Resource"), ("summary", "Summary"))
 SORT_KEYS = tuple(key for key, _ in COLUMNS)
+SEVERITY_WIDTH, MIN_WIDTH = 8, 10
+
+
+def column_widths(width: int, findings: Iterable[Finding]) -> dict[str, int]:
+    """Content widths for a table ``width`` cells wide (each column pads a cell on each side, the scrollbar
+    takes two): of what severity leaves, check gets up to a quarter and resource (ids people copy) up to a
+    third, the summary the rest."""
+    findings = list(findings)
+    room = max(width - 2 * len(COLUMNS) - 2 - SEVERITY_WIDTH, 3 * MIN_WIDTH)
+    longest = {key: max((len(getattr(f, key)) for f in findings), default=MIN_WIDTH) for key in ("check", "resource")}
+    check = min(longest["check"], max(MIN_WIDTH, room // 4))
+    resource = min(longest["resource"], max(MIN_WIDTH, room // 3))
+    return {"severity": SEVERITY_WIDTH, "check": check, "resource": resource,
+            "summary": max(MIN_WIDTH, room - check - resource)}
+
+
+def shorten(text: str, width: int, middle: bool = False) -> str:
+    """``text`` in ``width`` cells with an ellipsis where it was cut: at the end, or in the middle for ids and
+    check names, whose ends tell them apart (``spot-…otected`` from ``spot-…ruption``)."""
+    if len(text) <= width:
+        return text
+    if not middle:
+        return text[: width - 1] + "…"
+    head = width // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
 def matches(finding: Finding, query: str) -> bool:
@@ -43,15 +68,29 @@ class FindingsPanel(Vertical):
         self.query_text = ""
         self.sort_key, self.sort_reverse = "severity", False
         self.shown: list[Finding] = []
+        self.widths: dict[str, int] = {}
 
     def compose(self) -> ComposeResult:
         yield Static("Findings", id="findings-title")
         yield Input(placeholder="filter findings (words in severity, check, resource, summary)", id="filter")
         yield ChecksProgress(id="progress")
-        table: DataTable = DataTable(id="findings-table", cursor_type="row", zebra_stripes=True)
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
-        yield table
+        yield Static("", id="last-error", markup=False)
+        yield DataTable(id="findings-table", cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        self.refresh_rows()
+
+    def on_resize(self) -> None:
+        if column_widths(self.table.size.width, self.report.findings if self.report else []) != self.widths:
+            self.refresh_rows()
+
+    def show_error(self, text: str | None, severity: str = "error") -> None:
+        """The last thing that failed (or could not be verified), kept in view until the next run starts: a
+        notification goes away after a while."""
+        error = self.query_one("#last-error", Static)
+        error.update(text or "")
+        error.set_class(bool(text), "-shown")
+        error.set_class(severity == "warning", "-warning")
 
     @property
     def table(self) -> DataTable:
@@ -76,12 +115,21 @@ class FindingsPanel(Vertical):
         self.shown = sort_findings([f for f in findings if matches(f, self.query_text)], self.sort_key,
                                    self.sort_reverse)
         table = self.table
-        table.clear()
+        widths = column_widths(table.size.width, findings)
+        if widths != self.widths or not table.columns:
+            table.clear(columns=True)
+            for key, label in COLUMNS:
+                table.add_column(label, width=widths[key], key=key)
+            self.widths = widths
+        else:
+            table.clear()
         for finding in self.shown:
             style = SEVERITY_STYLE.get(finding.severity.value, "")
             # Text, not str: a str cell is read as markup, and findings carry text from AWS
-            table.add_row(Text(finding.severity.value, style=style), Text(finding.check), Text(finding.resource),
-                          Text(finding.summary), key=finding.id)
+            table.add_row(Text(finding.severity.value, style=style),
+                          Text(shorten(finding.check, widths["check"], middle=True)),
+                          Text(shorten(finding.resource, widths["resource"], middle=True)),
+                          Text(shorten(finding.summary, widths["summary"])), key=finding.id)
         self._title()
 
     def _title(self) -> None:

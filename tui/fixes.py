@@ -53,29 +53,30 @@ class ProposedFix:
                    plan=plan)
 
     def markdown(self) -> str:
+        """The exact calls (scrolls when long); the dry run is :meth:`dry_run_text`, shown beside the buttons."""
         lines = [f"**Plan** `{self.digest[:12]}` to fix `{self.target}`", ""]
         for number, call in enumerate(self.calls, 1):
             summary = f": {call['summary']}" if call.get("summary") else ""
             lines += [f"{number}. `{call.get('service')}.{call.get('operation')}`{summary}", "",
                       "```json", json.dumps(call.get("params"), indent=2, sort_keys=True), "```", ""]
         lines += list(self.notes)
-        lines += ["", "**Dry run** (nothing is changed):", ""] + dry_run_lines(self.preflight)
+        return "\n".join(lines).rstrip()
+
+    def dry_run_text(self) -> str:
+        """The dry run in a few plain lines: what each call would do, then the verdict first of all."""
+        if not self.preflight:
+            return "Dry run: none was made (nothing was checked)"
+        checks = self.preflight.get("checks") or []
+        verdict = "every call would succeed" if self.preflight.get("ok") else "THIS WOULD FAIL"
+        lines = [f"Dry run (nothing is changed): {verdict}"]
+        for check in checks:
+            mark = _MARK.get(check.get("status"), "?")
+            detail = f": {check['detail']}" if check.get("detail") else ""
+            lines.append(f"  {mark} {(check.get('call') or {}).get('operation')} {check.get('status')}{detail}")
+        denied = self.preflight.get("denied_actions") or []
+        if denied:
+            lines.append(f"  missing permission: {', '.join(denied)}")
         return "\n".join(lines)
-
-
-def dry_run_lines(preflight: dict[str, Any] | None) -> list[str]:
-    if not preflight:
-        return ["- no dry run was made"]
-    lines = []
-    for check in preflight.get("checks") or []:
-        call = check.get("call") or {}
-        mark = _MARK.get(check.get("status"), "?")
-        lines.append(f"- {mark} `{call.get('operation')}`: {check.get('status')}: {check.get('detail') or ''}")
-    denied = preflight.get("denied_actions") or []
-    if denied:
-        lines.append(f"- missing permission: {', '.join(denied)}")
-    lines.append("- every call would succeed" if preflight.get("ok") else "- **the dry run says this would fail**")
-    return lines
 
 
 def approve(fix: ProposedFix) -> Approval:

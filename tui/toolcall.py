@@ -8,6 +8,8 @@ from typing import Any
 from textual.content import Content
 from textual.widgets import Collapsible, Static
 
+from fmdoctor.words import plural
+
 _MARK = {"success": "✓", "error": "✗", "no_data": "∅", "approval_required": "?", "refused": "⊘"}
 
 
@@ -16,7 +18,7 @@ def title_for(name: str, args: dict[str, Any], status: str | None = None, durati
     short = ", ".join(f"{k}={v}" for k, v in args.items())
     if status is None:
         return f"⋯ {name}({short}) running"
-    found = f"{finding_count} finding{'s' if finding_count != 1 else ''}"
+    found = plural(finding_count or 0, "finding")
     return f"{_MARK.get(status, '·')} {name}({short}) · {duration_s or 0:.1f}s · {found}"
 
 

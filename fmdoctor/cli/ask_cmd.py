@@ -1,8 +1,9 @@
 """``fmdoctor ask "QUESTION"``: one question to the assistant, answered from the checks it runs.
 
 The model comes from ``--model``, else ``FMDOCTOR_MODEL``, else ``agent.model`` in the config; unset means
-the offline planner. A fix is applied only after a person types ``yes`` at the terminal; without a
-terminal to ask on, the plan is printed (``approval_required`` in JSON) and nothing changes.
+the offline planner. A fix is applied only after a person answers y (or yes) at the terminal, in the same
+dialogue as ``fmdoctor fix``; without a terminal to ask on, the plan is printed (``approval_required`` in
+JSON) and nothing changes.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target
+from fmdoctor.cli.confirm import confirm, show_plan
 from fmdoctor.engine.errors import ConfigError, FmdoctorError
+from fmdoctor.words import plural
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -71,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _progress(event: Any, stream: TextIO) -> None:
     args = ", ".join(f"{k}={v}" for k, v in event.args.items())
-    found = f"{event.finding_count} finding{'s' if event.finding_count != 1 else ''}"
-    stream.write(f"fmdoctor: {event.name}({args}): {event.status}, {found} ({event.duration_s:.1f}s)\n")
+    stream.write(f"fmdoctor: {event.name}({args}): {event.status}, {plural(event.finding_count, 'finding')} "
+                 f"({event.duration_s:.1f}s)\n")
     stream.flush()
 
 
@@ -81,15 +84,10 @@ def _interactive() -> bool:
 
 
 def _ask_approval(request: Any, stream: TextIO) -> Any | None:
-    """A person at this terminal decides; only the word 'yes' approves. The approval names the plan digest."""
-    stream.write(request.describe() + "\n")
-    stream.write("Apply exactly these calls? Type 'yes' to approve, anything else declines: ")
-    stream.flush()
-    try:
-        reply = sys.stdin.readline().strip().lower()
-    except (EOFError, KeyboardInterrupt):
-        reply = ""
-    if reply != "yes":
+    """A person at this terminal decides, in the dialogue ``fmdoctor fix`` uses: the same plan, the same
+    question, the same answers. The approval names the plan digest."""
+    show_plan(request.plan, request.preflight, stream)
+    if not confirm(request.plan):
         return None
     try:
         from fmdoctor.remediation import Approval  # type: ignore[import-not-found]

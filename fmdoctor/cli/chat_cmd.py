@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 
 from fmdoctor.cli.ask_cmd import model_spec
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target, split_ids
+from fmdoctor.cli.progress import ProgressLine
 from fmdoctor.engine.errors import ConfigError
+from fmdoctor.engine.registry import default_registry
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,12 +45,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--demo runs AWS in-process with fake credentials, so {spec} cannot be called from it",
                           hint="use --demo with a model outside AWS, or the offline planner")
     only = split_ids(args.only)
+    default_registry().select(only)  # an unknown check id: exit 3 now, before the demo is seeded
+    notice = ProgressLine(delay_s=0)  # on a terminal the line is cleared once the demo is ready
     if args.demo:
-        sys.stderr.write("fmdoctor: seeding the demo cluster in moto (a few seconds)…\n")
+        notice.write("fmdoctor: seeding the demo cluster in moto (a few seconds)…")
     try:
         with open_target(args) as target:
+            notice.close()
             doctor = target.doctor
-            doctor.registry.select(only)  # an unknown check id: exit 3 now, not a notification later
             assistant = Assistant(doctor, target.cluster, model=spec or doctor.settings.agent.model)
             audit = AuditLog(args.audit_log) if args.audit_log else None
             app = FmdoctorApp(doctor, target.cluster, assistant, audit=audit, only=only,
@@ -59,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
         if exc.message == "no cluster given":
             exc.hint = f"{exc.hint}; or try 'fmdoctor chat --demo'"
         raise
+    finally:
+        notice.close()
     return 0
 
 

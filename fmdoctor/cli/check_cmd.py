@@ -10,6 +10,7 @@ from fmdoctor.cli.common import add_connection_args, add_target_args, open_targe
 from fmdoctor.cli.progress import StderrProgress
 from fmdoctor.config import load_settings
 from fmdoctor.engine.api import Doctor
+from fmdoctor.engine.registry import default_registry
 from fmdoctor.report import RENDERERS
 from fmdoctor.report.text import make_console, write_text
 
@@ -61,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
             doctor = Doctor(settings=load_settings(args.config), overrides=settings_from_flags(args))
             report = doctor.check_local(split_ids(args.only), progress)
         else:
+            default_registry().select(split_ids(args.only))  # an unknown id: exit 3 before the demo is seeded
             with open_target(args, settings_from_flags(args)) as target:
                 report = target.doctor.check(target.cluster, only=split_ids(args.only), progress=progress)
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from fmdoctor.config import Settings, load_settings
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.errors import UsageError
+from fmdoctor.engine.regions import check_region
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -21,11 +23,21 @@ class ArgumentParser(argparse.ArgumentParser):
         raise UsageError(message, hint=f"see '{self.prog} --help'")
 
 
+def endpoint_url(text: str) -> str:
+    """--endpoint-url: an http(s) URL with a host (botocore would fail on 'localhost:5000' with a traceback)."""
+    parsed = urllib.parse.urlsplit(text.strip())
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http(s) URL: give the scheme and host, e.g. "
+                                         "http://127.0.0.1:5000")
+    return text.strip()
+
+
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("AWS connection")
     group.add_argument("--region", help="AWS region (default: config, then AWS_REGION / profile)")
     group.add_argument("--profile", help="AWS named profile (default: AWS_PROFILE)")
-    group.add_argument("--endpoint-url", help="send every AWS call here (e.g. a moto server); AWS_ENDPOINT_URL too")
+    group.add_argument("--endpoint-url", type=endpoint_url,
+                       help="send every AWS call here (e.g. a moto server); AWS_ENDPOINT_URL too")
     group.add_argument("--config", help="fmdoctor.yaml to read (default: FMDOCTOR_CONFIG, ./fmdoctor.yaml, "
                        "~/.config/fmdoctor/fmdoctor.yaml)")
 
@@ -52,7 +64,12 @@ class Target:
 
 @contextlib.contextmanager
 def open_target(args: argparse.Namespace, overrides: dict[str, Any] | None = None) -> Iterator[Target]:
-    """Settings + connection + cluster name from flags/env/config; with --demo, the seeded demo cluster."""
+    """Settings + connection + cluster name from flags/env/config; with --demo, the seeded demo cluster.
+
+    A --region botocore does not know is refused here, before the demo is seeded or AWS is called.
+    """
+    if getattr(args, "region", None) and not getattr(args, "endpoint_url", None):
+        check_region(args.region, "--region")
     if getattr(args, "demo", False):
         from fmdoctor.demo.runtime import demo_environment, demo_settings
 

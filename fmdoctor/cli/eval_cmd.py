@@ -30,7 +30,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--case", action="append", metavar="ID[,ID]", help="only these case ids or scenarios")
     parser.add_argument("--config", help="fmdoctor.yaml whose agent section (model, base_url, prices) to use")
     parser.add_argument("--format", choices=["text", "json"], default="text")
+    parser.add_argument("--no-progress", action="store_true", help="do not show each case on stderr as it ends")
     parser.set_defaults(func=run)
+
+
+def _progress(result: Any, done: int, total: int) -> None:
+    """One line per case on stderr as it ends: a suite takes minutes, and stdout is kept for the table."""
+    sys.stderr.write(f"fmdoctor: [{done}/{total}] {result.case}: {result.status} ({result.duration_s:.1f}s)\n")
+    sys.stderr.flush()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
 
     agent = load_settings(args.config).agent
     models = split_ids(args.model) or [os.environ.get("FMDOCTOR_MODEL") or agent.model or "offline"]
-    suites = [run_suite(model, agent, only=split_ids(args.case)) for model in models]
+    suites = [run_suite(model, agent, only=split_ids(args.case), progress=None if args.no_progress else _progress)
+              for model in models]
     if args.format == "json":
         data = [s.to_json_dict(agent.price_of(s.spec)) for s in suites]
         sys.stdout.write(json.dumps(data[0] if len(data) == 1 else data, indent=2) + "\n")

@@ -13,8 +13,10 @@ import sys
 from typing import Any
 
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target
+from fmdoctor.cli.confirm import confirm
 from fmdoctor.cli.json_input import read_json_arg
 from fmdoctor.engine.errors import UsageError
+from fmdoctor.engine.registry import default_registry
 from fmdoctor.remediation import Approval, AuditLog, FixPlan, apply_fix, plan_fix, preflight
 from fmdoctor.remediation.audit import local_user, who
 from fmdoctor.remediation.plan import plan_fields
@@ -49,6 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    default_registry().get(args.check)  # an unknown check id: exit 3 before the demo is seeded or AWS is called
     report = read_json_arg(args.report, "--report", allow_inline=False) if args.report else None
     audit = AuditLog(args.audit_log)
     out = _Output(args.format)
@@ -57,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         plan = plan_fix(doctor, target.cluster, args.check, resource=args.resource, report=report, audit=audit)
         out.section("plan", plan.to_json_dict(), plan_lines(plan))
         if plan.empty:
-            return out.done(FIXED if not plan.findings and not plan.manual else NOT_FIXED)
+            nothing_left = not plan.findings and not plan.manual and not plan.unverified
+            return out.done(FIXED if nothing_left else NOT_FIXED)
         checked = preflight(doctor, plan, audit=audit)
         out.section("preflight", checked.to_json_dict(), preflight_lines(checked))
         if not checked.ok:
@@ -86,11 +90,7 @@ def _approve(plan: FixPlan, yes: bool, audit: AuditLog) -> Approval | None:
                      reason="no --yes and no terminal to ask on")
         raise UsageError("refusing to change AWS without approval: there is no terminal to ask on",
                          hint="re-run with --yes to approve this plan, or --dry-run to only plan and pre-flight")
-    sys.stderr.write(f"Apply these {len(plan.steps)} call(s) to {plan.cluster} ({plan.region}"
-                     f"{', account ' + plan.account if plan.account else ''})? [y/N] ")
-    sys.stderr.flush()
-    answer = sys.stdin.readline().strip().lower()
-    if answer in {"y", "yes"}:
+    if confirm(plan):
         return Approval.grant(plan, approver=user, channel="terminal")
     audit.record("declined", **plan_fields(plan), who=who(plan.identity), outcome="declined",
                  approver=user, channel="terminal")

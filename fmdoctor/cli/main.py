@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
+import threading
 from collections.abc import Sequence
+from typing import NoReturn
 
 from fmdoctor import __version__
 from fmdoctor.cli import (
@@ -72,3 +76,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _interactive() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def run() -> NoReturn:
+    """The ``fmdoctor`` console script: :func:`main`, then exit without tearing the interpreter down.
+
+    Work still under way in other threads is waited for, as a normal exit does (a fix being applied and
+    audited finishes); what is skipped is freeing every object one by one, which after the demo (moto's whole
+    in-memory AWS) took seconds after the last line was printed, so quitting the app felt stuck.
+    """
+    code = main()
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)

@@ -8,6 +8,7 @@ import time
 from typing import TextIO
 
 from fmdoctor.engine.runner import CheckEvent
+from fmdoctor.words import plural
 
 
 class ProgressLine:
@@ -48,7 +49,7 @@ class StderrProgress(ProgressLine):
     def __call__(self, event: CheckEvent) -> None:
         if event.phase != "finished" or not self.wanted():
             return
-        outcome = "skipped" if event.skipped else f"{event.findings} finding{'' if event.findings == 1 else 's'}"
+        outcome = "skipped" if event.skipped else plural(event.findings, "finding")
         if event.errors:
-            outcome += f", {event.errors} errors"
+            outcome += f", {plural(event.errors, 'error')}"
         self.write(f"fmdoctor: [{event.done}/{event.total}] {event.check_id}: {outcome} ({event.duration_s:.1f}s)")

@@ -7,7 +7,7 @@ import json
 import sys
 
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target
-from fmdoctor.net.reachability import PROTOCOLS, why_not
+from fmdoctor.net.reachability import PROTOCOLS, parse_flow, why_not
 from fmdoctor.report.reachability import write_reachability
 from fmdoctor.report.text import make_console
 
@@ -36,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    parse_flow(args.protocol, args.port, default_ports=((0, 0),))  # a bad port: exit 3 before the demo is seeded
     with open_target(args) as target:
         result = why_not(target.doctor, target.cluster, args.source, args.destination, args.port, args.protocol)
         cluster = target.cluster

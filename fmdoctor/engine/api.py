@@ -23,14 +23,17 @@ from fmdoctor.engine.discovery import fetch_inventory
 from fmdoctor.engine.endpoints import endpoint_target_name
 from fmdoctor.engine.errors import (
     AwsUnavailable,
+    Cancelled,
     ConfigError,
     CredentialsError,
     TargetNotFound,
+    credentials_error,
     describe_aws_failure,
 )
 from fmdoctor.engine.host import Host, LocalHost
 from fmdoctor.engine.inventory import ENDPOINTS, HYPERPOD, INVENTORY_PARTS, Inventory
-from fmdoctor.engine.model import CheckError, Report, RunStats, Status, status_for
+from fmdoctor.engine.model import CheckError, Report, RunStats, Skipped, Status, status_for
+from fmdoctor.engine.regions import check_region
 from fmdoctor.engine.registry import Registry, default_registry
 from fmdoctor.engine.runner import ProgressCallback, RunOutcome, run_checks
 
@@ -116,12 +119,16 @@ class Doctor:
         )
         try:
             aws = self.aws_factory(options)
-            _ = aws.region
+            region = aws.region
         except Exception as exc:
             failure = describe_aws_failure(exc)
             if failure is None:
                 raise
+            if failure.kind == "credentials":
+                raise credentials_error(failure) from None
             raise CredentialsError(f"cannot set up AWS access: {failure.message}") from None
+        if not (options.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")):  # custom endpoints take any name
+            check_region(region, _region_source(self.connection, cluster_settings))
         return aws
 
     def inventory(self, cluster: str | None = None, aws: Aws | None = None,
@@ -140,10 +147,7 @@ class Doctor:
             if failure is None:
                 raise
             if failure.kind == "credentials":
-                raise CredentialsError(
-                    f"AWS rejected the credentials ({failure.code}): {failure.message}",
-                    hint="check AWS_PROFILE / --profile, or run 'aws sts get-caller-identity'",
-                ) from None
+                raise credentials_error(failure) from None
             error = CheckError(
                 check=INVENTORY,
                 code=failure.code,
@@ -171,10 +175,15 @@ class Doctor:
         checks = self.registry.select(only)
         settings = self.cluster_settings(name)
         aws = self.connect(settings)
+        aws.cancel = cancel  # checks under way stop at their next AWS call, not only those not yet started
         started = time.perf_counter()
         now = self.clock()
         try:
             inventory = self.inventory(name, aws, parts=inventory_parts(checks))
+        except Cancelled:
+            return Report(cluster=name, region=aws.region, generated_at=now, status=Status.UNKNOWN,
+                          skipped=[Skipped(check=c.id, reason="cancelled") for c in checks],
+                          stats=RunStats(api_calls=aws.calls.snapshot(), duration_s=time.perf_counter() - started))
         except _InventoryFailed as failed:
             return Report(
                 cluster=name,
@@ -206,6 +215,14 @@ class Doctor:
                          host=host, extras=self.extras)
         outcome = run_checks(scope, checks, self.settings.max_workers, progress)
         return _report(scope, outcome, started)
+
+
+def _region_source(connection: Connection, cluster_settings: ClusterSettings) -> str:
+    if connection.region:
+        return "--region"
+    if cluster_settings.region:
+        return "region in fmdoctor.yaml"
+    return "AWS_REGION" if os.environ.get("AWS_REGION") else "the AWS profile or AWS_DEFAULT_REGION"
 
 
 def _not_found_hint(tag_keys: Sequence[str], parts: frozenset[str]) -> str:

@@ -16,7 +16,7 @@ from botocore.client import BaseClient
 from botocore.config import Config
 
 from fmdoctor import __version__
-from fmdoctor.engine.errors import ConfigError, remember_call
+from fmdoctor.engine.errors import Cancelled, ConfigError, remember_call
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,7 @@ class Aws:
         self.options = options or AwsOptions()
         self.session = session
         self.calls = ApiCallCounter()
+        self.cancel: threading.Event | None = None  # once set, every further call raises Cancelled
         self._clients: dict[str, BaseClient] = {}
         self._lock = threading.Lock()
         self._config = Config(
@@ -93,6 +94,8 @@ class Aws:
             return client
 
     def _on_before_call(self, model: Any, **_: Any) -> None:
+        if self.cancel is not None and self.cancel.is_set():  # a cancelled run stops at its next call
+            raise Cancelled(f"cancelled before {model.service_model.service_name}.{model.name}")
         service = model.service_model.service_name
         self.calls.record(service, model.name)
         remember_call(service, model.name)

@@ -45,6 +45,10 @@ class CredentialsError(FmdoctorError):
     """No usable AWS credentials, or they were rejected."""
 
 
+class Cancelled(FmdoctorError):
+    """The run was cancelled (Esc, quitting the app): the AWS call it was about to make was not made."""
+
+
 class AwsUnavailable(FmdoctorError):
     """An AWS call needed before any check could run failed (inventory), so nothing could be verified."""
 
@@ -126,6 +130,26 @@ class AwsCallFailed(Exception):
     def __init__(self, failure: AwsFailure, what: str):
         super().__init__(f"could not read {what}: {failure.message}")
         self.failure = failure
+
+
+_NO_CREDENTIALS = {
+    "NoCredentialsError": ("no AWS credentials found", "set AWS_PROFILE or pass --profile (or use environment keys, "
+                           "SSO or an instance role), or try --demo to see fmdoctor without an account"),
+    "PartialCredentialsError": ("incomplete AWS credentials", "set both the access key id and the secret key, or "
+                                "use a profile"),
+    "ProfileNotFound": ("no such AWS profile", "see 'aws configure list-profiles'"),
+    "NoRegionError": ("no AWS region", "pass --region, set AWS_REGION, or set region in fmdoctor.yaml"),
+}
+
+
+def credentials_error(failure: AwsFailure) -> CredentialsError:
+    """The error for a failure of kind ``credentials``: 'rejected' only when AWS saw credentials and refused
+    them; missing or incomplete credentials (found before any call) say so instead."""
+    if failure.code in _NO_CREDENTIALS:
+        message, hint = _NO_CREDENTIALS[failure.code]
+        return CredentialsError(f"{message}: {failure.message}", hint=hint)
+    return CredentialsError(f"AWS rejected the credentials ({failure.code}): {failure.message}",
+                            hint="check AWS_PROFILE / --profile, or run 'aws sts get-caller-identity'")
 
 
 def describe_aws_failure(exc: BaseException) -> AwsFailure | None:

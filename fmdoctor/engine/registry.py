@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 from fmdoctor.engine.check import Check, validate_check_class
 from fmdoctor.engine.errors import UsageError
+from fmdoctor.words import suggest
 
 
 class Registry:
@@ -36,10 +36,17 @@ class Registry:
         return list(dict.fromkeys(c.family for c in self._checks.values()))
 
     def get(self, check_id: str) -> Check:
+        """One check by id (a family name is not one: the message lists the family's checks)."""
         try:
             return self._checks[check_id]
         except KeyError:
-            raise UsageError(self._unknown_message(check_id)) from None
+            members = [c.id for c in self._checks.values() if c.family == check_id]
+            if members:
+                raise UsageError(f"{check_id!r} is a family of checks, not one check id",
+                                 hint=f"name one of {', '.join(members)}") from None
+            close = suggest(check_id, self.ids())
+            hint = f"; did you mean {', '.join(close)}?" if close else "; see 'fmdoctor checks list'"
+            raise UsageError(f"unknown check id {check_id!r}{hint}") from None
 
     def select(self, only: Sequence[str] | None = None, target: str = "cluster") -> list[Check]:
         """Checks by id or family name for one target kind; ``None``/empty means all of that kind."""
@@ -70,7 +77,7 @@ class Registry:
         return sorted(actions)
 
     def _unknown_message(self, name: str) -> str:
-        close = difflib.get_close_matches(name, self.ids() + self.families(), n=3)
+        close = suggest(name, self.ids() + self.families())
         hint = f"; did you mean {', '.join(close)}?" if close else "; see 'fmdoctor checks list'"
         return f"unknown check id or family {name!r}{hint}"
 

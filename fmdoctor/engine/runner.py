@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from fmdoctor.engine.check import Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext, RunScope
-from fmdoctor.engine.errors import describe_aws_failure
+from fmdoctor.engine.errors import Cancelled, describe_aws_failure
 from fmdoctor.engine.model import CheckError, Finding, Skipped
 
 log = logging.getLogger(__name__)
@@ -52,11 +52,13 @@ def run_checks(
     outcome = RunOutcome()
     lock = threading.Lock()
     total = len(checks)
+    finished = [0]  # checks that have ended, each counted once (a partial error does not count it again)
 
     def one(check: Check) -> None:
         if cancel is not None and cancel.is_set():
             with lock:
                 outcome.skipped.append(Skipped(check=check.id, reason="cancelled"))
+                finished[0] += 1
             return
         if progress:
             progress(CheckEvent(check.id, "started", total=total))
@@ -70,6 +72,8 @@ def run_checks(
             completed = True
         except NotApplicable as exc:
             skipped = Skipped(check=check.id, reason=exc.reason)
+        except Cancelled:  # the run was cancelled while this check waited on AWS: it neither passed nor failed
+            skipped, ctx.errors[:] = Skipped(check=check.id, reason="cancelled"), []
         except Unverified as exc:  # its errors are on ctx already; it is neither completed nor skipped
             if not ctx.errors:
                 ctx.unverified(f"everything {check.id} checks ({check.proves()})", "Unverified", str(exc))
@@ -82,7 +86,8 @@ def run_checks(
                 outcome.skipped.append(skipped)
             if completed:
                 outcome.completed.append(check.id)
-            done = len(outcome.completed) + len(outcome.skipped) + len({e.check for e in outcome.errors})
+            finished[0] += 1
+            done = finished[0]
         if progress:
             progress(
                 CheckEvent(
@@ -92,7 +97,7 @@ def run_checks(
                     errors=len(ctx.errors),
                     skipped=skipped is not None,
                     duration_s=time.perf_counter() - started,
-                    done=min(done, total),
+                    done=done,
                     total=total,
                 )
             )

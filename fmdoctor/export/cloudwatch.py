@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fmdoctor.engine.api import Doctor
-from fmdoctor.engine.errors import AwsUnavailable, CredentialsError, describe_aws_failure
+from fmdoctor.engine.errors import AwsUnavailable, credentials_error, describe_aws_failure
 from fmdoctor.engine.model import Report, Severity
 from fmdoctor.fleet.model import FleetReport
 
@@ -128,7 +128,7 @@ def export_to_cloudwatch(doctor: Doctor, source: Report | FleetReport, namespace
                 raise
             sent = f"{result.calls} of {len(requests)} PutMetricData calls had succeeded"
             if failure.kind == "credentials":
-                raise CredentialsError(f"AWS rejected the credentials ({failure.code}): {failure.message}") from None
+                raise credentials_error(failure) from None
             raise AwsUnavailable(f"cannot put metrics into {namespace} ({failure.code}): {failure.message}; {sent}",
                                  hint=f"the exporter needs {IAM_ACTION} in {aws.region}") from None
         result.calls += 1

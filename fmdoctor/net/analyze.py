@@ -138,11 +138,31 @@ def _outbound(trace: Trace, src: Endpoint, dst: Endpoint) -> None:
     trace.hop("eni", src.resource, src.label)
     security_group_hop(trace, src, True, dst)
     trace.nacl(src.subnet_id or "", src.vpc_id, True, dst, flow.services())
-    for choice in trace.routes(src.subnet_id or "", src.vpc_id or "", dst):
-        # The part of the destination this route decides, labelled as such in the hops that follow.
+    choices = trace.routes(src.subnet_id or "", src.vpc_id or "", dst)
+    for choice in choices:
+        # The part of the destination this route decides, labelled as such in the hops that follow; when
+        # parts leave by different ways (the internet through a NAT gateway, S3's prefix list through a
+        # gateway endpoint), each way's hops carry its name.
         part = dataclasses.replace(dst.with_addresses(choice.ranges), label=dst.part_label(choice.ranges))
+        trace.path = _way_out(trace.network, part, choice) if len(choices) > 1 else None
         _exit(trace, src, part, choice)
+    trace.path = None
     trace.hop("destination", dst.resource, dst.label)
+
+
+_WAYS = {t.NAT: "NAT gateway", t.IGW: "internet gateway", t.GATEWAY_ENDPOINT: "gateway endpoint"}
+
+
+def _way_out(network: Network, part: Endpoint, choice: RouteChoice) -> str:
+    """'part of the internet (81 CIDRs) via NAT gateway nat-1', 'S3 (pl-1) via gateway endpoint vpce-1'."""
+    route = choice.route
+    if route is None:
+        return part.label
+    kind = _WAYS.get(route.target_kind, BEYOND.get(route.target_kind, "target"))
+    endpoint = network.topology.vpc_endpoints.get(route.target_id or "")
+    if route.target_kind == t.GATEWAY_ENDPOINT and endpoint is not None:  # its prefix list: the service
+        return f"{endpoint.service_name.rsplit('.', 1)[-1].upper()} ({route.destination}) via {kind} {endpoint.id}"
+    return f"{part.label} via {kind} {route.target_id}"
 
 
 def _s3_interface_endpoint(network: Network, src: Endpoint, dst: Endpoint) -> VpcEndpoint | None:

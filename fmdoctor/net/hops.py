@@ -53,6 +53,7 @@ class Trace:
         self.blocked: Blocked | None = None
         self.partial: tuple[str, tuple[Range, ...]] | None = None
         self.caveats: list[Caveat] = []
+        self.path: str | None = None  # stamped on the hops of one of several ways out
 
     def note_partial(self, peer: Endpoint, blocked: Sequence[Range]) -> None:
         """Record that only ``blocked`` of the peer's addresses are dropped (before :meth:`block`)."""
@@ -65,7 +66,7 @@ class Trace:
 
     def hop(self, component: str, resource: str, detail: str, *, verdict: str = PASS, direction: str = "forward",
             rule: str | None = None) -> None:
-        self.hops.append(Hop(component, resource, verdict, detail, direction, rule))
+        self.hops.append(Hop(component, resource, verdict, detail, direction, rule, self.path))
 
     def unverified(self, component: str, resource: str, detail: str, direction: str = "forward") -> None:
         self.hop(component, resource, detail, verdict=UNVERIFIED, direction=direction)

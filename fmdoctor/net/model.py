@@ -138,10 +138,11 @@ class Hop:
     detail: str
     direction: str = "forward"  # or "return"
     rule: str | None = None
+    path: str | None = None  # which way out, when a destination's parts leave by several (NAT, S3 endpoint)
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"component": self.component, "resource": self.resource, "verdict": self.verdict,
-                "direction": self.direction, "detail": self.detail, "rule": self.rule}
+                "direction": self.direction, "detail": self.detail, "rule": self.rule, "path": self.path}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fmdoctor.engine.errors import AwsUnavailable, CredentialsError, UsageError, describe_aws_failure
+from fmdoctor.engine.errors import AwsUnavailable, UsageError, credentials_error, describe_aws_failure
 from fmdoctor.net.analyze import analyze_endpoints
 from fmdoctor.net.fetch import fetch_topology
 from fmdoctor.net.model import Endpoint, Flow, ReachabilityResult
@@ -95,6 +95,8 @@ def analyze(network: Network, source: str | Endpoint | Sequence[Endpoint], desti
     flow = parse_flow(protocol, port, destinations.default_ports)
     if flow.protocol == "tcp" and (destinations.clients or sources.clients):  # Lustre replies go to LNet's ports
         flow = dataclasses.replace(flow, clients=destinations.clients or sources.clients)
+    if any(e.kind == "s3" for e in destinations.endpoints) and not set(flow.ports or ()) <= {(80, 80), (443, 443)}:
+        raise UsageError("S3 answers only on tcp/443 (HTTPS) and tcp/80: leave --port out for S3, or give 443")
     if flow.efa:
         sources = Resolved([efa_endpoint(resolver.network, e) for e in sources.endpoints])
         destinations = Resolved([efa_endpoint(resolver.network, e) for e in destinations.endpoints])
@@ -126,7 +128,7 @@ def why_not(doctor: Doctor, cluster: str | None, source: str, destination: str, 
         if failure is None:
             raise
         if failure.kind == "credentials":
-            raise CredentialsError(f"AWS rejected the credentials ({failure.code}): {failure.message}") from None
+            raise credentials_error(failure) from None
         needs = f" (needs {failure.iam_action})" if failure.iam_action else ""
         raise AwsUnavailable(f"could not read the network configuration: {failure.code}{needs}: "
                              f"{failure.message}") from None

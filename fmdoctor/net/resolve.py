@@ -1,5 +1,16 @@
-"""Turn what a person types (``i-0abc``, ``eni-...``, ``10.0.3.7``, ``head-node``, ``203.0.113.0/24``,
+"""Turn what a person types (``gpu-node-6``, ``i-0abc``, ``10.0.3.7``, ``203.0.113.0/24``, ``eni-...``,
 ``internet``, ``fs-0123...``, ``s3://bucket``) into endpoints, fetching only what the inventory lacks.
+
+Resolution order (the first that matches wins; :data:`ORDER` is what a no-match message lists):
+
+1. an instance: its ``Name`` tag, its id (``i-...``), or ``head``/``head-node`` for the cluster's head node;
+2. an IPv4 address or CIDR (an address of an interface is that interface; ``internet``, ``any`` and
+   ``0.0.0.0/0`` are the internet);
+3. a network interface id (``eni-...``);
+4. an FSx file system (``fs-...``), ``s3`` (S3 in the region) or ``s3://bucket[/prefix]``.
+
+A bucket is accepted only as ``s3://bucket``, so a mistyped node name is never read as one. Nothing
+matched: the message says what was tried and which names are close ("did you mean gpu-node-6?").
 
 Interfaces outside the cluster (a file system's, an endpoint's, any the user names) are fetched by id or
 filter in one call each, with their security groups and any VPC that is not loaded yet.
@@ -23,9 +34,15 @@ from fmdoctor.net.model import ClientPorts, Endpoint
 from fmdoctor.net.network import INTERNET, Network, group_interfaces, primary_interface
 from fmdoctor.net.space import address_range, cidr_range, ranges_overlap
 from fmdoctor.net.topology import Topology
+from fmdoctor.words import suggest
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}$")
+_INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,17}$")
+_INTERFACE_ID = re.compile(r"^eni-[0-9a-f]{8,17}$")
+HEAD_WORDS = ("head", "head-node")
+ORDER = ("an instance's Name tag or id ({count} instances), 'head', an IPv4 address or CIDR, 'internet', an ENI id, "
+         "an FSx id, 's3' or s3://bucket")
 _FSX = re.compile(r"^(?:fsx://)?(fs-[0-9a-f]{8,17})(?:/.*)?$")
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 HTTPS = ((443, 443),)
@@ -53,34 +70,47 @@ class Resolver:
         if not query:
             raise UsageError("an empty endpoint: give an instance, ENI, IP, CIDR, 'internet', fs-id or s3://bucket")
         lowered = query.lower()
-        if lowered in ("internet", "0.0.0.0/0", "any"):
-            return Resolved([Endpoint("internet", "the internet", "internet", INTERNET, query=query)])
-        if lowered == "s3" or lowered.startswith("s3://"):
-            return Resolved([self._s3(query)], HTTPS)
-        if match := _FSX.match(lowered):
-            return self._file_system(match.group(1), query)
-        if lowered.startswith("i-"):
-            return Resolved([self._instance(query)])
-        if lowered.startswith("eni-"):
-            return Resolved([self._interface_by_id(query)])
-        if _SECURITY_GROUP.match(lowered):  # would otherwise be looked up as an S3 bucket of that name
-            raise UsageError(f"{query} is a security group, not an endpoint: name an instance, interface or address "
-                             "that uses it")
-        if _is_network(query):
-            return Resolved([self._address(query)])
         named = self._named_instance(query)
         if named is not None:
             return Resolved([named])
-        if _BUCKET.match(query):
-            return Resolved([self._s3(f"s3://{query}")], HTTPS)
+        if _INSTANCE_ID.match(lowered):
+            return Resolved([self._instance(query)])
+        if lowered in ("internet", "0.0.0.0/0", "any"):
+            return Resolved([Endpoint("internet", "the internet", "internet", INTERNET, query=query)])
+        if _is_network(query):
+            return Resolved([self._address(query)])
+        if _INTERFACE_ID.match(lowered):
+            return Resolved([self._interface_by_id(query)])
+        if match := _FSX.match(lowered):
+            return self._file_system(match.group(1), query)
+        if lowered == "s3" or lowered.startswith("s3://"):
+            return Resolved([self._s3(query)], HTTPS)
+        if _SECURITY_GROUP.match(lowered):
+            raise UsageError(f"{query} is a security group, not an endpoint: name an instance, interface or address "
+                             "that uses it")
+        if lowered in HEAD_WORDS:
+            raise TargetNotFound(f"cluster {self.inventory.cluster} has no known head node",
+                                 hint="tag it fmdoctor:role=head or list it under head_nodes in fmdoctor.yaml")
+        raise self._not_found(query)
+
+    def _not_found(self, query: str) -> TargetNotFound:
+        """What was tried, in order, and the names that are close to the query."""
         shown = query if len(query) <= 80 else f"{query[:77]}..."
-        raise TargetNotFound(f"{shown!r} is not an instance, interface, address, file system or bucket of "
-                             f"cluster {self.inventory.cluster}")
+        names = [n for i in self.inventory.instances for n in (i.tags.get("Name"), i.id)]
+        close = suggest(query, [n for n in names if n] + ["internet", "s3"]) if len(query) <= 256 else []
+        if close:
+            hint: str | None = f"did you mean {close[0]}?" + (f" (also close: {', '.join(close[1:])})"
+                                                                if close[1:] else "")
+        else:
+            hint = f"a bucket is named as s3://{query}" if _BUCKET.match(query) else None
+        count = len(self.inventory.instances)
+        return TargetNotFound(f"{shown!r} is not an instance, address, interface, file system or s3:// URI of cluster "
+                              f"{self.inventory.cluster} (tried, in order: {ORDER.format(count=count)})", hint=hint)
 
     # -- instances and interfaces ----------------------------------------------------------------------
 
     def _named_instance(self, name: str) -> Endpoint | None:
-        if name in ("head", "head-node") and (heads := [i for i in self.inventory.instances if i.role == HEAD]):
+        if name.lower() in HEAD_WORDS and (heads := [i for i in self.inventory.instances if i.role == HEAD]):
             return self._instance(heads[0].id, name)
         matches = [i for i in self.inventory.instances if i.tags.get("Name") == name]
         if len(matches) > 1:

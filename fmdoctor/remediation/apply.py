@@ -25,6 +25,7 @@ from fmdoctor.remediation.audit import AuditLog, caller_identity, who
 from fmdoctor.remediation.current import reconcile
 from fmdoctor.remediation.plan import FixPlan, audit_log_for, plan_fields
 from fmdoctor.remediation.preflight import connect_for
+from fmdoctor.words import plural
 
 APPLIED = "applied"
 ALREADY = "already-present"
@@ -162,7 +163,7 @@ def _batch_outcome(step: PlannedCall, response: dict[str, Any], busy_codes: froz
     if failures:
         text = "; ".join(f"{f.get('NodeId')}: {f.get('ErrorCode')}: {f.get('Message', '')}".strip() for f in failures)
         ok = response.get("Successful") or []
-        return CallOutcome(step, FAILED, f"{len(ok)} node(s) accepted, {len(failures)} failed: {text}",
+        return CallOutcome(step, FAILED, f"{plural(len(ok), 'node')} accepted, {len(failures)} failed: {text}",
                            failures[0].get("ErrorCode"))
     if busy and not response.get("Successful"):
         return CallOutcome(step, ALREADY, f"already in progress on {', '.join(map(str, busy))}", "InstanceIdInUse")

@@ -196,9 +196,9 @@ def merge_hyperpod_batches(calls: Iterable[PlannedCall]) -> list[PlannedCall]:
             nodes = list(dict.fromkeys(n for c in chunk for n in c.params["NodeIds"]))
             findings = tuple(dict.fromkeys(f for c in chunk for f in c.findings))
             verb = "reboot" if operation == "BatchRebootClusterNodes" else "replace"
+            what = f"HyperPod node{'' if len(nodes) == 1 else 's'} {', '.join(nodes)}"
             merged.append(PlannedCall("sagemaker", operation, {"ClusterName": cluster, "NodeIds": nodes},
-                                      chunk[0].action, f"{verb} HyperPod node(s) {', '.join(nodes)} of {cluster}",
-                                      findings))
+                                      chunk[0].action, f"{verb} {what} of {cluster}", findings))
     return merged
 
 

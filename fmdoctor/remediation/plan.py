@@ -16,10 +16,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fmdoctor.engine.api import Doctor
+from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.engine.model import Finding, Report
 from fmdoctor.remediation.actions import PlannedCall, RemediationError, build_call, spec_for
 from fmdoctor.remediation.audit import AuditLog, caller_identity, who
 from fmdoctor.remediation.current import reconcile
+from fmdoctor.runbooks import Runbook, get_runbook
+from fmdoctor.words import plural
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,9 @@ class FixPlan:
     conflicts: tuple[dict[str, Any], ...] = ()  # calls that cannot be applied as planned: {call, reason}
     manual: tuple[dict[str, Any], ...] = ()  # findings with no automated fix: {finding, summary, runbook}
     notes: tuple[str, ...] = ()
+    automated: bool = True  # False: the check's runbook declares no automated fix (follow the runbook)
+    runbook: str = ""  # the check's runbook id
+    unverified: tuple[str, ...] = ()  # what the check could not see (only a check without automated fix has any)
     identity: dict[str, Any] = field(default_factory=dict, compare=False)
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC), compare=False)
 
@@ -79,6 +85,9 @@ class FixPlan:
             "conflicts": list(self.conflicts),
             "manual": list(self.manual),
             "notes": list(self.notes),
+            "automated": self.automated,
+            "runbook": self.runbook,
+            "unverified": list(self.unverified),
             "created_at": self.created_at.isoformat(),
         }
 
@@ -101,17 +110,21 @@ def plan_fix(
 ) -> FixPlan:
     """The calls that would fix ``check_id``'s findings on ``cluster`` now (optionally one resource, or only
     the findings of a saved report that are still raised). Read-only; the plan is audited."""
-    doctor.registry.get(check_id)  # unknown check: UsageError with suggestions
+    check = doctor.registry.get(check_id)  # unknown check: UsageError with suggestions
+    runbook = _runbook(check.runbook_id(), doctor)
+    automated = runbook is None or runbook.automated
     name = doctor.resolve_cluster(cluster)
     current = doctor.check(name, only=[check_id])
     errors = [e for e in current.errors if e.check in (check_id, "inventory")]
-    if errors:
+    if errors and automated:
         first = errors[0]
         action = f" (needs {first.iam_action})" if first.iam_action else ""
         raise RemediationError(
             f"cannot plan a fix: {check_id} could not verify the current state: {first.code}{action}: "
             f"{first.unverified}",
-            hint="fmdoctor changes nothing it cannot first check; grant the read permission and retry",
+            hint="fmdoctor changes nothing it cannot first check; " + (
+                f"grant {first.iam_action} and retry" if first.iam_action else
+                f"make it visible (fmdoctor runbook show {check.runbook_id()}) and retry"),
         )
     findings, notes = _select(current.findings_for(check_id), name, check_id, resource, report)
 
@@ -142,15 +155,26 @@ def plan_fix(
         conflicts=tuple({"call": c.to_json_dict(), "reason": r} for c, r in state.conflicts) if state else (),
         manual=tuple(manual),
         notes=tuple(notes + (state.warnings if state else [])),
+        automated=automated,
+        runbook=check.runbook_id(),
+        unverified=tuple(f"{e.code}: {e.unverified}" for e in errors),
         identity=identity,
     )
     audit_log_for(doctor, audit).record(
         "plan", **plan_fields(plan), who=who(identity),
-        outcome=f"{len(plan.steps)} call(s) planned" if plan.steps else "nothing to apply",
+        outcome=f"{plural(len(plan.steps), 'call')} planned" if plan.steps else "nothing to apply",
         satisfied=list(plan.satisfied), conflicts=list(plan.conflicts), manual=list(plan.manual),
         notes=list(plan.notes), findings=list(plan.findings),
     )
     return plan
+
+
+def _runbook(runbook_id: str, doctor: Doctor) -> Runbook | None:
+    """The check's runbook (a user's overrides a built-in); None when there is none to read."""
+    try:
+        return get_runbook(runbook_id, settings=doctor.settings)
+    except FmdoctorError:
+        return None
 
 
 def plan_fields(plan: FixPlan) -> dict[str, Any]:

@@ -27,7 +27,7 @@ def brief(value: Any, items: int = 3) -> str:
         return shown + (f" (+{len(value) - items} more)" if len(value) > items else "")
     if isinstance(value, dict):
         pairs = list(value.items())
-        shown = ", ".join(f"{k}={brief(v, items)}" for k, v in pairs[:items])
+        shown = ", ".join(f"{brief(k)}={brief(v, items)}" for k, v in pairs[:items])
         return shown + (f" (+{len(pairs) - items} more)" if len(pairs) > items else "")
     if value is None:
         return "none"

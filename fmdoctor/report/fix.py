@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from fmdoctor.words import plural
 
 if TYPE_CHECKING:
     from fmdoctor.remediation import FixPlan, FixResult, PreflightResult
@@ -12,42 +15,66 @@ _PREFLIGHT_MARK = {"allowed": "✓", "denied": "✗", "failed": "✗", "not-chec
 _OUTCOME_MARK = {"applied": "✓", "already-present": "=", "failed": "✗", "not-attempted": "-"}
 
 
-def plan_lines(plan: FixPlan) -> list[str]:
-    account = f", account {plan.account}" if plan.account else ""
-    scope = f" on {plan.resource}" if plan.resource else ""
-    lines = [f"fmdoctor fix: {plan.check}{scope} in {plan.cluster} ({plan.region}{account})"]
-    if plan.steps:
-        lines.append(f"plan {plan.digest[:12]}: {len(plan.steps)} API call(s) for "
-                     f"{len(plan.findings)} finding(s), in this order:")
-        for number, step in enumerate(plan.steps, 1):
-            lines.append(f"  {number}. {step.service} {step.operation}: {step.summary}")
-            lines += ["       " + line for line in json.dumps(step.params, indent=2).splitlines()]
-    for title, entries in (("already in place (skipped)", plan.satisfied), ("cannot be applied", plan.conflicts)):
-        if entries:
+def _plain(value: Any) -> dict[str, Any]:
+    """A plan or pre-flight, or its JSON form (what the assistant's approval request carries)."""
+    return value.to_json_dict() if hasattr(value, "to_json_dict") else dict(value or {})
+
+
+def plan_lines(plan: FixPlan | Mapping[str, Any]) -> list[str]:
+    """The plan as ``fmdoctor fix`` prints it: the target, then each exact call with its parameters."""
+    p = _plain(plan)
+    calls, findings = p.get("calls") or [], p.get("findings") or []
+    manual, unverified = p.get("manual") or [], p.get("unverified") or []
+    account = f", account {p['account']}" if p.get("account") else ""
+    scope = f" on {p['resource']}" if p.get("resource") else ""
+    lines = [f"fmdoctor fix: {p.get('check')}{scope} in {p.get('cluster')} ({p.get('region')}{account})"]
+    if calls:
+        lines.append(f"plan {str(p.get('digest'))[:12]}: {plural(len(calls), 'API call')} for "
+                     f"{plural(len(findings), 'finding')}, in this order:")
+        lines += call_lines(calls)
+    for title, key in (("already in place (skipped)", "satisfied"), ("cannot be applied", "conflicts")):
+        if p.get(key):
             lines.append(f"{title}:")
-            lines += [f"  - {e['call']['summary']}: {e['reason']}" for e in entries]
-    if plan.manual:
+            lines += [f"  - {e['call']['summary']}: {e['reason']}" for e in p[key]]
+    if manual:
         lines.append("no automated fix (follow the runbook):")
-        lines += [f"  - {m['finding']}: fmdoctor runbook show {m['runbook']}" for m in plan.manual]
-    if plan.notes:
+        lines += [f"  - {m['finding']}: fmdoctor runbook show {m['runbook']}" for m in manual]
+    elif unverified and not p.get("automated", True):
+        lines.append(f"no automated fix (follow the runbook): fmdoctor runbook show {p.get('runbook')}")
+    if unverified:
+        lines.append("not verified (so not known to be healthy):")
+        lines += [f"  - {what}" for what in unverified]
+    if p.get("notes"):
         lines.append("notes:")
-        lines += [f"  - {note}" for note in plan.notes]
-    if not plan.steps and not plan.manual and not plan.conflicts:
-        if plan.findings:
-            lines.append(f"nothing left to apply, yet {plan.check} still raises {', '.join(plan.findings)}: every "
+        lines += [f"  - {note}" for note in p["notes"]]
+    if not calls and not manual and not p.get("conflicts") and not unverified:
+        if findings:
+            lines.append(f"nothing left to apply, yet {p.get('check')} still raises {', '.join(findings)}: every "
                          "planned change is already in place (AWS may be catching up; re-run the check)")
         else:
-            lines.append(f"nothing to fix: {plan.check} raises no finding here")
+            lines.append(f"nothing to fix: {p.get('check')} raises no finding here")
     return lines
 
 
-def preflight_lines(result: PreflightResult) -> list[str]:
+def call_lines(calls: list[dict[str, Any]]) -> list[str]:
+    """Each call numbered, with its parameters as JSON (never a Python repr)."""
+    lines = []
+    for number, call in enumerate(calls, 1):
+        summary = f": {call['summary']}" if call.get("summary") else ""
+        lines.append(f"  {number}. {call.get('service')} {call.get('operation')}{summary}")
+        lines += ["       " + line for line in json.dumps(call.get("params"), indent=2, default=str).splitlines()]
+    return lines
+
+
+def preflight_lines(result: PreflightResult | Mapping[str, Any]) -> list[str]:
+    checked = _plain(result)
     lines = ["pre-flight (EC2 DryRun, nothing is changed):"]
-    for number, check in enumerate(result.checks, 1):
-        mark = _PREFLIGHT_MARK.get(check.status, "?")
-        lines.append(f"  {mark} {number}. {check.call.operation}: {check.status}: {check.detail}")
-    if result.denied_actions:
-        lines.append(f"missing permission: {', '.join(result.denied_actions)} (see 'fmdoctor iam-policy "
+    for number, check in enumerate(checked.get("checks") or [], 1):
+        mark = _PREFLIGHT_MARK.get(check.get("status"), "?")
+        operation = (check.get("call") or {}).get("operation")
+        lines.append(f"  {mark} {number}. {operation}: {check.get('status')}: {check.get('detail')}")
+    if checked.get("denied_actions"):
+        lines.append(f"missing permission: {', '.join(checked['denied_actions'])} (see 'fmdoctor iam-policy "
                      "--remediation')")
     return lines
 
@@ -60,7 +87,7 @@ def result_lines(result: FixResult) -> list[str]:
         lines.append(f"  {mark} {number}. {outcome.call.operation} {outcome.status}: {outcome.call.summary}{detail}")
     applied = len(result.by_status("applied")) + len(result.by_status("already-present"))
     if result.failed:
-        lines.append(f"stopped at the first failure: {applied} of {len(result.outcomes)} call(s) in place, "
+        lines.append(f"stopped at the first failure: {applied} of {plural(len(result.outcomes), 'call')} in place, "
                      f"{len(result.by_status('not-attempted'))} not attempted")
     verification = result.verification
     lines.append(f"verify: {verification.status}: {verification.detail}")

@@ -15,6 +15,7 @@ from fmdoctor.fleet.model import ClusterResult, FleetReport
 from fmdoctor.report.markdown import _cell
 from fmdoctor.report.prometheus import render_fleet_prometheus
 from fmdoctor.report.text import STATUS_STYLE, make_console
+from fmdoctor.words import plural
 
 _RANK = {Status.UNKNOWN: 0, Status.CRITICAL: 1, Status.WARNING: 2, Status.OK: 3}
 
@@ -29,8 +30,9 @@ def _headline(fleet: FleetReport) -> str:
     failed = len(fleet.failed_scopes())
     if failed:
         parts.append(f"{failed} of {len(fleet.scopes)} scopes not scanned")
-    return (f"{', '.join(parts) or 'no clusters found'} · {fleet.accounts} accounts · {len(fleet.scopes)} scopes · "
-            f"{fleet.stats.api_calls_total} API calls · {fleet.stats.duration_s:.1f}s")
+    return (f"{', '.join(parts) or 'no clusters found'} · {plural(fleet.accounts, 'account')} · "
+            f"{plural(len(fleet.scopes), 'scope')} · {plural(fleet.stats.api_calls_total, 'API call')} · "
+            f"{fleet.stats.duration_s:.1f}s")
 
 
 def _error_line(error: CheckError) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from fmdoctor.engine.model import Report, Severity
+from fmdoctor.words import plural
 
 
 def _cell(text: str) -> str:
@@ -15,8 +16,8 @@ def render_markdown(report: Report) -> str:
     out = [
         f"# fmdoctor: {report.cluster} ({report.region}) is **{report.status.value.upper()}**",
         "",
-        f"Generated {report.generated_at.isoformat()} · {len(report.stats.checks_run)} checks · "
-        f"{sum(report.stats.api_calls.values())} AWS API calls · {report.stats.duration_s:.1f}s",
+        f"Generated {report.generated_at.isoformat()} · {plural(len(report.stats.checks_run), 'check')} · "
+        f"{plural(sum(report.stats.api_calls.values()), 'AWS API call')} · {report.stats.duration_s:.1f}s",
         "",
     ]
     if report.findings:

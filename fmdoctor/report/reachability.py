@@ -51,16 +51,22 @@ def write_reachability(result: ReachabilityResult, console: Console, cluster: st
         _wrapped(console, f"fix: {warning.remedy}", 4)
     console.print()
     console.print("Path", style="bold")
+    ways = list(dict.fromkeys(h.path for h in result.hops if h.path))
+    current = None
     for hop in result.hops:
+        if hop.path != current and hop.path:  # several ways out: each under its own heading
+            _wrapped(console, f"way {ways.index(hop.path) + 1} of {len(ways)}: {hop.path}", 2, style="bold")
+        current = hop.path
+        indent = 4 if hop.path else 2
         mark, mark_style = MARK.get(hop.verdict, ("·", ""))
-        line = Text("  ")
+        line = Text(" " * indent)
         line.append(mark, style=mark_style)
         reply = " (reply)" if hop.direction == "return" else ""
         line.append(f" {hop.component}{reply} {hop.resource}")
         console.print(line, overflow="fold")
-        _wrapped(console, hop.detail, 6, style="dim")
+        _wrapped(console, hop.detail, indent + 4, style="dim")
         if hop.rule and hop.verdict != BLOCK:
-            _wrapped(console, f"rule: {hop.rule}", 6, style="dim")
+            _wrapped(console, f"rule: {hop.rule}", indent + 4, style="dim")
 
 
 def _wrapped(console: Console, text: str, indent: int, style: str = "") -> None:

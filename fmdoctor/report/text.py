@@ -14,6 +14,7 @@ from rich.text import Text
 
 from fmdoctor.engine.model import Report, Severity, Status
 from fmdoctor.report.evidence import evidence_lines
+from fmdoctor.words import plural
 
 WIDTH = 80
 STATUS_STYLE = {Status.OK: "bold green", Status.WARNING: "bold yellow", Status.CRITICAL: "bold red",
@@ -52,7 +53,8 @@ def write_text(report: Report, console: Console) -> None:
     summary = ", ".join(f"{n} {s.value}" for s, n in counts.items() if n) or "no findings"
     calls = sum(report.stats.api_calls.values())
     console.print(
-        f"{summary} · {len(report.stats.checks_run)} checks · {calls} API calls · {report.stats.duration_s:.1f}s",
+        f"{summary} · {plural(len(report.stats.checks_run), 'check')} · {plural(calls, 'API call')} · "
+        f"{report.stats.duration_s:.1f}s",
         style="dim",
     )
     for severity in Severity:

@@ -36,3 +36,10 @@ def test_every_check_has_a_readme_line():
     text = README.read_text()
     missing = [c.id for c in default_registry() if f"| `{c.id}` |" not in text]
     assert missing == []
+
+
+def test_readme_says_what_the_demo_commands_exit_status_means():
+    text = README.read_text()
+    try_it = text[text.index("## Try it"):text.index("## Run the tests")]
+    assert 'exit status 2, which means "critical findings"' in try_it
+    assert "| 2 | `critical` | at least one critical finding |" in text

@@ -109,7 +109,7 @@ def test_placement_group_variants_render_from_their_own_evidence():
     strategy = runbook.render(finding("pg", {"placement_group": "pg", "strategy": "spread", "members": 3}),
                               cluster="c", region="us-west-2")
     assert "NEW_GROUP=pg-cluster" in strategy and "`spread` strategy" in strategy
-    none = runbook.render(finding("cluster/c", {"nodes_without_group": 4, "groups": {"None": 4}, "node_group": None,
+    none = runbook.render(finding("cluster/c", {"nodes_without_group": 4, "groups": {"none": 4}, "node_group": None,
                                                 "scope": "cluster c", "instances": ["i-1", "i-2", "i-3", "i-4"]}),
                           cluster="c", region="us-west-2")
     assert "4 GPU nodes of cluster c (i-1, i-2, i-3, i-4) are\nin no placement group" in none

@@ -1,4 +1,5 @@
-"""Approve or reject a fix: the exact API calls and the dry run, and nothing changes unless Approve is pressed."""
+"""Approve or reject a fix: the exact API calls (scrolled when long) and the dry run beside the buttons, which stay
+on screen at 80x24; nothing changes unless Approve is pressed."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ class ApprovalScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(id="approval", classes="dialog"):
             yield Static(f"Apply this fix to {self.fix.target}?", classes="dialog-title", markup=False)
-            with VerticalScroll(classes="dialog-body"):
+            with VerticalScroll(classes="dialog-body"):  # a long plan scrolls; the dry run and buttons stay put
                 yield Markdown(self.fix.markdown(), id="plan", open_links=False)
+            yield Static(self.fix.dry_run_text(), id="dry-run", markup=False,
+                         classes="-ok" if self.fix.dry_run_ok else "-fails")
             yield Static("Nothing changes unless you approve. Every step goes to the audit log.", classes="hint")
             with Horizontal(classes="buttons"):
                 yield Button("Approve (y)", variant="success" if self.fix.dry_run_ok else "warning", id="approve")

@@ -17,7 +17,7 @@ KEYS = (
     ("f", "fix the selected finding: plan, dry run, approve or reject"),
     ("c", "switch cluster"),
     ("ctrl+s", "save the transcript as Markdown"),
-    ("esc", "cancel running checks or answer; leave a text box"),
+    ("esc", "back to the table; on the table, cancel what is running"),
     ("ctrl+p", "command palette: every action"),
     ("?", "this help"),
     ("q", "quit"),

@@ -74,13 +74,14 @@ def test_without_a_terminal_the_plan_is_shown_and_nothing_changes(capsys, with_r
     assert remediation.applied == []
 
 
-@pytest.mark.parametrize("reply, applied", [("yes\n", 1), ("y\n", 0), ("\n", 0)])
-def test_at_a_terminal_only_yes_applies(capsys, monkeypatch, with_remediation, remediation, reply, applied):
+@pytest.mark.parametrize("reply, applied", [("yes\n", 1), ("y\n", 1), ("\n", 0), ("no\n", 0)])
+def test_at_a_terminal_y_or_yes_applies(capsys, monkeypatch, with_remediation, remediation, reply, applied):
     monkeypatch.setattr(ask_cmd, "_interactive", lambda: True)
     monkeypatch.setattr(sys, "stdin", io.StringIO(reply))
     assert main(["ask", "--demo", "fix the EFA security group", "--no-progress"]) == 0
-    out = capsys.readouterr().out
-    assert "Apply exactly these calls? Type 'yes' to approve" in out
+    out, err = capsys.readouterr()
+    assert "Apply 1 API call" in err and err.rstrip().endswith("[y/N]")  # fmdoctor fix's question
+    assert "AuthorizeSecurityGroupEgress" in out and "{'GroupId'" not in out  # the plan, its params as JSON
     assert len(remediation.applied) == applied
     if applied:
         approval = remediation.applied[0][1]
@@ -92,7 +93,9 @@ def test_at_a_terminal_only_yes_applies(capsys, monkeypatch, with_remediation, r
 
 def test_eval_command_prints_the_pass_rate(capsys):
     assert main(["eval", "--case", "health-healthy,fix-healthy,ssh-demo"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    progress = re.findall(r"^fmdoctor: \[(\d)/3\] ([\w-]+): pass \(\d+\.\ds\)$", err, re.M)
+    assert sorted(progress) == [("1", "ssh-demo"), ("2", "health-healthy"), ("3", "fix-healthy")]  # as each ends
     assert {case: status for status, case in re.findall(r"^(PASS|FAIL|SKIP) +(\S+)", out, re.M)} == {
         "health-healthy": "PASS", "fix-healthy": "PASS", "ssh-demo": "PASS"}
     assert re.search(r"^offline +3/3 +100\.0% +0 ", out, re.M)

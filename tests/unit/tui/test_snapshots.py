@@ -102,7 +102,12 @@ def test_finding_with_its_runbook(snap_compare, snapshot_app):
     assert snap_compare(snapshot_app, terminal_size=(120, 36), run_before=open_first)
 
 
-def test_approval_modal(snap_compare, snapshot_app):
+def test_main_screen_at_120x40(snap_compare, snapshot_app):
+    assert snap_compare(snapshot_app, terminal_size=(120, 40), run_before=_asked)
+
+
+@pytest.mark.parametrize("size", [(120, 36), (80, 24)], ids=["120x36", "80x24"])
+def test_approval_modal(snap_compare, snapshot_app, size):
     fix = ProposedFix(
         target=f"efa-sg-self-reference/{SG}", digest="58dc517cd03a48802059c3f5f61dc7ae",
         calls=({"service": "ec2", "operation": "AuthorizeSecurityGroupEgress",
@@ -118,7 +123,7 @@ def test_approval_modal(snap_compare, snapshot_app):
         await pilot.app.push_screen(ApprovalScreen(fix))
         await pilot.pause()
 
-    assert snap_compare(snapshot_app, terminal_size=(120, 36), run_before=propose)
+    assert snap_compare(snapshot_app, terminal_size=size, run_before=propose)
 
 
 def test_help(snap_compare, snapshot_app):

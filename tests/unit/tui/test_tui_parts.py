@@ -15,7 +15,7 @@ from fmdoctor.engine.errors import ConfigError
 from fmdoctor.engine.model import Finding
 from fmdoctor.tui.errors import explain
 from fmdoctor.tui.findings import matches, sort_findings
-from fmdoctor.tui.fixes import ProposedFix, dry_run_lines
+from fmdoctor.tui.fixes import ProposedFix
 from fmdoctor.tui.transcript import Transcript
 
 
@@ -63,12 +63,13 @@ def test_a_fix_shows_each_exact_call_and_the_dry_run_verdict():
                                          "checks": [{"call": {"operation": "AuthorizeSecurityGroupEgress"},
                                                      "status": "denied", "detail": "UnauthorizedOperation"}]})
     fix = ProposedFix.from_request(request)
-    text = fix.markdown()
+    text, dry_run = fix.markdown(), fix.dry_run_text()
     assert fix.target == "efa-sg-self-reference/sg-1" and fix.digest == "ab" * 32 and not fix.dry_run_ok
     assert '"GroupId": "sg-1"' in text and "`ec2.AuthorizeSecurityGroupEgress`" in text
-    assert "- ✗ `AuthorizeSecurityGroupEgress`: denied: UnauthorizedOperation" in text
-    assert "missing permission: ec2:AuthorizeSecurityGroupEgress" in text and "would fail" in text
-    assert dry_run_lines(None) == ["- no dry run was made"]
+    assert dry_run.splitlines()[0] == "Dry run (nothing is changed): THIS WOULD FAIL"
+    assert "  ✗ AuthorizeSecurityGroupEgress denied: UnauthorizedOperation" in dry_run
+    assert "missing permission: ec2:AuthorizeSecurityGroupEgress" in dry_run
+    assert ProposedFix("t", "d", ()).dry_run_text() == "Dry run: none was made (nothing was checked)"
 
 
 def test_errors_become_a_message_and_what_to_do():
