@@ -30,14 +30,16 @@ def test_endpoint_only_cluster_is_a_target_not_an_unknown_cluster(endpoints, inf
     assert report.status is Status.OK, report.errors
     assert report.stats.checks_run == INFERENCE_IDS and report.findings == []
     calls = report.stats.api_calls
-    # One tag query per configured tag key, one listing, one describe per endpoint and config, one
+    # One tag query per configured tag key, one listing, one describe per endpoint, config and model, one
     # GetMetricData for every metric of every check, one DescribeScalableTargets, one DescribeInstanceTypes.
-    # No DescribeCluster: no inference check reads a HyperPod cluster, so none is looked up.
+    # No DescribeCluster: no inference check reads a HyperPod cluster, so none is looked up; no
+    # ListInferenceComponents: both endpoints serve one model each (their variants name it).
     assert calls == {
         "resourcegroupstaggingapi.GetResources": 3,
         "sagemaker.ListEndpoints": 1,
         "sagemaker.DescribeEndpoint": 2,
         "sagemaker.DescribeEndpointConfig": 2,
+        "sagemaker.DescribeModel": 2,
         "ec2.DescribeInstances": 1,
         "cloudwatch.GetMetricData": 1,
         "application-autoscaling.DescribeScalableTargets": 1,
