@@ -161,7 +161,8 @@ class InferenceIdle(Check):
                 f"Inference node {ctx.inventory.label(node.id)} on {node.instance_type} ({_accelerators(info)}) "
                 f"served no requests in the last {window}: scale the fleet in or stop the node."
             )
-            evidence = {**signal, "instance": node.id, "instance_type": node.instance_type, "window": window}
+            evidence = {**signal, "instance": node.id, "instance_type": node.instance_type, "endpoint_kind": "fleet",
+                        "window": window}
             findings.append(self.finding(node.id, summary, evidence))
         return findings
 

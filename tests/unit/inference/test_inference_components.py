@@ -20,6 +20,7 @@ from fmdoctor.demo.endpoint_builder import VLLM_IMAGE, samples
 from fmdoctor.engine.api import new_aws
 from fmdoctor.engine.model import Severity
 from fmdoctor.engine.registry import default_registry
+from fmdoctor.runbooks import get_runbook
 
 INFERENCE_IDS = [c.id for c in default_registry().select(["inference"])]
 ARN = "arn:aws:sagemaker:us-west-2:123456789012:"
@@ -161,6 +162,9 @@ def test_each_component_trips_only_its_own_checks(endpoints, infer, at, stubbed)
     at_max = by_check["autoscaling-at-max"].evidence
     assert at_max["scalable_dimension"] == "sagemaker:inference-component:DesiredCopyCount"
     assert by_check["inference-idle"].evidence["copies"] == 1
+    for finding in report.findings:  # every component finding renders its runbook, with nothing left blank
+        text = get_runbook(finding.runbook).render(finding, cluster="serving", region="us-west-2")
+        assert finding.evidence["inference_component"] in text and "None" not in text, (finding.check, text)
 
 
 def test_failed_component_is_critical(infer, at, stubbed):
@@ -170,6 +174,8 @@ def test_failed_component_is_critical(infer, at, stubbed):
     [finding] = report.findings
     assert finding.severity is Severity.CRITICAL and finding.resource == f"inference-component/{SQL}"
     assert "ping health check" in finding.summary
+    assert "did not pass the ping health check" in get_runbook(finding.runbook).render(finding, cluster="serving",
+                                                                                       region="us-west-2")
 
 
 def test_denied_component_listing_is_unverified(infer, at, aws):

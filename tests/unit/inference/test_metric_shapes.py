@@ -91,7 +91,8 @@ def test_queries_sent_for_each_kind_are_documented(endpoints, infer, at):
         seen_kinds.add(kind)
         assert_documented(kind, metric["Namespace"], metric["MetricName"], list(dims))
     assert seen_kinds == {"real-time", "async", "serverless"}
-    queue_metrics = {m["MetricName"] for m in metrics if m["Dimensions"] == [{"Name": "EndpointName", "Value": "queue"}]}
+    endpoint_only = [{"Name": "EndpointName", "Value": "queue"}]
+    queue_metrics = {m["MetricName"] for m in metrics if m["Dimensions"] == endpoint_only}
     assert queue_metrics == {"ApproximateBacklogSize", "ApproximateAgeOfOldestRequest"}
 
 
