@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
@@ -38,14 +39,9 @@ class EndpointUnhealthy(Check):
         stuck_after = ctx.settings.inference.stuck_after
         findings = []
         for endpoint in ctx.inventory.endpoints:
-            since = endpoint.last_modified or endpoint.created
-            age = ctx.now - since if since else None
-            evidence = {
-                "status": endpoint.status,
-                "failure_reason": endpoint.failure_reason,
-                "in_status_for": format_duration(age) if age is not None else None,
-                "stuck_after": format_duration(stuck_after),
-                "status_since": _iso(since),
+            age, evidence = _status(ctx, endpoint.status, endpoint.failure_reason,
+                                    endpoint.last_modified or endpoint.created)
+            evidence |= {
                 "endpoint_config": endpoint.config_name,
                 "endpoint": endpoint.name,
                 "endpoint_arn": endpoint.arn,
@@ -70,14 +66,9 @@ class EndpointUnhealthy(Check):
 
     def _component(self, ctx: CheckContext, endpoint: Endpoint, component: InferenceComponent) -> Finding | None:
         stuck_after = ctx.settings.inference.stuck_after
-        since = component.last_modified or component.created
-        age = ctx.now - since if since else None
-        evidence = {
-            "status": component.status,
-            "failure_reason": component.failure_reason,
-            "in_status_for": format_duration(age) if age is not None else None,
-            "stuck_after": format_duration(stuck_after),
-            "status_since": _iso(since),
+        age, evidence = _status(ctx, component.status, component.failure_reason,
+                                component.last_modified or component.created)
+        evidence |= {
             "current_copies": component.current_copies,
             "desired_copies": component.desired_copies,
             "endpoint_config": endpoint.config_name,
@@ -101,6 +92,19 @@ class EndpointUnhealthy(Check):
                        "scaling) or lower the copies' resource requirements.")
             return self.finding(component.resource, summary, evidence, severity=Severity.WARNING)
         return None
+
+
+def _status(ctx: CheckContext, status: str, failure_reason: str | None, since: datetime | None
+            ) -> tuple[timedelta | None, dict[str, Any]]:
+    """How long a resource has been in its status, and the evidence every status finding carries."""
+    age = ctx.now - since if since else None
+    return age, {
+        "status": status,
+        "failure_reason": failure_reason,
+        "in_status_for": format_duration(age) if age is not None else None,
+        "stuck_after": format_duration(ctx.settings.inference.stuck_after),
+        "status_since": _iso(since),
+    }
 
 
 def _broken_summary(endpoint: Endpoint) -> str:

@@ -183,26 +183,13 @@ class EndpointBuilder:
         self._put(SAGEMAKER, served)
         self._put(ENDPOINT_INSTANCES, instance)
 
-    def serverless_traffic(
-        self,
-        name: str,
-        now: datetime,
-        *,
-        minutes: int = 10,
-        invocations: float = 0,
-        errors_5xx: float = 0,
-        model_errors: float = 0,
-        model_latency_us: Distribution | None = None,
-        overhead_latency_us: Distribution | None = None,
-        model_setup_us: Distribution | None = None,
-        concurrency_utilization: float | None = None,
-    ) -> None:
-        """A serverless endpoint's minutes: the invocation metrics, ModelSetupTime (a sample per cold start,
-        Microseconds) and ServerlessConcurrentExecutionsUtilization (executions / MaxConcurrency, 0-1, unit
-        None); no GPU metrics, no instance metrics."""
-        self.traffic(name, now, minutes=minutes, model_latency_us=model_latency_us,
-                     overhead_latency_us=overhead_latency_us, invocations=invocations, errors_5xx=errors_5xx,
-                     model_errors=model_errors)
+    def serverless_traffic(self, name: str, now: datetime, *, minutes: int = 10,
+                           model_setup_us: Distribution | None = None, concurrency_utilization: float | None = None,
+                           **invocations: Any) -> None:
+        """A serverless endpoint's minutes: the invocation metrics (``invocations`` as for :meth:`traffic`, no GPU
+        ones), ModelSetupTime (a sample per cold start, Microseconds) and ServerlessConcurrentExecutionsUtilization
+        (executions / MaxConcurrency, 0-1, unit None)."""
+        self.traffic(name, now, minutes=minutes, **invocations)
         dims = [{"Name": "EndpointName", "Value": name}, {"Name": "VariantName", "Value": "AllTraffic"}]
         data: list[dict[str, Any]] = []
         for at in _minutes(now, minutes):

@@ -34,12 +34,15 @@ ENDPOINT_INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
 COMPONENT_NAMESPACE = "/aws/sagemaker/InferenceComponents"
 
 # (signal, namespace, metric, statistic) per kind, all with the dimensions of the target they describe.
-INVOCATIONS = (
+REQUESTS = (
     ("invocations", SAGEMAKER_NAMESPACE, "Invocations", "Sum"),
     ("errors_5xx", SAGEMAKER_NAMESPACE, "Invocation5XXErrors", "Sum"),
     ("model_errors", SAGEMAKER_NAMESPACE, "InvocationModelErrors", "Sum"),
     ("model_p90", SAGEMAKER_NAMESPACE, "ModelLatency", "p90"),
     ("model_p99", SAGEMAKER_NAMESPACE, "ModelLatency", "p99"),
+)
+INVOCATIONS = (
+    *REQUESTS,
     ("overhead_p90", SAGEMAKER_NAMESPACE, "OverheadLatency", "p90"),
     ("overhead_p99", SAGEMAKER_NAMESPACE, "OverheadLatency", "p99"),
 )
@@ -65,11 +68,7 @@ SERVERLESS_VARIANT = (
     ("concurrency_max", SAGEMAKER_NAMESPACE, "ServerlessConcurrentExecutionsUtilization", "Maximum"),
 )
 COMPONENT = (
-    ("invocations", SAGEMAKER_NAMESPACE, "Invocations", "Sum"),
-    ("errors_5xx", SAGEMAKER_NAMESPACE, "Invocation5XXErrors", "Sum"),
-    ("model_errors", SAGEMAKER_NAMESPACE, "InvocationModelErrors", "Sum"),
-    ("model_p90", SAGEMAKER_NAMESPACE, "ModelLatency", "p90"),
-    ("model_p99", SAGEMAKER_NAMESPACE, "ModelLatency", "p99"),
+    *REQUESTS,
     ("concurrent_per_copy_max", SAGEMAKER_NAMESPACE, "ConcurrentRequestsPerCopy", "Maximum"),
     ("gpu_util", COMPONENT_NAMESPACE, "GPUUtilizationNormalized", "Average"),
     ("gpu_memory", COMPONENT_NAMESPACE, "GPUMemoryUtilizationNormalized", "Average"),
