@@ -81,11 +81,12 @@ class Signals:
     series: dict[tuple[str, str], list[float]] = field(default_factory=dict)
 
     def get(self, target: str, signal: str) -> float | None:
-        """``target`` is a variant resource (endpoint/E/variant/V), an endpoint (endpoint/E), an inference
-        component (inference-component/C) or an instance id."""
+        """``target`` is a variant resource (endpoint/E/variant/V), an inference component
+        (inference-component/C) or an instance id."""
         return self.values.get((target, signal))
 
     def minutes(self, target: str, signal: str) -> list[float]:
+        """An asynchronous endpoint's (endpoint/E) queue signal, minute by minute; empty when unpublished."""
         return self.series.get((target, signal), [])
 
 
