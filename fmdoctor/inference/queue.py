@@ -8,7 +8,8 @@ async-inference-monitor.html). Two signals, read minute by minute over the windo
 - ApproximateBacklogSize: a mean over the last third of the window ``inference.async_backlog_growth_percent``
   above the first third's (and at least one request more) means requests arrive faster than they are
   processed (warning): the age will follow.
-An empty queue is healthy whatever the instance count, including an endpoint scaled to zero.
+A queue empty at the latest minute is healthy whatever it was before and whatever the instance count,
+including an endpoint scaled to zero (an age reported before it emptied is not a request waiting now).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class Queue:
     def breach(self, settings: ClusterSettings) -> QueueBreach | None:
         """Critical when the oldest request is older than the SLO, a warning when only the backlog grows."""
         slo = settings.inference
+        if not self.backlog:
+            return None  # empty at the latest minute: whatever it was, the queue has caught up
         too_old = self.oldest_age_s is not None and self.oldest_age_s > slo.async_max_age.total_seconds()
         growing = self.growing(slo.async_backlog_growth_percent)
         if not too_old and not growing:

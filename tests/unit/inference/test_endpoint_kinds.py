@@ -150,3 +150,11 @@ def test_serverless_concurrency_at_its_limit_is_saturation(endpoints, infer, at,
     [finding] = report.findings
     assert finding.evidence["accelerator"] == "concurrency" and finding.evidence["utilization_percent"] == 100.0
     assert finding.evidence["serverless_max_concurrency"] == 5 and "MaxConcurrency" in finding.summary
+
+
+def test_a_queue_that_has_just_drained_is_healthy(endpoints, infer, at):
+    """The last age SageMaker reported was from before the queue emptied: no request waits now."""
+    async_endpoint(endpoints)
+    endpoints.async_traffic("batch-summaries", at, backlog=[30, 40, 50, 60, 70, 60, 40, 20, 5, 0],
+                            oldest_age_s=[700, 760, 820, 880, 940, 900, 800, 700, 650, 650], processed=30)
+    assert infer(LATENCY).findings == []
