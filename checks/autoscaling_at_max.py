@@ -6,25 +6,47 @@ from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.inventory import InstanceTypeInfo
 from fmdoctor.engine.model import Finding, Severity
-from fmdoctor.inference.assess import Load, VariantLatency, latency_breach, ms, node_load, variant_load
-from fmdoctor.inference.scaling import ASG_TAG, VARIANT_DIMENSION, fleet_groups, scalable_targets
+from fmdoctor.inference import kinds
+from fmdoctor.inference.assess import (
+    Load,
+    VariantLatency,
+    component_load,
+    latency_breach,
+    ms,
+    node_load,
+    variant_load,
+)
+from fmdoctor.inference.queue import describe, queue_of
+from fmdoctor.inference.scaling import (
+    ASG_TAG,
+    COMPONENT_DIMENSION,
+    VARIANT_DIMENSION,
+    fleet_groups,
+    scalable_targets,
+)
 from fmdoctor.inference.signals import (
     FLEET_PARTS,
     LOAD_ACTIONS,
     Signals,
     fleet_load_readable,
     latency_ms,
+    serving_components,
     serving_variants,
     signals_and_types,
 )
+from fmdoctor.inference.stacks import stack_evidence
 
 
 class AutoscalingAtMax(Check):
-    """No auto-scaled endpoint variant (Application Auto Scaling target) or inference fleet Auto Scaling
-    group is at its maximum capacity while its latency is over the SLO or its accelerators are saturated.
+    """No auto-scaled endpoint variant or inference component (Application Auto Scaling target) or inference
+    fleet Auto Scaling group is at its maximum capacity while under pressure: latency over the SLO or
+    compute saturated (accelerator-saturation's rule: utilisation, never GPU memory alone); for an
+    asynchronous endpoint, its queue over the async SLO (inference-latency-slo's rule).
 
-    At the maximum, auto scaling cannot add the instances the load needs: the scaling limit, not the
-    model, is the bottleneck, and latency keeps climbing with traffic.
+    At the maximum, auto scaling cannot add the instances (or component copies) the load needs: the scaling
+    limit, not the model, is the bottleneck, and latency keeps climbing with traffic. Variants scale
+    ``sagemaker:variant:DesiredInstanceCount``, components ``sagemaker:inference-component:DesiredCopyCount``
+    (docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling.html).
     """
 
     id = "autoscaling-at-max"
@@ -55,9 +77,13 @@ class AutoscalingAtMax(Check):
             instances = max(variant.desired_instances, variant.current_instances)
             if limit is None or instances < limit.max_capacity:
                 continue
-            latency = VariantLatency.of(sig, target)
-            pressure = _pressure(ctx.settings, latency.model_p90_ms, latency.model_p99_ms,
-                                 variant_load(sig, endpoint, variant, types))
+            if endpoint.asynchronous:
+                queue = queue_of(sig, endpoint)
+                pressure = {"queue": describe(queue, endpoint, ctx.settings)} if queue.breach(ctx.settings) else {}
+            else:
+                latency = VariantLatency.of(sig, target)
+                pressure = _pressure(ctx.settings, latency.model_p90_ms, latency.model_p99_ms,
+                                     variant_load(sig, endpoint, variant, types))
             if not pressure:
                 continue
             summary = (
@@ -76,9 +102,42 @@ class AutoscalingAtMax(Check):
                 "instance_type": variant.instance_type,
                 "endpoint": endpoint.name,
                 "variant": variant.name,
+                "endpoint_kind": kinds.kind_of(endpoint, variant),
+                **stack_evidence(variant.image, variant.image_unread),
                 "window": format_duration(ctx.settings.inference.window),
             }
             findings.append(self.finding(target, summary, evidence))
+        for endpoint, component in serving_components(ctx):
+            limit = limits.get(component.resource)
+            copies = max(component.desired_copies, component.current_copies)
+            if limit is None or copies < limit.max_capacity:
+                continue
+            instance_type = next((v.instance_type for v in endpoint.variants if v.name == component.variant), None)
+            latency = VariantLatency.of(sig, component.resource)
+            pressure = _pressure(ctx.settings, latency.model_p90_ms, latency.model_p99_ms,
+                                 component_load(sig, component, instance_type))
+            if not pressure:
+                continue
+            summary = (
+                f"Inference component {component.name} is at its auto scaling maximum ({copies} of "
+                f"{limit.max_capacity} copies) while {' and '.join(pressure.values())}: raise its MaxCapacity "
+                "(and the endpoint's instances for the copies to land on); the scaling limit is the bottleneck."
+            )
+            evidence = {
+                "instances": copies,
+                "max_capacity": limit.max_capacity,
+                "min_capacity": limit.min_capacity,
+                **pressure,
+                "scalable_target": component.resource,
+                "scalable_dimension": COMPONENT_DIMENSION,
+                "instance_type": instance_type,
+                "endpoint": endpoint.name,
+                "inference_component": component.name,
+                "endpoint_kind": kinds.COMPONENTS,
+                **stack_evidence(component.image),
+                "window": format_duration(ctx.settings.inference.window),
+            }
+            findings.append(self.finding(component.resource, summary, evidence))
         return findings
 
     def _fleet(self, ctx: CheckContext, sig: Signals, types: dict[str, InstanceTypeInfo]) -> list[Finding]:
@@ -130,6 +189,6 @@ def _pressure(settings: ClusterSettings, p90_ms: float | None, p99_ms: float | N
         value, limit = (p90_ms, slo.latency_p90_ms) if worst == "p90" else (p99_ms, slo.latency_p99_ms)
         reasons["latency"] = f"{worst} latency is {ms(value)} ms (SLO {limit:g} ms)"
     if load is not None and not load.unmeasured and load.saturated(slo.saturation_percent):
-        what, unit = ("GPUs", "GPU") if load.kind == "gpu" else ("Neuron cores", "core")
+        what, unit = {"gpu": ("GPUs", "GPU"), "neuron": ("Neuron cores", "core")}.get(load.kind, ("", ""))
         reasons["saturation"] = f"its {what} are saturated ({load.peak():.0f}% per {unit})"
     return reasons

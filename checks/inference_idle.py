@@ -7,14 +7,17 @@ from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.inventory import InstanceTypeInfo
 from fmdoctor.engine.model import Finding, Severity
+from fmdoctor.inference import kinds
 from fmdoctor.inference.assess import accelerated_fleet, node_load
 from fmdoctor.inference.metrics import Window
+from fmdoctor.inference.queue import queue_of
 from fmdoctor.inference.signals import (
     FLEET_PARTS,
     LOAD_ACTIONS,
     Signals,
     fleet_load_readable,
     latency_metric_unpublished,
+    serving_components,
     serving_variants,
     signals_and_types,
 )
@@ -23,14 +26,18 @@ from ._common import plural
 
 
 class InferenceIdle(Check):
-    """Every InService endpoint variant older than the window had invocations in it, and every
-    accelerated inference fleet node served requests (inference.latency_metric's sample count) or, without
-    that metric, kept its accelerators above inference.idle_utilization_percent.
+    """Every InService endpoint variant with running instances and older than the window had requests in
+    it (Invocations; InvocationsProcessed or a queued request on an asynchronous endpoint), every inference
+    component with copies had Invocations, and every accelerated inference fleet node served requests
+    (inference.latency_metric's sample count) or, without that metric, kept its accelerators above
+    inference.idle_utilization_percent.
 
     SageMaker publishes Invocations only for minutes with traffic, so no datapoint over the whole window
-    means no request; a latency_metric that no fleet node publishes at all is a NoData error, not an idle
-    fleet. Idle GPU and Neuron capacity is money spent for nothing (warning); idle CPU-only variants are
-    reported for information.
+    means no request; an asynchronous endpoint publishes no Invocations at all
+    (docs.aws.amazon.com/sagemaker/latest/dg/async-inference-monitor.html), and one scaled to zero with an
+    empty queue, like a serverless endpoint, costs nothing: neither is idle. A latency_metric that no fleet
+    node publishes at all is a NoData error, not an idle fleet. Idle GPU and Neuron capacity is money spent
+    for nothing (warning); idle CPU-only variants are reported for information.
     """
 
     id = "inference-idle"
@@ -50,22 +57,35 @@ class InferenceIdle(Check):
         window = format_duration(ctx.settings.inference.window)
         findings = []
         for endpoint, variant in serving_variants(ctx):
-            if endpoint.status != "InService" or variant.serverless or variant.current_instances == 0:
-                continue
-            if not _existed_throughout(endpoint.created, sig.window):
+            kind = kinds.kind_of(endpoint, variant)
+            if endpoint.status != "InService" or kind in (kinds.SERVERLESS, kinds.COMPONENTS):
+                continue  # serverless costs nothing idle; components are judged one by one
+            if variant.current_instances == 0 or not _existed_throughout(endpoint.created, sig.window):
                 continue
             target = endpoint.variant_resource(variant)
-            if sig.get(target, "invocations"):
+            if kind == kinds.ASYNC:
+                queue = queue_of(sig, endpoint)
+                if sig.get(target, "processed") or queue.backlog:
+                    continue
+                if not queue.seen:
+                    ctx.unverified(f"whether asynchronous endpoint {endpoint.name} is idle", "NoData",
+                                   "no InvocationsProcessed and no ApproximateBacklogSize datapoints in the window")
+                    continue
+            elif sig.get(target, "invocations"):
                 continue
             info = types.get(variant.instance_type or "")
             accelerated = bool(info and info.accelerated)
             what = _accelerators(info) if accelerated else "CPU-only"
+            advice = ("let it scale to zero while its queue is empty (scalable target MinCapacity 0)"
+                      if kind == kinds.ASYNC else "scale it in or delete the endpoint")
             summary = (
                 f"{endpoint.name}/{variant.name} ({variant.current_instances} x {variant.instance_type}, {what}) "
-                f"served no requests in the last {window}: scale it in or delete the endpoint."
+                f"served no requests in the last {window}: {advice}."
             )
             evidence = {
                 "invocations": 0,
+                "requests_metric": "InvocationsProcessed" if kind == kinds.ASYNC else "Invocations",
+                "endpoint_kind": kind,
                 "instances": variant.current_instances,
                 "instance_type": variant.instance_type,
                 "accelerated": accelerated,
@@ -76,6 +96,34 @@ class InferenceIdle(Check):
             }
             findings.append(self.finding(target, summary, evidence,
                                          severity=Severity.WARNING if accelerated else Severity.INFO))
+        return findings + self._components(ctx, sig, window)
+
+    def _components(self, ctx: CheckContext, sig: Signals, window: str) -> list[Finding]:
+        """A component with copies and no Invocations holds the accelerators its copies reserved for nothing;
+        one scaled to zero copies holds none."""
+        findings = []
+        for endpoint, component in serving_components(ctx):
+            if component.status != "InService" or component.current_copies == 0:
+                continue
+            if not _existed_throughout(component.created, sig.window) or sig.get(component.resource, "invocations"):
+                continue
+            summary = (
+                f"Inference component {component.name} on {endpoint.name} ({component.current_copies} "
+                f"cop{'ies' if component.current_copies != 1 else 'y'}) served no requests in the last {window}: "
+                "scale its copies in (MinCapacity 0 lets it scale to zero) or delete it."
+            )
+            evidence = {
+                "invocations": 0,
+                "requests_metric": "Invocations",
+                "endpoint_kind": kinds.COMPONENTS,
+                "copies": component.current_copies,
+                "accelerators_per_copy": component.accelerators_per_copy,
+                "endpoint": endpoint.name,
+                "inference_component": component.name,
+                "window": window,
+            }
+            severity = Severity.WARNING if component.accelerators_per_copy else Severity.INFO
+            findings.append(self.finding(component.resource, summary, evidence, severity=severity))
         return findings
 
     def _fleet(self, ctx: CheckContext, sig: Signals, types: dict[str, InstanceTypeInfo]) -> list[Finding]:
@@ -113,7 +161,8 @@ class InferenceIdle(Check):
                 f"Inference node {ctx.inventory.label(node.id)} on {node.instance_type} ({_accelerators(info)}) "
                 f"served no requests in the last {window}: scale the fleet in or stop the node."
             )
-            evidence = {**signal, "instance": node.id, "instance_type": node.instance_type, "window": window}
+            evidence = {**signal, "instance": node.id, "instance_type": node.instance_type, "endpoint_kind": "fleet",
+                        "window": window}
             findings.append(self.finding(node.id, summary, evidence))
         return findings
 

@@ -169,8 +169,18 @@ class HyperPodSettings(_Section):
 class InferenceSettings(_Section):
     endpoints: list[str] = Field(default_factory=list, description="SageMaker endpoints to check by name.")
     window: Duration = timedelta(minutes=15)
-    latency_p90_ms: float = Field(500.0, gt=0)
+    latency_p90_ms: float = Field(500.0, gt=0, description="Real-time, serverless and inference-component SLO.")
     latency_p99_ms: float = Field(2000.0, gt=0)
+    async_max_age: Duration = Field(
+        timedelta(minutes=10), description="Asynchronous endpoints' SLO: the oldest queued request may be this old."
+    )
+    async_backlog_growth_percent: float = Field(
+        50.0, gt=0, description="An async backlog whose last third of the window averages this much above its "
+        "first third (and at least one request more) is growing.",
+    )
+    serverless_max_cold_start: Duration = Field(
+        timedelta(seconds=30), description="Serverless endpoints: p90 ModelSetupTime (a cold start) may be this long."
+    )
     error_rate_percent: float = Field(1.0, ge=0, le=100)
     saturation_percent: float = Field(90.0, ge=0, le=100)
     stuck_after: Duration = timedelta(minutes=60)

@@ -57,7 +57,8 @@ DISCOVERY_IAM_ACTIONS: dict[str | None, tuple[str, ...]] = {
                 "ec2:DescribeInstanceTypes"),
     HYPERPOD: ("sagemaker:DescribeCluster",),
     ENDPOINTS: ("tag:GetResources", "sagemaker:ListEndpoints", "sagemaker:DescribeEndpoint",
-                "sagemaker:DescribeEndpointConfig"),
+                "sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel", "sagemaker:ListInferenceComponents",
+                "sagemaker:DescribeInferenceComponent"),
 }
 
 

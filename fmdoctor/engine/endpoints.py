@@ -1,12 +1,15 @@
-"""SageMaker real-time endpoints of a target: those tagged with the cluster, plus those named in the config.
+"""SageMaker endpoints of a target: those tagged with the cluster, plus those named in the config.
 
 Discovery is batched where the APIs allow it: one Resource Groups Tagging ``GetResources`` per tag key
 (tag filters AND across keys, so OR needs one query per key; each returns only matching endpoints, so
 the count does not grow with the account's other endpoints), one paginated ``ListEndpoints`` (exact-case
 names: SageMaker may lower-case names in ARNs, and CloudWatch dimensions need the exact name), then one
-``DescribeEndpoint`` per endpoint and one ``DescribeEndpointConfig`` per distinct config, in parallel:
-SageMaker has no batched describe. Failures never sink the run: what could not be discovered becomes a
-:class:`DiscoveryGap`, which the inference checks report as unverified.
+``DescribeEndpoint`` per endpoint, one ``DescribeEndpointConfig`` per distinct config, the inference
+components of the endpoints that host them and one ``DescribeModel`` per distinct model
+(:mod:`fmdoctor.engine.endpoint_details`), each stage in parallel: SageMaker has no batched describe.
+Failures never sink the run: what could not be discovered becomes a :class:`DiscoveryGap`, which the
+inference checks report as unverified; a model whose image could not be read only leaves its serving stack
+unknown (the image is evidence, not a judgement).
 """
 
 from __future__ import annotations
@@ -18,6 +21,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from fmdoctor.engine.endpoint_details import (
+    EndpointConfig,
+    InferenceComponent,
+    describe_component,
+    describe_config,
+    list_components,
+    model_image,
+)
 from fmdoctor.engine.errors import AwsFailure, TargetNotFound, describe_aws_failure
 
 if TYPE_CHECKING:
@@ -38,6 +49,11 @@ class EndpointVariant:
     current_instances: int = 0
     desired_instances: int = 0
     serverless: bool = False
+    serverless_max_concurrency: int | None = None
+    provisioned_concurrency: int | None = None
+    model_name: str | None = None  # None on an endpoint that hosts inference components
+    image: str | None = None  # the model's container image (DescribeModel)
+    image_unread: str | None = None  # why the image is unknown, when DescribeModel failed
 
 
 @dataclass(frozen=True)
@@ -51,6 +67,10 @@ class Endpoint:
     last_modified: datetime | None = None
     variants: tuple[EndpointVariant, ...] = ()
     selected_by: str = "tag"  # "tag" (cluster tag keys) or "name" (--endpoint / inference.endpoints)
+    asynchronous: bool = False  # the config has an AsyncInferenceConfig
+    async_max_concurrency: int | None = None  # per instance, from AsyncInferenceConfig.ClientConfig
+    hosts_components: bool = False  # instance variants without a model: it serves inference components
+    components: tuple[InferenceComponent, ...] = ()
 
     @property
     def resource(self) -> str:
@@ -120,17 +140,42 @@ def fetch_endpoints(
             else:
                 raws.append((result, wanted[name]))
         config_names = sorted({raw.get("EndpointConfigName", "") for raw, _ in raws} - {""})
-        configs: dict[str, dict[str, str]] = {}
+        configs: dict[str, EndpointConfig] = {}
         for config_name, result in zip(
-            config_names, pool.map(lambda c: _attempt(lambda: _variant_types(sagemaker, c)), config_names), strict=True
+            config_names, pool.map(lambda c: _attempt(lambda: describe_config(sagemaker, c)), config_names), strict=True
         ):
             if isinstance(result, DiscoveryGap):
                 gaps.append(_reword(result, f"instance types of endpoint config {config_name}"))
             else:
                 configs[config_name] = result
-    endpoints = [_endpoint(raw, configs.get(raw.get("EndpointConfigName", ""), {}), how) for raw, how in raws]
+        hosting = sorted(raw["EndpointName"] for raw, _ in raws
+                         if (c := configs.get(raw.get("EndpointConfigName", ""))) and c.hosts_components())
+        components = _components(pool, sagemaker, hosting, gaps)
+        model_names = {v.model_name for c in configs.values() for v in c.variants.values() if v.model_name}
+        model_names |= {ic.model_name for ics in components.values() for ic in ics if ic.model_name and not ic.image}
+        images = dict(zip(sorted(model_names), pool.map(lambda m: _attempt(lambda: model_image(sagemaker, m)),
+                                                        sorted(model_names)), strict=True))
+    endpoints = [_endpoint(raw, configs.get(raw.get("EndpointConfigName", "")), components.get(raw["EndpointName"], ()),
+                           images, how) for raw, how in raws]
     endpoints.sort(key=lambda e: e.name)
     return tuple(endpoints), tuple(gaps)
+
+
+def _components(pool: ThreadPoolExecutor, sagemaker: Any, endpoint_names: list[str], gaps: list[DiscoveryGap]
+                ) -> dict[str, tuple[InferenceComponent, ...]]:
+    """The inference components of each endpoint that hosts them (a listing, then one describe each)."""
+    listed = list(pool.map(lambda e: _attempt(lambda: list_components(sagemaker, e)), endpoint_names))
+    found: dict[str, tuple[InferenceComponent, ...]] = {}
+    for endpoint, names in zip(endpoint_names, listed, strict=True):
+        if isinstance(names, DiscoveryGap):
+            gaps.append(_reword(names, f"inference components of SageMaker endpoint {endpoint}"))
+            continue
+        described = list(pool.map(lambda n: _attempt(lambda: describe_component(sagemaker, n)), names))
+        for name, result in zip(names, described, strict=True):
+            if isinstance(result, DiscoveryGap):
+                gaps.append(_reword(result, f"copies and model of inference component {name}"))
+        found[endpoint] = tuple(r for r in described if isinstance(r, InferenceComponent))
+    return found
 
 
 def _attempt(call: Callable[[], T]) -> T | DiscoveryGap:
@@ -170,22 +215,27 @@ def _describe(sagemaker: Any, name: str) -> dict[str, Any]:
     return sagemaker.describe_endpoint(EndpointName=name)  # type: ignore[no-any-return]
 
 
-def _variant_types(sagemaker: Any, config_name: str) -> dict[str, str]:
-    config = sagemaker.describe_endpoint_config(EndpointConfigName=config_name)
-    return {v["VariantName"]: v["InstanceType"] for v in config.get("ProductionVariants", []) if v.get("InstanceType")}
-
-
-def _endpoint(raw: dict[str, Any], types: dict[str, str], selected_by: str) -> Endpoint:
-    variants = tuple(
-        EndpointVariant(
+def _endpoint(raw: dict[str, Any], config: EndpointConfig | None, components: tuple[InferenceComponent, ...],
+              images: dict[str, str | None | DiscoveryGap], selected_by: str) -> Endpoint:
+    known = config.variants if config else {}
+    variants = []
+    for v in raw.get("ProductionVariants", []):
+        conf = known.get(v["VariantName"])
+        serverless = v.get("CurrentServerlessConfig") or v.get("DesiredServerlessConfig") or {}
+        model = conf.model_name if conf else None
+        image = images.get(model or "")
+        variants.append(EndpointVariant(
             name=v["VariantName"],
-            instance_type=types.get(v["VariantName"]),
+            instance_type=conf.instance_type if conf else None,
             current_instances=int(v.get("CurrentInstanceCount") or 0),
             desired_instances=int(v.get("DesiredInstanceCount") or 0),
-            serverless=bool(v.get("CurrentServerlessConfig") or v.get("DesiredServerlessConfig")),
-        )
-        for v in raw.get("ProductionVariants", [])
-    )
+            serverless=bool(serverless) or bool(conf and conf.serverless_max_concurrency),
+            serverless_max_concurrency=serverless.get("MaxConcurrency") or (conf and conf.serverless_max_concurrency),
+            provisioned_concurrency=serverless.get("ProvisionedConcurrency") or (conf and conf.provisioned_concurrency),
+            model_name=model,
+            image=image if isinstance(image, str) else None,
+            image_unread=_unread(image),
+        ))
     return Endpoint(
         name=raw["EndpointName"],
         arn=raw["EndpointArn"],
@@ -194,6 +244,24 @@ def _endpoint(raw: dict[str, Any], types: dict[str, str], selected_by: str) -> E
         failure_reason=raw.get("FailureReason") or None,
         created=raw.get("CreationTime"),
         last_modified=raw.get("LastModifiedTime"),
-        variants=variants,
+        variants=tuple(variants),
         selected_by=selected_by,
+        asynchronous=bool(config and config.asynchronous),
+        async_max_concurrency=config.async_max_concurrency if config else None,
+        hosts_components=bool(config and config.hosts_components()),
+        components=tuple(_with_image(ic, images) for ic in components),
     )
+
+
+def _with_image(component: InferenceComponent, images: dict[str, str | None | DiscoveryGap]) -> InferenceComponent:
+    found = images.get(component.model_name or "")
+    if component.image or not isinstance(found, str):
+        return component
+    return dataclasses.replace(component, image=found)
+
+
+def _unread(image: str | None | DiscoveryGap) -> str | None:
+    if not isinstance(image, DiscoveryGap):
+        return None
+    failure = image.failure
+    return f"{failure.code}: " + (f"{failure.iam_action} needed" if failure.iam_action else failure.message)

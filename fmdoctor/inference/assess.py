@@ -1,7 +1,11 @@
-"""Pure judgements over the inference signals: latency against the SLO, error rates, accelerator load.
+"""Pure judgements over the inference signals: latency against the SLO, error rates, compute load.
 
 Shared by the checks that report them and by ``autoscaling-at-max``, which needs to know whether a
 variant at its scaling limit is under pressure without depending on another check having run.
+
+Saturation is compute saturation: GPU or Neuron core utilisation, or a serverless endpoint's concurrency at
+its MaxConcurrency. GPU memory alone never is: LLM servers reserve most of it at start-up
+(:mod:`fmdoctor.inference.stacks`), so it is reported beside utilisation, never judged on its own.
 """
 
 from __future__ import annotations
@@ -10,13 +14,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from fmdoctor.config import ClusterSettings
+from fmdoctor.engine.endpoint_details import InferenceComponent
 from fmdoctor.engine.endpoints import Endpoint, EndpointVariant
 from fmdoctor.engine.inventory import Instance, InstanceTypeInfo
 from fmdoctor.engine.model import Severity
+from fmdoctor.inference import kinds
 from fmdoctor.inference.signals import Signals, is_neuron_type, latency_ms, looks_accelerated
 
 NO_GPU_DATA = ("NoData", "no GPU utilisation datapoints in the window")
 NO_NEURON_DATA = ("NoData", "no Neuron core utilisation datapoints in the window")
+NO_CONCURRENCY_DATA = ("NoData", "no ServerlessConcurrentExecutionsUtilization datapoints in the window")
 
 
 @dataclass(frozen=True)
@@ -59,45 +66,51 @@ class VariantLatency:
         return latency_breach(self.overhead_p90_ms, self.overhead_p99_ms, slo.latency_p90_ms, slo.latency_p99_ms)
 
 
-def error_percentages(invocations: float | None, errors_5xx: float | None, model_errors: float | None
-                      ) -> tuple[float, float] | None:
-    """(5XX %, model-error %) of the window's invocations; None when nothing was invoked or failed.
+def error_rates(requests: float | None, errors: dict[str, float | None]) -> dict[str, float] | None:
+    """Each error count as a percentage of ``requests`` (Invocations, or InvocationsProcessed for an
+    asynchronous endpoint); None when there is no denominator (the metric was not published, or is zero).
 
-    The denominator is never below the error count, so a burst of errors with few successful calls
-    reads 100 %, not more.
+    The denominator is never the error count itself: errors without requests to divide them by are not a
+    100 % error rate, they are unverified. A count above its denominator (datapoints of the two metrics
+    landing in different minutes) reads 100 %.
     """
-    e5, me = errors_5xx or 0.0, model_errors or 0.0
-    total = max(invocations or 0.0, e5, me)
-    if total <= 0:
+    if not requests:
         return None
-    return 100.0 * e5 / total, 100.0 * me / total
+    return {name: min(100.0, 100.0 * (count or 0.0) / requests) for name, count in errors.items()}
 
 
 @dataclass(frozen=True)
 class Load:
-    """How busy one target's accelerators were over the window, per accelerator (0-100 %)."""
+    """How busy one target's compute was over the window (0-100 % per accelerator, or of the concurrency limit)."""
 
     target: str
-    kind: str  # "gpu" or "neuron"
-    accelerators: int  # GPUs (or Neuron devices) per instance
+    kind: str  # "gpu", "neuron" or "concurrency" (a serverless endpoint's executions over MaxConcurrency)
+    accelerators: float  # GPUs (or Neuron devices) per instance, or per inference-component copy
     utilization_percent: float | None = None
-    memory_percent: float | None = None
+    memory_percent: float | None = None  # reported, never judged
     raw: dict[str, float] = field(default_factory=dict)  # as CloudWatch returned them
     unmeasured: tuple[str, str] | None = None  # (code, why) there is no number: NoData, UnknownInstanceType
 
     def saturated(self, threshold: float) -> bool:
-        return any(v is not None and v >= threshold for v in (self.utilization_percent, self.memory_percent))
+        return self.utilization_percent is not None and self.utilization_percent >= threshold
 
     def peak(self) -> float:
-        return max(v for v in (self.utilization_percent, self.memory_percent, 0.0) if v is not None)
+        return self.utilization_percent or 0.0
 
 
 def variant_load(sig: Signals, endpoint: Endpoint, variant: EndpointVariant,
                  types: dict[str, InstanceTypeInfo]) -> Load | None:
-    """None when the variant has no accelerators to measure (CPU or serverless)."""
-    if variant.serverless:
-        return None
+    """None when the variant has no compute of its own to measure: CPU instances, no instance running (an
+    asynchronous endpoint scaled to zero), or inference components (measured per component)."""
     target = endpoint.variant_resource(variant)
+    kind = kinds.kind_of(endpoint, variant)
+    if kind == kinds.SERVERLESS:
+        share = sig.get(target, "concurrency_max")
+        return Load(target, "concurrency", 0, None if share is None else 100.0 * share, None,
+                    _present(ServerlessConcurrentExecutionsUtilization=share),
+                    None if share is not None else NO_CONCURRENCY_DATA)
+    if kind == kinds.COMPONENTS or variant.current_instances == 0:
+        return None
     info = types.get(variant.instance_type or "")
     if is_neuron_type(variant.instance_type):
         value = sig.get(target, "neuron_util")
@@ -118,8 +131,23 @@ def variant_load(sig: Signals, endpoint: Endpoint, variant: EndpointVariant,
         utilization_percent=None if util is None else util / info.gpus,
         memory_percent=None if memory is None else memory / info.gpus,
         raw=_present(GPUUtilization=util, GPUMemoryUtilization=memory),
-        unmeasured=None if util is not None or memory is not None else NO_GPU_DATA,
+        unmeasured=None if util is not None else NO_GPU_DATA,
     )
+
+
+def component_load(sig: Signals, component: InferenceComponent, instance_type: str | None) -> Load | None:
+    """An inference component's GPUs, as SageMaker normalises them over what each copy reserved (0-100 %);
+    None for a component that reserves no accelerator."""
+    if not component.accelerators_per_copy:
+        return None
+    target = component.resource
+    if is_neuron_type(instance_type):
+        why = "SageMaker publishes GPU metrics per inference component, none for Neuron"
+        return Load(target, "neuron", component.accelerators_per_copy, unmeasured=("NotPublished", why))
+    util, memory = sig.get(target, "gpu_util"), sig.get(target, "gpu_memory")
+    return Load(target, "gpu", component.accelerators_per_copy, util, memory,
+                _present(GPUUtilizationNormalized=util, GPUMemoryUtilizationNormalized=memory),
+                None if util is not None else NO_GPU_DATA)
 
 
 def node_load(sig: Signals, node: Instance, info: InstanceTypeInfo) -> Load | None:
@@ -135,7 +163,7 @@ def node_load(sig: Signals, node: Instance, info: InstanceTypeInfo) -> Load | No
     memory = 100.0 * used / total if used is not None and total else None
     return Load(node.id, "gpu", info.gpus, util, memory,
                 _present(gpu_util=util, gpu_memory_used=used, gpu_memory_total=total),
-                None if util is not None or memory is not None else NO_GPU_DATA)
+                None if util is not None else NO_GPU_DATA)
 
 
 def _present(**values: float | None) -> dict[str, float]:

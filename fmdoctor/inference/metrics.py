@@ -2,6 +2,8 @@
 
 Each query asks for one statistic over the whole window as a single period, so a percentile is the
 percentile of the window (not an average of per-minute percentiles) and a Sum is the window's total.
+The few series whose trend matters (an asynchronous endpoint's backlog) are read again minute by minute
+(:func:`fetch_series`), in ceil(queries / 500) calls of their own.
 """
 
 from __future__ import annotations
@@ -51,6 +53,13 @@ def fetch_metrics(cloudwatch: Any, queries: Sequence[MetricQuery], window: Windo
                     timedelta(seconds=window.period_s))
     return {queries[i].key: combine(queries[i].stat, [v for _, v in points])
             for i, points in fetched.values.items() if points}
+
+
+def fetch_series(cloudwatch: Any, queries: Sequence[MetricQuery], window: Window,
+                 period: timedelta = timedelta(minutes=1)) -> dict[tuple[str, ...], list[float]]:
+    """Each query's values period by period, oldest first; a query with no datapoints is absent."""
+    fetched = fetch(cloudwatch, [q.query() for q in queries], window.start, window.end, period)
+    return {queries[i].key: [v for _, v in points] for i, points in fetched.values.items() if points}
 
 
 def combine(stat: str, values: Iterable[float]) -> float:

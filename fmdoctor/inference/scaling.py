@@ -1,7 +1,10 @@
-"""Scaling limits: Application Auto Scaling targets of endpoint variants, Auto Scaling groups of fleet nodes.
+"""Scaling limits: Application Auto Scaling targets of endpoint variants and inference components, Auto
+Scaling groups of fleet nodes.
 
-Both are batched: DescribeScalableTargets takes 50 resource ids a call, DescribeAutoScalingGroups 50
-group names, so the call count grows with ceil(variants / 50), never one call per variant.
+All are batched: DescribeScalableTargets takes 50 resource ids a call (and one scalable dimension, so
+inference components, which scale ``sagemaker:inference-component:DesiredCopyCount``, are asked separately,
+only when there are any), DescribeAutoScalingGroups 50 group names, so the call count grows with
+ceil(targets / 50), never one call per target.
 """
 
 from __future__ import annotations
@@ -10,9 +13,10 @@ from dataclasses import dataclass
 
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.inventory import chunked
-from fmdoctor.inference.signals import serving_variants
+from fmdoctor.inference.signals import serving_components, serving_variants
 
 VARIANT_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+COMPONENT_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
 RESOURCE_IDS_MAX = 50
 GROUP_NAMES_MAX = 50
 ASG_TAG = "aws:autoscaling:groupName"
@@ -27,21 +31,24 @@ class ScalingLimit:
 
 
 def scalable_targets(ctx: CheckContext) -> dict[str, ScalingLimit]:
-    """The serving variants' scalable targets by resource id (endpoint/E/variant/V)."""
+    """The scalable targets of serving variants (endpoint/E/variant/V) and inference components
+    (inference-component/C), by resource id."""
     return ctx.shared("inference.scalable_targets", lambda: _fetch_targets(ctx))
 
 
 def _fetch_targets(ctx: CheckContext) -> dict[str, ScalingLimit]:
-    ids = sorted({e.variant_resource(v) for e, v in serving_variants(ctx) if not v.serverless})
+    variants = sorted({e.variant_resource(v) for e, v in serving_variants(ctx) if not v.serverless})
+    components = sorted({c.resource for _, c in serving_components(ctx)})
     client = ctx.client("application-autoscaling")
     limits: dict[str, ScalingLimit] = {}
-    for batch in chunked(ids, RESOURCE_IDS_MAX):
-        for page in client.get_paginator("describe_scalable_targets").paginate(
-            ServiceNamespace="sagemaker", ResourceIds=batch, ScalableDimension=VARIANT_DIMENSION
-        ):
-            for raw in page.get("ScalableTargets", []):
-                limits[raw["ResourceId"]] = ScalingLimit(raw["ResourceId"], int(raw["MinCapacity"]),
-                                                         int(raw["MaxCapacity"]))
+    for ids, dimension in ((variants, VARIANT_DIMENSION), (components, COMPONENT_DIMENSION)):
+        for batch in chunked(ids, RESOURCE_IDS_MAX):
+            for page in client.get_paginator("describe_scalable_targets").paginate(
+                ServiceNamespace="sagemaker", ResourceIds=batch, ScalableDimension=dimension
+            ):
+                for raw in page.get("ScalableTargets", []):
+                    limits[raw["ResourceId"]] = ScalingLimit(raw["ResourceId"], int(raw["MinCapacity"]),
+                                                             int(raw["MaxCapacity"]))
     return limits
 
 

@@ -1,12 +1,13 @@
 """The inference signals of a run: every metric the inference checks read, fetched once and shared.
 
-One loader builds the queries for every serving endpoint variant and every inference fleet node and
-fetches them in one batched GetMetricData (ceil(queries / 500) calls), so six checks cost one call (plus one
-ListMetrics sweep per GPU/Neuron metric name when the target has fleet nodes).
+One loader builds the queries for every serving endpoint variant, inference component and inference fleet
+node and fetches them in one batched GetMetricData (ceil(queries / 500) calls), so six checks cost one call
+(plus one ListMetrics sweep per GPU/Neuron metric name when the target has fleet nodes, and one more
+GetMetricData for the minute-by-minute queue of asynchronous endpoints, when there are any).
 
 Where the numbers come from:
-- endpoint variants (namespace ``AWS/SageMaker``, dimensions EndpointName + VariantName): ModelLatency
-  and OverheadLatency (microseconds; p90/p99), Invocations, Invocation5XXErrors, InvocationModelErrors;
+- endpoint variants and inference components: the metrics SageMaker publishes for their kind
+  (:mod:`fmdoctor.inference.kinds`: real-time, asynchronous, serverless, inference components);
 - endpoint instances (``/aws/sagemaker/Endpoints``): GPUUtilization and GPUMemoryUtilization, which
   SageMaker sums over an instance's GPUs (0-400 % on 4 GPUs) and averages over the variant's instances;
   Neuron endpoints: ``gpu.neuron_utilization_metric`` in ``gpu.neuron_namespace`` with the same dimensions;
@@ -19,15 +20,17 @@ Where the numbers come from:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fmdoctor.engine.check import NotApplicable
 from fmdoctor.engine.context import CheckContext
-from fmdoctor.engine.discovery import INSTANCE_TYPES_MAX, instance_type_info
+from fmdoctor.engine.discovery import DISCOVERY_IAM_ACTIONS, INSTANCE_TYPES_MAX, instance_type_info
+from fmdoctor.engine.endpoint_details import InferenceComponent
 from fmdoctor.engine.endpoints import Endpoint, EndpointVariant
 from fmdoctor.engine.errors import AwsFailure, describe_aws_failure
 from fmdoctor.engine.inventory import ENDPOINTS, INSTANCES, InstanceTypeInfo, chunked
-from fmdoctor.inference.metrics import MetricQuery, Window, combine, fetch_metrics, window_ending
+from fmdoctor.inference import kinds
+from fmdoctor.inference.metrics import MetricQuery, Window, combine, fetch_metrics, fetch_series, window_ending
 from fmdoctor.metrics.nodes import (
     GPU,
     NEURON,
@@ -44,30 +47,15 @@ from fmdoctor.metrics.nodes import (
 ENDPOINT_PARTS = frozenset({ENDPOINTS})
 FLEET_PARTS = frozenset({ENDPOINTS, INSTANCES})
 # What endpoint discovery calls (in the inventory step): every inference check needs them.
-DISCOVERY_ACTIONS = ("tag:GetResources", "sagemaker:ListEndpoints", "sagemaker:DescribeEndpoint",
-                     "sagemaker:DescribeEndpointConfig")
-# ... and what the checks that weigh accelerators read on top.
+DISCOVERY_ACTIONS = DISCOVERY_IAM_ACTIONS[ENDPOINTS]
 # ... and what reading the shared signals costs (ListMetrics finds the fleet nodes' GPU/Neuron series).
 SIGNAL_ACTIONS = (*DISCOVERY_ACTIONS, "cloudwatch:ListMetrics", "cloudwatch:GetMetricData", "ec2:DescribeInstances")
 LOAD_ACTIONS = (*SIGNAL_ACTIONS, "ec2:DescribeInstanceTypes")
-SAGEMAKER_NAMESPACE = "AWS/SageMaker"
-ENDPOINT_INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
 # Statuses in which an endpoint serves traffic (an update keeps the old fleet serving until it is done).
 SERVING = frozenset({"InService", "Updating", "SystemUpdating", "RollingBack", "UpdateRollbackFailed"})
 NEURON_FAMILIES = ("inf", "trn")  # Inferentia and Trainium instance families
 US_PER = {"microseconds": 1.0, "milliseconds": 1000.0, "seconds": 1_000_000.0}
 
-# Signals of an endpoint variant: (signal, metric, statistic)
-VARIANT_METRICS = (
-    ("model_p90", "ModelLatency", "p90"),
-    ("model_p99", "ModelLatency", "p99"),
-    ("overhead_p90", "OverheadLatency", "p90"),
-    ("overhead_p99", "OverheadLatency", "p99"),
-    ("invocations", "Invocations", "Sum"),
-    ("errors_5xx", "Invocation5XXErrors", "Sum"),
-    ("model_errors", "InvocationModelErrors", "Sum"),
-)
-GPU_VARIANT_METRICS = (("gpu_util", "GPUUtilization", "Average"), ("gpu_memory", "GPUMemoryUtilization", "Average"))
 # Fleet nodes: the statistics asked of each discovered series, and the signal each becomes.
 FLEET_STATS = {"utilization": ("Average", "Maximum"), "memory_used": ("Average",), "memory_total": ("Average",)}
 FLEET_SIGNALS = {
@@ -89,10 +77,17 @@ class Signals:
     # Why the fleet nodes' GPU/Neuron series could not be listed (ListMetrics denied...): the endpoints'
     # signals and the fleet's latency are still read; only the fleet's accelerator load is unknown.
     fleet_failure: AwsFailure | None = None
+    # Minute-by-minute values (oldest first) of the asynchronous endpoints' queues, by (endpoint/E, signal).
+    series: dict[tuple[str, str], list[float]] = field(default_factory=dict)
 
     def get(self, target: str, signal: str) -> float | None:
-        """``target`` is a variant resource (endpoint/E/variant/V) or an instance id."""
+        """``target`` is a variant resource (endpoint/E/variant/V), an inference component
+        (inference-component/C) or an instance id."""
         return self.values.get((target, signal))
+
+    def minutes(self, target: str, signal: str) -> list[float]:
+        """An asynchronous endpoint's (endpoint/E) queue signal, minute by minute; empty when unpublished."""
+        return self.series.get((target, signal), [])
 
 
 def is_neuron_type(instance_type: str | None) -> bool:
@@ -106,11 +101,22 @@ def looks_accelerated(instance_type: str) -> bool:
     return family.startswith(("g", "p", *NEURON_FAMILIES))
 
 
+def serving_endpoints(ctx: CheckContext) -> Iterator[Endpoint]:
+    return (e for e in ctx.inventory.endpoints if e.status in SERVING)
+
+
 def serving_variants(ctx: CheckContext) -> Iterator[tuple[Endpoint, EndpointVariant]]:
-    for endpoint in ctx.inventory.endpoints:
-        if endpoint.status in SERVING:
-            for variant in endpoint.variants:
-                yield endpoint, variant
+    for endpoint in serving_endpoints(ctx):
+        for variant in endpoint.variants:
+            yield endpoint, variant
+
+
+def serving_components(ctx: CheckContext) -> Iterator[tuple[Endpoint, InferenceComponent]]:
+    """The inference components of serving endpoints that are in service themselves."""
+    for endpoint in serving_endpoints(ctx):
+        for component in endpoint.components:
+            if component.status in SERVING:
+                yield endpoint, component
 
 
 def signals(ctx: CheckContext) -> Signals:
@@ -134,8 +140,12 @@ def _load(ctx: CheckContext) -> Signals:
         device_queries.append(MetricQuery((who, signal, device, str(n)), series.namespace, series.name,
                                           series.dimensions, query.stat))
     queries = [*_variant_queries(ctx), *_latency_queries(ctx), *device_queries]
-    values = fetch_metrics(ctx.client("cloudwatch"), queries, window) if queries else {}
-    return Signals(window, _per_node(values, {q.key: q.stat for q in device_queries}), failure)
+    cloudwatch = ctx.client("cloudwatch")
+    values = fetch_metrics(cloudwatch, queries, window) if queries else {}
+    queue = [q for e in serving_endpoints(ctx) if e.asynchronous for q in kinds.queue_queries(e)]
+    series = fetch_series(cloudwatch, queue, window) if queue else {}
+    return Signals(window, _per_node(values, {q.key: q.stat for q in device_queries}), failure,
+                   {(k[0], k[1]): v for k, v in series.items()})
 
 
 def _per_node(values: dict[tuple[str, ...], float], stats: dict[tuple[str, ...], str]) -> dict[tuple[str, ...], float]:
@@ -158,18 +168,18 @@ def _per_node(values: dict[tuple[str, ...], float], stats: dict[tuple[str, ...],
 def _variant_queries(ctx: CheckContext) -> Iterator[MetricQuery]:
     gpu = ctx.settings.gpu
     for endpoint, variant in serving_variants(ctx):
-        target = endpoint.variant_resource(variant)
-        dims = (("EndpointName", endpoint.name), ("VariantName", variant.name))
-        for signal, metric, stat in VARIANT_METRICS:
-            yield MetricQuery((target, signal), SAGEMAKER_NAMESPACE, metric, dims, stat)
-        if variant.serverless:
-            continue
+        yield from kinds.variant_queries(endpoint, variant)
+        if kinds.kind_of(endpoint, variant) in (kinds.SERVERLESS, kinds.COMPONENTS):
+            continue  # serverless: no instances; components: their accelerators are read per component
+        target, dims = endpoint.variant_resource(variant), kinds.variant_dims(endpoint, variant)
         if is_neuron_type(variant.instance_type):
             yield MetricQuery((target, "neuron_util"), gpu.neuron_namespace, gpu.neuron_utilization_metric, dims,
                               "Average")
             continue
-        for signal, metric, stat in GPU_VARIANT_METRICS:
-            yield MetricQuery((target, signal), ENDPOINT_INSTANCE_NAMESPACE, metric, dims, stat)
+        for signal, namespace, metric, stat in kinds.GPU_INSTANCE:
+            yield MetricQuery((target, signal), namespace, metric, dims, stat)
+    for endpoint in serving_endpoints(ctx):
+        yield from kinds.component_queries(endpoint)
 
 
 def _latency_queries(ctx: CheckContext) -> Iterator[MetricQuery]:

@@ -5,16 +5,18 @@ from __future__ import annotations
 import pytest
 
 from fmdoctor.demo.scenario import DEMO_CLUSTER, seed_demo
-from fmdoctor.demo.seed_inference import CANARY, CHAT, RERANKER, SUMMARIZER, seed_inference
+from fmdoctor.demo.seed_inference import ASYNC_BATCH, CANARY, CHAT, RERANKER, SUMMARIZER, seed_inference
 
 pytestmark = pytest.mark.e2e
 
 INFERENCE_CALLS = {
     "resourcegroupstaggingapi.GetResources": 3,  # one per configured tag key
     "sagemaker.ListEndpoints": 1,
-    "sagemaker.DescribeEndpoint": 5,  # SageMaker has no batched describe: one per endpoint
-    "sagemaker.DescribeEndpointConfig": 5,
-    "cloudwatch.GetMetricData": 1,  # every metric of every inference check
+    "sagemaker.DescribeEndpoint": 7,  # SageMaker has no batched describe: one per endpoint, config and model
+    "sagemaker.DescribeEndpointConfig": 7,
+    "sagemaker.DescribeModel": 7,
+    # Every metric of every inference check in one call, and the async endpoint's queue minute by minute.
+    "cloudwatch.GetMetricData": 2,
     "application-autoscaling.DescribeScalableTargets": 1,
 }
 
@@ -29,8 +31,9 @@ def test_demo_endpoints_each_trip_their_own_check(moto_server, fmdoctor_cli):
                           moto_server.url, "--format", "json", "--only", "inference")
     assert result.code == 2, result.stderr
     report = result.json()
-    by_check = {f["check"]: f for f in report["findings"]}
-    # One finding per check, on the endpoint planted for it; demo-embeddings stays healthy.
+    by_check = {f["check"]: f for f in report["findings"] if f["resource"] != f"endpoint/{ASYNC_BATCH}"}
+    # One finding per check, on the endpoint planted for it, and one for the async queue; demo-embeddings and
+    # the vLLM endpoint (GPU memory 92 % full, as vLLM reserves it) stay healthy.
     assert sorted((f["check"], f["resource"]) for f in report["findings"]) == sorted([
         ("inference-latency-slo", variant(CHAT)),
         ("accelerator-saturation", variant(CHAT)),
@@ -38,6 +41,7 @@ def test_demo_endpoints_each_trip_their_own_check(moto_server, fmdoctor_cli):
         ("endpoint-unhealthy", f"endpoint/{CANARY}"),
         ("inference-errors", variant(RERANKER)),
         ("inference-idle", variant(SUMMARIZER)),
+        ("inference-latency-slo", f"endpoint/{ASYNC_BATCH}"),
     ])
     unhealthy = by_check["endpoint-unhealthy"]["evidence"]
     assert unhealthy["status"] == "Failed" and "ping health check" in unhealthy["failure_reason"]
@@ -48,6 +52,9 @@ def test_demo_endpoints_each_trip_their_own_check(moto_server, fmdoctor_cli):
     assert latency["severity"] == "critical" and latency["evidence"]["model_latency_p90_ms"] == 1600.0
     assert by_check["accelerator-saturation"]["evidence"]["utilization_percent"] == 93.0
     assert by_check["autoscaling-at-max"]["evidence"]["max_capacity"] == 4
+    [queue] = [f for f in report["findings"] if f["resource"] == f"endpoint/{ASYNC_BATCH}"]
+    assert queue["severity"] == "warning" and queue["evidence"]["breached"] == ["growing backlog"]
+    assert queue["evidence"]["instances"] == 0 and "HasBacklogWithoutCapacity" in queue["summary"]
     assert report["errors"] == []
     calls = report["stats"]["api_calls"]
     assert {k: v for k, v in calls.items() if k in INFERENCE_CALLS} == INFERENCE_CALLS

@@ -30,14 +30,16 @@ def test_endpoint_only_cluster_is_a_target_not_an_unknown_cluster(endpoints, inf
     assert report.status is Status.OK, report.errors
     assert report.stats.checks_run == INFERENCE_IDS and report.findings == []
     calls = report.stats.api_calls
-    # One tag query per configured tag key, one listing, one describe per endpoint and config, one
+    # One tag query per configured tag key, one listing, one describe per endpoint, config and model, one
     # GetMetricData for every metric of every check, one DescribeScalableTargets, one DescribeInstanceTypes.
-    # No DescribeCluster: no inference check reads a HyperPod cluster, so none is looked up.
+    # No DescribeCluster: no inference check reads a HyperPod cluster, so none is looked up; no
+    # ListInferenceComponents: both endpoints serve one model each (their variants name it).
     assert calls == {
         "resourcegroupstaggingapi.GetResources": 3,
         "sagemaker.ListEndpoints": 1,
         "sagemaker.DescribeEndpoint": 2,
         "sagemaker.DescribeEndpointConfig": 2,
+        "sagemaker.DescribeModel": 2,
         "ec2.DescribeInstances": 1,
         "cloudwatch.GetMetricData": 1,
         "application-autoscaling.DescribeScalableTargets": 1,
@@ -155,3 +157,19 @@ def test_lowercased_arns_and_lagging_tag_index():
     assert endpoint.variants[0].instance_type == "ml.g5.12xlarge" and endpoint.variants[0].current_instances == 2
     tagging.assert_no_pending_responses()
     sagemaker.assert_no_pending_responses()
+
+
+def test_endpoint_kinds_and_images_are_read_from_the_config_and_models(endpoints, aws):
+    """AsyncInferenceConfig and ServerlessConfig come from DescribeEndpointConfig, the image from DescribeModel;
+    an endpoint whose variants name their model hosts no inference components (none are listed)."""
+    from fmdoctor.demo.endpoint_builder import VLLM_IMAGE
+
+    endpoints.endpoint("jobs", "ml.g4dn.xlarge", async_output="s3://b/out/", async_max_concurrency=4)
+    endpoints.serverless("sls", max_concurrency=7)
+    endpoints.endpoint("chat", "ml.g4dn.12xlarge", image=VLLM_IMAGE)
+    doctor = Doctor(connection=Connection(region=REGION))
+    by_name = {e.name: e for e in doctor.inventory(CLUSTER).endpoints}
+    jobs, sls, chat = by_name["jobs"], by_name["sls"], by_name["chat"]
+    assert (jobs.asynchronous, jobs.async_max_concurrency, jobs.hosts_components) == (True, 4, False)
+    assert (sls.variants[0].serverless, sls.variants[0].serverless_max_concurrency) == (True, 7)
+    assert not chat.asynchronous and chat.variants[0].image == VLLM_IMAGE and chat.components == ()

@@ -66,3 +66,25 @@ def test_every_inference_finding_renders_its_runbook(builder, endpoints, endpoin
         assert finding.evidence.get("endpoint", finding.resource) in text, finding.check
         assert "None" not in text, (finding.check, text)
 
+
+
+def test_async_and_serverless_findings_render_their_runbooks(endpoints, infer, at):
+    """The other kinds' findings carry other evidence (a queue, InvocationsProcessed, cold starts, concurrency)."""
+    endpoints.endpoint("jobs", "ml.g4dn.xlarge", instances=2, async_output="s3://serving-async/out/")
+    endpoints.autoscale("jobs", min_capacity=0, max_capacity=2, backlog_per_instance=5)
+    endpoints.async_traffic("jobs", at, backlog=[10, 14, 20, 26, 31, 38, 44, 50, 57, 63],
+                            oldest_age_s=[600 + 60 * m for m in range(10)], processed=50, failures=5)
+    endpoints.endpoint("spare-jobs", "ml.g4dn.xlarge", async_output="s3://serving-async/out/")
+    endpoints.async_traffic("spare-jobs", at, backlog=[0] * 10, oldest_age_s=[0] * 10)
+    endpoints.serverless("classifier", max_concurrency=4)
+    endpoints.serverless_traffic("classifier", at, invocations=200, model_latency_us=samples(900_000, 1_500_000),
+                                 model_setup_us={50_000_000: 2}, concurrency_utilization=1.0)
+    report = infer(INFERENCE_IDS)
+    kinds_found = {(f.check, f.evidence["endpoint_kind"]) for f in report.findings}
+    assert kinds_found == {("inference-latency-slo", "async"), ("inference-errors", "async"),
+                           ("autoscaling-at-max", "async"), ("inference-idle", "async"),
+                           ("inference-latency-slo", "serverless"), ("accelerator-saturation", "serverless")}
+    for finding in report.findings:
+        text = render(finding.runbook, finding)
+        assert finding.evidence["endpoint"] in text, finding.check
+        assert "None" not in text, (finding.check, text)
