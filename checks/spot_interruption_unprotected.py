@@ -38,7 +38,7 @@ class SpotInterruptionUnprotected(Check):
             return []
         facts = checkpoint_facts(ctx)
         facts.gaps.report(ctx)
-        best = facts.newest_usable(settings.incomplete_size_ratio)
+        best = facts.newest_usable()
         if best is None and not facts.scans:
             ctx.unverified(unverified, "CheckpointsUnreadable", "; ".join(facts.elsewhere) or "see the errors above")
             return []
