@@ -28,7 +28,7 @@ from fmdoctor.demo.moto_health import (
     mark_spot_request,
     set_hyperpod_node_status,
 )
-from fmdoctor.spot.notices import INTERRUPTION_EVENT, REBALANCE_EVENT
+from fmdoctor.spot.events import INTERRUPTION_EVENT, REBALANCE_EVENT
 
 if TYPE_CHECKING:
     from fmdoctor.demo.scenario import DemoWorld
