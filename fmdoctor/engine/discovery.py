@@ -172,6 +172,7 @@ def _instance(raw: dict[str, Any], tags: dict[str, str], enis: list[NetworkInter
         placement_group=placement.get("GroupName") or None,
         lifecycle=raw.get("InstanceLifecycle") or "on-demand",
         spot_request_id=raw.get("SpotInstanceRequestId"),
+        capacity_reservation_id=raw.get("CapacityReservationId"),
         launch_time=raw.get("LaunchTime"),
         role=role,
         tags=tags,

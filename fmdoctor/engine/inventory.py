@@ -148,6 +148,7 @@ class Instance:
     placement_group: str | None = None
     lifecycle: str = "on-demand"  # "spot", "scheduled", "capacity-block" or "on-demand"
     spot_request_id: str | None = None
+    capacity_reservation_id: str | None = None  # the Capacity Block or Capacity Reservation it runs in
     launch_time: datetime | None = None
     role: str = COMPUTE
     tags: dict[str, str] = field(default_factory=dict)

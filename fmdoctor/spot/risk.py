@@ -33,6 +33,13 @@ class WorkAtRisk:
         return (f"its newest usable checkpoint ({self.checkpoint.uri}) will then be {self.minutes_lost} minutes "
                 f"old, so about {self.minutes_lost} minutes of work will be lost unless the job saves first")
 
+    def by_then(self) -> str:
+        """The same, for a sentence that has already said when ('...; by then its newest usable checkpoint...')."""
+        if self.checkpoint is None:
+            return f"no usable checkpoint exists at {self.where}: all the job's work is at risk"
+        return (f"by then its newest usable checkpoint ({self.checkpoint.uri}) will be {self.minutes_lost} minutes "
+                f"old, so about {self.minutes_lost} minutes of work will be lost unless the job saves first")
+
     def evidence(self) -> dict[str, Any]:
         cp = self.checkpoint
         facts: dict[str, Any] = {
