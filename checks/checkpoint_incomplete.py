@@ -51,8 +51,8 @@ class CheckpointIncomplete(Check):
             findings.append(
                 self.finding(
                     resource=newest.uri,
-                    summary=(f"The newest checkpoint {newest.uri} is incomplete ({verdict.reasons[0]}), a save "
-                             f"that died halfway: {advice}."),
+                    summary=(f"The newest checkpoint {newest.uri} is incomplete, a save that died halfway: "
+                             f"{verdict.reasons[0]}; {advice}."),
                     evidence={
                         "newest": newest.describe(),
                         "previous": scan.previous.describe() if scan.previous else None,

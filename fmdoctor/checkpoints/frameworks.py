@@ -138,8 +138,8 @@ def _dcp(cp: Checkpoint, markers: LocationMarkers, hf_trainer: bool, top_level: 
     lacking = sorted(folder for folder in shards if folder not in metadata)
     if lacking:
         place = ", ".join(f"{folder}/" for folder in lacking if folder) or cp.name
-        return False, (f"PyTorch DCP shards without .metadata in {place}: the save died before "
-                       "StorageWriter.finish wrote it (written last, once every rank is done)")
+        return False, (f"no .metadata beside the PyTorch DCP shards in {place}: the save died before "
+                       "StorageWriter.finish, which writes it last, once every rank is done")
     holes = {folder: sorted(set(range(max(ranks) + 1)) - ranks) for folder, ranks in shards.items()}
     holes = {folder: missing for folder, missing in holes.items() if missing}
     if holes:
