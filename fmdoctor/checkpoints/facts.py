@@ -38,7 +38,10 @@ class CheckpointFacts:
 
     def newest_usable(self) -> tuple[LocationScan, Checkpoint] | None:
         """Across all locations, the most recent checkpoint a restart could resume from."""
-        found = [(scan, scan.usable) for scan in self.scans if scan.usable is not None]
+        found: list[tuple[LocationScan, Checkpoint]] = []
+        for scan in self.scans:
+            if scan.usable is not None:
+                found.append((scan, scan.usable))
         return max(found, key=lambda pair: pair[1].last_modified) if found else None
 
 

@@ -85,8 +85,7 @@ def load_spot_facts(ctx: CheckContext) -> SpotFacts:
     if ctx.scope.aws is None:
         _from_imds(facts, ctx.host, ctx)
         return facts
-    instances = [i for i in ctx.inventory.instances if i.state in ("running", "pending")] or \
-        list(ctx.inventory.instances)
+    instances = list(ctx.inventory.instances)
     spot = [i for i in instances if i.lifecycle == "spot"]
     facts.spot_nodes = len(spot)
     if not spot:

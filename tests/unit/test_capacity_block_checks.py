@@ -48,6 +48,11 @@ def checkpoints(aws, minutes_ago, max_age="30m"):
     return {"locations": ["s3://ckpt/run/"], "max_age": max_age}
 
 
+def minutes_between(start, end) -> int:
+    start = start if isinstance(start, datetime) else datetime.fromisoformat(start)
+    return max(int((datetime.fromisoformat(end) - start).total_seconds() // 60), 0)
+
+
 def expiration_warning(reservation: str, ends_in: timedelta) -> str:
     """The user guide's sample, for this reservation, as EventBridge delivers it (now, 40 minutes before the end)."""
     event = json.loads((EVENTS / "aws-capacity-block-expiration-warning.json").read_text())
@@ -67,7 +72,8 @@ def test_block_ending_within_the_window_with_fresh_checkpoints_is_a_warning(bloc
     assert len(evidence["nodes"]) == 2 and evidence["instance_type"] == "p5.48xlarge"
     ends = datetime.fromisoformat(evidence["end_date"])
     assert datetime.fromisoformat(evidence["terminations_begin"]) == ends - timedelta(minutes=30)
-    assert 88 <= evidence["minutes_left"] <= 90
+    assert evidence["minutes_left"] == minutes_between(report.generated_at, evidence["terminations_begin"])
+    assert 80 <= evidence["minutes_left"] <= 90  # 2 hours less 30 minutes, less the time seeding took
     assert evidence["checkpoint"] == "s3://ckpt/run/step-200/" and evidence["proof"]["method"] == "framework marker"
     assert "extend the block" in finding.summary and "gpu-1" in finding.summary
     assert report.stats.api_calls["ec2.DescribeCapacityReservations"] == 1 and report.errors == []
@@ -83,7 +89,10 @@ def test_block_about_to_end_with_stale_work_is_critical(block, aws, run_checks, 
     [finding] = report.findings
     assert finding.severity is Severity.CRITICAL and report.status is Status.CRITICAL
     assert finding.evidence["expiration_warning"]["reference"]
-    assert 4 <= finding.evidence["minutes_left"] <= 5 and 54 <= finding.evidence["minutes_lost"] <= 55
+    evidence = finding.evidence
+    assert evidence["minutes_left"] == minutes_between(report.generated_at, evidence["terminations_begin"]) <= 5
+    assert evidence["minutes_lost"] == minutes_between(evidence["checkpoint_last_modified"],
+                                                       evidence["terminations_begin"]) >= 54
     assert "extend the block" not in finding.summary  # under an hour left: too late to extend
 
 

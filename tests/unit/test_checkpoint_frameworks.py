@@ -165,3 +165,12 @@ def test_a_node_listing_finds_what_s3_finds(tmp_path, name):
     remote = scan_location(ListingLister(objects), "s3://b/run/")
     assert (local.newest.name, local.usable.name) == (remote.newest.name, remote.usable.name)
     assert {k: v.complete for k, v in local.verdicts.items()} == {k: v.complete for k, v in remote.verdicts.items()}
+
+
+def test_a_synced_copy_with_metadata_but_a_missing_rank_is_not_usable_yet():
+    """SageMaker (or an FSx export) copies files as they are written: .metadata, small and written last, can
+    land in S3 before a large shard of an earlier rank does. A hole in the ranks says the copy is not whole."""
+    objects = [o for o in layout("dcp-torchtitan", 5, NOW) if o.key != "step-3000/__5_0.distcp"]
+    result = scan_location(ListingLister(objects), "s3://b/run/")
+    assert result.verdict(result.newest).incomplete and result.usable.name == "step-2000"
+    assert "rank(s) 5 are not" in proof_text(result, result.newest)

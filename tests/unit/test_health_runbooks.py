@@ -1,5 +1,5 @@
-"""The checkpoint, Spot, Capacity Block and HyperPod runbooks: front matter that matches the check, and bodies that render
-(with the product's renderer: sandboxed Jinja2, StrictUndefined) from the demo's real findings."""
+"""The checkpoint, Spot, Capacity Block and HyperPod runbooks: front matter that matches the check, and bodies
+that render (with the product's renderer: sandboxed Jinja2, StrictUndefined) from the demo's real findings."""
 
 from __future__ import annotations
 
