@@ -68,8 +68,6 @@ def scan_location(lister: Lister, location: str, via: str | None = None, min_rat
 def _candidates(folders: list[str], files: list[StoredObject], markers: LocationMarkers) -> list[_Candidate]:
     found = [_Candidate(step, name) for name in folders if (step := step_of(name)) is not None]
     found += [_Candidate(step, f.key, file=f) for f in files if (step := step_of(f.key)) is not None]
-    found += [_Candidate(step, target) for link, target in markers.links.items()
-              if (step := step_of(target)) is not None and target not in {c.name for c in found}]
     present = {c.name.removesuffix(".ckpt") for c in found}
     found += [_Candidate(step, name, marker_only=marker) for name, marker in markers.unfinished.items()
               if name not in present and (step := step_of(name)) is not None]

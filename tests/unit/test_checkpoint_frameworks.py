@@ -174,3 +174,20 @@ def test_a_synced_copy_with_metadata_but_a_missing_rank_is_not_usable_yet():
     result = scan_location(ListingLister(objects), "s3://b/run/")
     assert result.verdict(result.newest).incomplete and result.usable.name == "step-2000"
     assert "rank(s) 5 are not" in proof_text(result, result.newest)
+
+
+def test_nemo_save_last_link_resumes_from_what_the_last_links_point_to(tmp_path):
+    """save_last="link": '<name>-last' is a symlink to the top-k folder (NeMo _link_checkpoint); a top-k
+    folder no '-last' link points to is not what AutoResume loads."""
+    n1 = "megatron_gpt--val_loss=2.31-step=1000-consumed_samples=128000.0"
+    n2 = "megatron_gpt--val_loss=2.17-step=2000-consumed_samples=256000.0"
+    top_k = [o for o in layout("nemo-unfinished", 10)
+             if not o.key.split("/", 1)[0].endswith(("-last", "-unfinished"))]
+    root = tmp_path / "checkpoints"
+    to_directory(root, top_k)
+    (root / f"{n1}-last").symlink_to(n1)
+    result = scan_location(LocalLister(LocalHost(), str(root)), str(root))
+    assert result.newest.name == result.usable.name == n1 and result.checkpoints == 1  # n2 has no '-last' yet
+    (root / f"{n2}-last").symlink_to(n2)
+    result = scan_location(LocalLister(LocalHost(), str(root)), str(root))
+    assert result.newest.name == result.usable.name == n2
