@@ -24,7 +24,7 @@ import boto3
 from fmdoctor.demo.builders import DEMO_AMI, ClusterBuilder
 from fmdoctor.demo.metrics import A100_40GB, MetricsPublisher, describe_nodes
 from fmdoctor.demo.seed_health import dcp_files, eventbridge_event, write_checkpoint
-from fmdoctor.spot.notices import REBALANCE_EVENT
+from fmdoctor.spot.events import REBALANCE_EVENT
 
 REGION = "us-west-2"
 INSTANCE_TYPE = "p4d.24xlarge"

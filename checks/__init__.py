@@ -4,6 +4,7 @@ in ``efa_sg_self_reference.py``). Add a check by writing its module and listing 
 
 from fmdoctor.checks.accelerator_saturation import AcceleratorSaturation
 from fmdoctor.checks.autoscaling_at_max import AutoscalingAtMax
+from fmdoctor.checks.capacity_block_expiring import CapacityBlockExpiring
 from fmdoctor.checks.checkpoint_incomplete import CheckpointIncomplete
 from fmdoctor.checks.checkpoint_missing import CheckpointMissing
 from fmdoctor.checks.checkpoint_stale import CheckpointStale
@@ -45,6 +46,7 @@ ALL_CHECKS = (
     SpotInterruption,
     SpotRebalance,
     SpotInterruptionUnprotected,
+    CapacityBlockExpiring,
     HyperpodNodeUnhealthy,
     EndpointUnhealthy,
     InferenceLatencySlo,

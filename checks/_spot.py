@@ -1,4 +1,5 @@
-"""What the Spot checks share: IAM actions and one interruption per instance, however many sources saw it."""
+"""What the interruption checks share: IAM actions, one interruption per instance however many sources saw
+it, and the newest usable checkpoint the cross-signal verdicts count from."""
 
 from __future__ import annotations
 
@@ -6,14 +7,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from fmdoctor.checkpoints.facts import CLOCK_SKEW, checkpoint_facts, clock_skew_message
+from fmdoctor.checkpoints.model import Checkpoint, LocationScan
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.context import CheckContext
-from fmdoctor.spot.notices import INTERRUPTION, SpotNotice
+from fmdoctor.spot.notices import CAPACITY_RESERVATION, INTERRUPTION, SCHEDULED, SPOT, SpotNotice
 from fmdoctor.spot.sources import SpotFacts
 
-SPOT_IAM = ("ec2:DescribeInstances", "ec2:DescribeSpotInstanceRequests", "sqs:GetQueueAttributes",
-            "sqs:ReceiveMessage")
-_DONE = {"terminate": "terminated", "stop": "stopped", "hibernate": "hibernated"}
+SPOT_IAM = ("ec2:DescribeInstances", "ec2:DescribeSpotInstanceRequests", "ec2:DescribeInstanceStatus",
+            "sqs:GetQueueAttributes", "sqs:ReceiveMessage")
+_DONE = {"terminate": "terminated", "stop": "stopped", "hibernate": "hibernated", "reboot": "rebooted",
+         "retire": "retired", "maintenance": "taken down for maintenance"}
+# A scheduled event (days of notice) is a warning until its window is this close, then critical.
+SCHEDULED_IMMINENT = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -24,6 +30,20 @@ class Interruption:
     action_time: datetime
     seconds_left: int
     notices: tuple[SpotNotice, ...]
+    cause: str
+
+    @property
+    def by(self) -> str:
+        if self.cause == SCHEDULED:
+            code = next((n.detail.split(":", 1)[0] for n in self.notices if n.cause == SCHEDULED), "")
+            return f"an EC2 scheduled event ({code})" if code else "an EC2 scheduled event"
+        if self.cause == CAPACITY_RESERVATION:
+            return "EC2 (its interruptible Capacity Reservation is being reclaimed)"
+        return self.cause
+
+    @property
+    def imminent(self) -> bool:
+        return self.cause != SCHEDULED or self.seconds_left <= SCHEDULED_IMMINENT.total_seconds()
 
     def sentence(self, now: datetime) -> str:
         """'gpu-3 (i-...) will be terminated by EC2 Spot in about 1m40s (at ...)', or 'is being ... now' once
@@ -32,9 +52,9 @@ class Interruption:
         verb = _DONE.get(self.action, self.action)
         if self.seconds_left > 0:
             left = format_duration(timedelta(seconds=self.seconds_left))
-            return f"{self.label} will be {verb} by EC2 Spot in about {left} (at {stamp})"
+            return f"{self.label} will be {verb} by {self.by} in about {left} (at {stamp})"
         ago = format_duration(max(now - self.action_time, timedelta(0)))
-        return f"{self.label} is being {verb} by EC2 Spot now (its interruption time, {stamp}, passed {ago} ago)"
+        return f"{self.label} is being {verb} by {self.by} now (its interruption time, {stamp}, passed {ago} ago)"
 
     def evidence(self, ctx: CheckContext, facts: SpotFacts) -> dict[str, Any]:
         return {
@@ -42,6 +62,7 @@ class Interruption:
             "action": self.action,
             "action_time": self.action_time.isoformat(),
             "seconds_left": self.seconds_left,
+            "cause": self.cause,
             "notices": [n.to_evidence(ctx.now) for n in self.notices],
             "sources_read": list(facts.sources),
         }
@@ -54,7 +75,7 @@ def interruptions(ctx: CheckContext, facts: SpotFacts) -> list[Interruption]:
         first = min(notices, key=lambda n: n.action_time or ctx.now)
         action_time = first.action_time or ctx.now
         found.append(Interruption(instance_id, label(ctx, instance_id), first.action or "terminate", action_time,
-                                  first.seconds_left(ctx.now) or 0, tuple(notices)))
+                                  first.seconds_left(ctx.now) or 0, tuple(notices), first.cause or SPOT))
     return found
 
 
@@ -62,3 +83,27 @@ def label(ctx: CheckContext, instance_id: str) -> str:
     if ctx.scope.aws is None and ctx.scope.host is not None:
         return f"{ctx.scope.host.name} ({instance_id})"
     return ctx.inventory.label(instance_id)
+
+
+@dataclass(frozen=True)
+class Newest:
+    """The newest usable checkpoint across the configured locations, or why it cannot be known."""
+
+    best: tuple[LocationScan, Checkpoint] | None
+    where: str
+    unverified: tuple[str, str] | None = None  # (code, message) when the checkpoints could not be judged
+
+
+def newest_usable_checkpoint(ctx: CheckContext) -> Newest:
+    settings = ctx.settings.checkpoints
+    if not settings.locations:
+        return Newest(None, "", ("NoCheckpointLocation", "set checkpoints.locations or pass --checkpoint URI"))
+    facts = checkpoint_facts(ctx)
+    facts.gaps.report(ctx)
+    best = facts.newest_usable()
+    where = ", ".join(s.location for s in facts.scans)
+    if best is None and not facts.scans:
+        return Newest(None, where, ("CheckpointsUnreadable", "; ".join(facts.elsewhere) or "see the errors above"))
+    if best is not None and best[1].last_modified > ctx.now + CLOCK_SKEW:
+        return Newest(None, where, ("ClockSkew", clock_skew_message(best[1].last_modified, ctx.now)))
+    return Newest(best, where)

@@ -1,23 +1,27 @@
 from __future__ import annotations
 
 from fmdoctor.checkpoints.facts import age_of, facts_or_not_applicable
-from fmdoctor.checkpoints.model import compare
+from fmdoctor.checkpoints.model import UNPROVEN
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 
 from ._checkpoint import CHECKPOINT_IAM, scans_with_checkpoints
-from ._common import id_list, plural, sample
+from ._common import sample
 
 
 class CheckpointIncomplete(Check):
-    """The newest checkpoint at every location has every file its predecessor had and at least
-    checkpoints.incomplete_size_ratio of its size (a newest one still being written, within
-    checkpoints.write_grace, is not judged yet).
+    """The newest checkpoint at every location is complete by its framework's own proof (PyTorch DCP's
+    .metadata, DeepSpeed's 'latest', Megatron's tracker, no NeMo '-unfinished' marker, HF Trainer's
+    trainer_state.json, Lightning's atomic .ckpt), or, where the framework leaves none, has every kind of file
+    its predecessor had and at least checkpoints.incomplete_size_ratio of its size (a newest one still being
+    written, within checkpoints.write_grace, is not judged yet).
 
     A save that died halfway (a node lost, a full disk, a killed job) leaves a checkpoint that looks newest
-    and cannot be loaded: auto-resume picks it and the restart fails, or silently loads partial state.
+    and cannot be loaded: auto-resume picks it and the restart fails, or silently loads partial state. The
+    rules follow each framework's writer (sources in fmdoctor/checkpoints/frameworks.py and the runbook); a
+    job resumed on fewer ranks writes fewer shards and is not incomplete.
     """
 
     id = "checkpoint-incomplete"
@@ -29,33 +33,31 @@ class CheckpointIncomplete(Check):
     def run(self, ctx: CheckContext) -> list[Finding]:
         facts = facts_or_not_applicable(ctx)
         settings = ctx.settings.checkpoints
-        pairs = [s for s in scans_with_checkpoints(facts) if s.previous is not None]
-        if facts.scans and not pairs:
-            raise NotApplicable("fewer than two checkpoints at every location, so none to compare with")
+        judged = [s for s in scans_with_checkpoints(facts) if s.newest and s.verdict(s.newest).method != UNPROVEN]
+        if facts.scans and not judged:
+            raise NotApplicable("no framework marker and fewer than two checkpoints at every location, so "
+                                "nothing proves or disproves the newest one")
         findings = []
-        for scan in pairs:
-            newest, previous = scan.newest, scan.previous
-            assert newest is not None and previous is not None
-            verdict = compare(newest, previous, settings.incomplete_size_ratio)
+        for scan in judged:
+            newest = scan.newest
+            assert newest is not None
+            verdict = scan.verdict(newest)
             age, _ = age_of(newest, ctx)
             if not verdict.incomplete or age < settings.write_grace:
                 continue
-            reasons = []
-            if verdict.missing_files:
-                reasons.append(f"{plural(len(verdict.missing_files), 'file')} of {previous.name} missing "
-                               f"({id_list(list(verdict.missing_files))})")
-            if verdict.too_small and verdict.size_ratio is not None:
-                reasons.append(f"{verdict.size_ratio:.0%} of {previous.name}'s size")
+            resume = scan.usable
+            advice = (f"make sure the job resumes from {resume.name}, not from it" if resume is not None
+                      else "no complete checkpoint was found before it, so a restart starts over")
             findings.append(
                 self.finding(
                     resource=newest.uri,
-                    summary=(
-                        f"The newest checkpoint {newest.uri} looks incomplete ({'; '.join(reasons)}), a save that "
-                        f"died halfway: make sure the job resumes from {previous.name}, not from it."
-                    ),
+                    summary=(f"The newest checkpoint {newest.uri} is incomplete, a save that died halfway: "
+                             f"{verdict.reasons[0]}; {advice}."),
                     evidence={
                         "newest": newest.describe(),
-                        "previous": previous.describe(),
+                        "previous": scan.previous.describe() if scan.previous else None,
+                        "resume_from": resume.describe() if resume else None,
+                        "reasons": list(verdict.reasons),
                         "missing_files": sample(list(verdict.missing_files)),
                         "missing_count": len(verdict.missing_files),
                         "size_ratio": round(verdict.size_ratio, 3) if verdict.size_ratio is not None else None,
@@ -63,6 +65,7 @@ class CheckpointIncomplete(Check):
                         "newest_age": format_duration(age),
                         "write_grace": format_duration(settings.write_grace),
                         **scan.evidence(),
+                        "proof": verdict.evidence(),
                     },
                 )
             )

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
 from fmdoctor.checkpoints.facts import age_of, clock_skew_message, facts_or_not_applicable
+from fmdoctor.checkpoints.model import LocationScan
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
@@ -10,11 +13,13 @@ from ._checkpoint import CHECKPOINT_IAM, scans_with_checkpoints
 
 
 class CheckpointStale(Check):
-    """The newest checkpoint at every configured location was written within the allowed interval
+    """The newest usable checkpoint at every configured location (the one a restart would load: a save
+    still under way or one that died does not count) was written within the allowed interval
     (checkpoints.max_age, or --checkpoint-max-age).
 
     Checkpoints that stop arriving mean the job hung, crashed or fails to save, and every minute since the
-    last one is work an interruption throws away.
+    last usable one is work an interruption throws away. While a newer save is under way (within
+    checkpoints.write_grace) the interval may run over by that grace.
     """
 
     id = "checkpoint-stale"
@@ -25,36 +30,60 @@ class CheckpointStale(Check):
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         facts = facts_or_not_applicable(ctx)
-        max_age = ctx.settings.checkpoints.max_age
+        settings = ctx.settings.checkpoints
         findings = []
         for scan in scans_with_checkpoints(facts):
-            newest = scan.newest
+            newest, usable = scan.newest, scan.usable
             assert newest is not None
-            age, skewed = age_of(newest, ctx)
+            saving = scan.in_progress
+            saving_age = age_of(saving, ctx)[0] if saving is not None else None
+            under_way = saving_age is not None and saving_age < settings.write_grace
+            if usable is None:
+                findings.append(self._none_usable(scan, ctx))
+                continue
+            age, skewed = age_of(usable, ctx)
             if skewed:  # dated beyond any clock skew: its age is unknown, so it cannot pass as fresh
-                ctx.unverified(f"the age of the newest checkpoint at {scan.location} ({newest.name})", "ClockSkew",
-                               clock_skew_message(newest.last_modified, ctx.now))
+                ctx.unverified(f"the age of the newest checkpoint at {scan.location} ({usable.name})", "ClockSkew",
+                               clock_skew_message(usable.last_modified, ctx.now))
                 continue
-            if age <= max_age:
+            allowed = settings.max_age + (settings.write_grace if under_way else timedelta(0))
+            if age <= allowed:
                 continue
+            note = (f"; a newer save ({newest.name}) has been under way for {format_duration(saving_age)}"
+                    if under_way and saving_age is not None else
+                    f"; the newer {newest.name} is incomplete" if saving is not None else "")
             findings.append(
                 self.finding(
                     resource=scan.location,
                     summary=(
-                        f"The newest checkpoint at {scan.location} ({newest.name}) was written "
-                        f"{format_duration(age)} ago, more than the allowed {format_duration(max_age)}: the job "
-                        "may be hung, crashed or failing to save."
+                        f"The newest usable checkpoint at {scan.location} ({usable.name}) was written "
+                        f"{format_duration(age)} ago, more than the allowed {format_duration(settings.max_age)}"
+                        f"{note}: the job may be hung, crashed or failing to save."
                     ),
                     evidence={
                         "newest": newest.uri,
-                        "step": newest.step,
-                        "last_modified": newest.last_modified.isoformat(),
+                        "step": usable.step,
+                        "last_modified": usable.last_modified.isoformat(),
                         "age": format_duration(age),
                         "age_s": int(age.total_seconds()),
-                        "max_age": format_duration(max_age),
+                        "max_age": format_duration(settings.max_age),
                         "clock_skew_suspected": skewed,
+                        "save_under_way": under_way,
                         **scan.evidence(),
                     },
                 )
             )
         return findings
+
+    def _none_usable(self, scan: LocationScan, ctx: CheckContext) -> Finding:
+        judged = list(scan.verdicts)
+        return self.finding(
+            resource=scan.location,
+            summary=(f"No usable checkpoint at {scan.location}: the newest {len(judged)} saves ({', '.join(judged)}) "
+                     "are all incomplete, so a restart would start over; see checkpoint-incomplete."),
+            evidence={"newest": scan.newest.uri if scan.newest else None, "step": None, "last_modified": None,
+                      "age": None, "age_s": None, "max_age": format_duration(ctx.settings.checkpoints.max_age),
+                      "clock_skew_suspected": False, "save_under_way": False,
+                      "incomplete": {name: v.evidence() for name, v in scan.verdicts.items()},
+                      **scan.evidence()},
+        )

@@ -27,7 +27,7 @@ class SpotRebalance(Check):
     targets = frozenset({"cluster", "node"})
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        facts = spot_facts(ctx)
+        facts = spot_facts(ctx, spot_only=True)
         findings = []
         for instance_id, notices in sorted(facts.of_kind(REBALANCE).items()):
             first = min(notices, key=lambda n: n.noticed_at)

@@ -162,6 +162,13 @@ class SpotSettings(_Section):
     use_imds: bool = False
 
 
+class CapacityBlockSettings(_Section):
+    expiry_window: Duration = Field(
+        timedelta(hours=3),
+        description="Report nodes whose Capacity Block ends within this (an extension needs at least 1h).",
+    )
+
+
 class HyperPodSettings(_Section):
     cluster_name: str | None = Field(None, description="SageMaker HyperPod cluster name, if not the same.")
 
@@ -219,6 +226,7 @@ class ClusterSettings(_Section):
     gpu: GpuSettings = Field(default_factory=GpuSettings)
     checkpoints: CheckpointSettings = Field(default_factory=CheckpointSettings)
     spot: SpotSettings = Field(default_factory=SpotSettings)
+    capacity_blocks: CapacityBlockSettings = Field(default_factory=CapacityBlockSettings)
     hyperpod: HyperPodSettings = Field(default_factory=HyperPodSettings)
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
 
@@ -353,6 +361,7 @@ class Settings(_Section):
     gpu: GpuSettings = Field(default_factory=GpuSettings)
     checkpoints: CheckpointSettings = Field(default_factory=CheckpointSettings)
     spot: SpotSettings = Field(default_factory=SpotSettings)
+    capacity_blocks: CapacityBlockSettings = Field(default_factory=CapacityBlockSettings)
     hyperpod: HyperPodSettings = Field(default_factory=HyperPodSettings)
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
     clusters: dict[str, ClusterSettings] = Field(default_factory=dict)

@@ -15,8 +15,9 @@ from botocore.exceptions import ClientError
 
 from fmdoctor.checkpoints.fsx import resolve_fsx
 from fmdoctor.checkpoints.local import LocalLister, PathMissing
-from fmdoctor.checkpoints.model import Checkpoint, Lister, LocationScan, scan_location, usable
+from fmdoctor.checkpoints.model import Checkpoint, Lister, LocationScan
 from fmdoctor.checkpoints.s3 import S3Lister
+from fmdoctor.checkpoints.scan import scan_location
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
@@ -35,9 +36,12 @@ class CheckpointFacts:
     gaps: Gaps = field(default_factory=Gaps)
     elsewhere: list[str] = field(default_factory=list)  # locations this mode cannot read, and why
 
-    def newest_usable(self, min_ratio: float) -> tuple[LocationScan, Checkpoint] | None:
+    def newest_usable(self) -> tuple[LocationScan, Checkpoint] | None:
         """Across all locations, the most recent checkpoint a restart could resume from."""
-        found = [(scan, cp) for scan in self.scans if (cp := usable(scan, min_ratio)) is not None]
+        found: list[tuple[LocationScan, Checkpoint]] = []
+        for scan in self.scans:
+            if scan.usable is not None:
+                found.append((scan, scan.usable))
         return max(found, key=lambda pair: pair[1].last_modified) if found else None
 
 
@@ -73,6 +77,7 @@ def clock_skew_message(last_modified: datetime, now: datetime) -> str:
 
 def load_checkpoint_facts(ctx: CheckContext) -> CheckpointFacts:
     locations = list(ctx.settings.checkpoints.locations)
+    ratio = ctx.settings.checkpoints.incomplete_size_ratio
     facts = CheckpointFacts(configured=locations)
     local = [loc for loc in locations if loc.startswith("/")]
     s3 = [loc for loc in locations if loc.startswith("s3://")]
@@ -80,7 +85,7 @@ def load_checkpoint_facts(ctx: CheckContext) -> CheckpointFacts:
     if ctx.scope.aws is None:  # on the node: local paths only
         facts.elsewhere += [f"{loc} is read through AWS: run fmdoctor check without --local" for loc in s3 + fsx]
         for loc in local:
-            _scan(facts, loc, LocalLister(ctx.host, loc))
+            _scan(facts, loc, LocalLister(ctx.host, loc), ratio)
         return facts
     facts.elsewhere += [f"{loc} is a path on the nodes: run fmdoctor check --local on a node" for loc in local]
     s3_client = ctx.client("s3") if s3 or fsx else None
@@ -94,16 +99,16 @@ def load_checkpoint_facts(ctx: CheckContext) -> CheckpointFacts:
                     "on a node that mounts it",
                 )
             else:
-                _scan(facts, target.location, S3Lister(s3_client, target.s3_uri), via=target.via)
+                _scan(facts, target.location, S3Lister(s3_client, target.s3_uri), ratio, via=target.via)
     for loc in s3:
-        _scan(facts, loc, S3Lister(s3_client, loc))
+        _scan(facts, loc, S3Lister(s3_client, loc), ratio)
     return facts
 
 
-def _scan(facts: CheckpointFacts, location: str, lister: Lister, via: str | None = None) -> None:
+def _scan(facts: CheckpointFacts, location: str, lister: Lister, min_ratio: float, via: str | None = None) -> None:
     with facts.gaps.guard(f"checkpoints at {location}"):
         try:
-            scan = scan_location(lister, location, via)
+            scan = scan_location(lister, location, via, min_ratio)
         except PathMissing as exc:
             scan = LocationScan(location, lister.root, via=via, problem=exc.message)
         except ClientError as exc:

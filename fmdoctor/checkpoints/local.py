@@ -2,7 +2,8 @@
 
 Listed through the injected :class:`~fmdoctor.engine.host.Host` with GNU ``find -printf``, NUL-separated so
 any file name parses, and with the same shape as an S3 location: one listing of the top level, then the
-newest two checkpoint folders in full.
+newest two checkpoint folders in full. Symbolic links at the top level are kept with their target: Lightning's
+``save_last="link"`` and NeMo's make ``last.ckpt`` / ``<name>-last`` links to the newest save.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from fmdoctor.checkpoints.model import StoredObject
 from fmdoctor.engine.gaps import SourceError
 from fmdoctor.engine.host import Host
 
-_FORMAT = r"%y\t%s\t%T@\t%P\0"  # type (d, f, l...), bytes, mtime (epoch seconds), path relative to the start
+# type (d, f, l...), bytes, mtime (epoch seconds), path relative to the start; then a link's target (empty for
+# anything else) as a second NUL-terminated field, so neither may contain a separator that breaks the parse.
+_FORMAT = r"%y\t%s\t%T@\t%P\0%l\0"
 
 
 class PathMissing(SourceError):
@@ -30,7 +33,7 @@ class LocalLister:
     def level(self) -> tuple[list[str], list[StoredObject]]:
         entries = self._find(self.root, "-mindepth", "1", "-maxdepth", "1")
         folders = [name for kind, _, name in entries if kind == "d"]
-        files = [obj for kind, obj, _ in entries if kind == "f" and obj is not None]
+        files = [obj for kind, obj, _ in entries if kind in ("f", "l") and obj is not None]
         return folders, files
 
     def tree(self, folder: str) -> list[StoredObject]:
@@ -50,17 +53,24 @@ class LocalLister:
             if "No such file or directory" in stderr and not result.stdout:
                 raise PathMissing(start.rstrip("/"))
             raise SourceError("ListingFailed", f"find {start} exited {result.returncode}: {stderr[:300]}")
-        return [parsed for record in result.stdout.split("\0") if record and (parsed := _parse(record))]
+        fields = result.stdout.split("\0")
+        pairs = zip(fields[0::2], fields[1::2], strict=False)
+        return [parsed for record, target in pairs if record and (parsed := _parse(record, target))]
 
 
-def _parse(record: str) -> tuple[str, StoredObject | None, str] | None:
+def _parse(record: str, target: str) -> tuple[str, StoredObject | None, str] | None:
     parts = record.lstrip("\n").split("\t", 3)
     if len(parts) != 4:
         return None
     kind, size, mtime, name = parts
     try:
         when = datetime.fromtimestamp(float(mtime), UTC)
-        obj = StoredObject(name, int(size), when) if kind == "f" else None
+        if kind == "f":
+            obj: StoredObject | None = StoredObject(name, int(size), when)
+        elif kind == "l":
+            obj = StoredObject(name, int(size), when, link_target=target)
+        else:
+            obj = None
     except ValueError:
         return None
     return kind, obj, name

@@ -1,16 +1,17 @@
-"""Checkpoints as plain data, and the pure logic that finds the newest one and judges whether it is whole.
+"""Checkpoints as plain data: what a listing shows, and the verdict on whether a restart could load one.
 
 Training frameworks name checkpoints by step (``step-000120/``, ``global_step1200/``, ``checkpoint-5000/``,
 ``iter_0001200/``, ``epoch=3-step=1200.ckpt``), so the newest is found from one delimiter listing of the
-location's top level, and only the newest two checkpoints are listed in full. Where names carry no step,
-the whole location is listed and the newest is the one written last.
+location's top level, and only the newest checkpoints are listed in full (:mod:`fmdoctor.checkpoints.scan`).
+Whether one is complete is proved from the framework's own marker (:mod:`fmdoctor.checkpoints.frameworks`),
+or, where a framework writes none, from a comparison with its predecessor
+(:mod:`fmdoctor.checkpoints.compare`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -40,6 +41,7 @@ class StoredObject:
     key: str  # relative to the location (top level) or to its checkpoint folder (inside one)
     size: int
     last_modified: datetime
+    link_target: str | None = None  # a symbolic link (local paths only): what it points to
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class Checkpoint:
     uri: str
     step: int | None
     files: tuple[StoredObject, ...]
+    started: datetime | None = None  # when its save began, where a marker says so (NeMo's '-unfinished' file)
 
     @property
     def size(self) -> int:
@@ -55,18 +58,51 @@ class Checkpoint:
 
     @property
     def last_modified(self) -> datetime:
-        return max(f.last_modified for f in self.files)
+        stamps = [f.last_modified for f in self.files] + ([self.started] if self.started else [])
+        return max(stamps)
 
-    def file_names(self) -> set[str]:
-        """Relative names with this checkpoint's own step number masked, so 'model_120.pt' matches 'model_100.pt'."""
-        if self.step is None:
-            return {f.key for f in self.files}
-        own = re.compile(rf"(?<!\d)0*{self.step}(?!\d)")
-        return {own.sub("{step}", f.key) for f in self.files}
+    @property
+    def first_modified(self) -> datetime:
+        """The earliest write of its save: a pointer rewritten after this came after the save began."""
+        stamps = [f.last_modified for f in self.files] + ([self.started] if self.started else [])
+        return min(stamps)
 
     def describe(self) -> dict[str, object]:
         return {"uri": self.uri, "step": self.step, "files": len(self.files), "bytes": self.size,
                 "last_modified": self.last_modified.isoformat()}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a restart could load a checkpoint, and how that is known.
+
+    ``complete`` is None when nothing could prove or disprove it (no marker, nothing to compare with): such
+    a checkpoint is taken as usable, and the evidence says that nothing proved it."""
+
+    complete: bool | None
+    method: str  # MARKER, COMPARISON or UNPROVEN
+    proofs: tuple[str, ...] = ()  # what was checked, one sentence each
+    reasons: tuple[str, ...] = ()  # why it is incomplete
+    missing_files: tuple[str, ...] = ()
+    size_ratio: float | None = None  # bytes / the predecessor's bytes (comparison only)
+    world_size: str | None = None  # 'ranks 0-63 -> 0-31' when the comparison crossed a change of world size
+
+    @property
+    def incomplete(self) -> bool:
+        return self.complete is False
+
+    def evidence(self) -> dict[str, object]:
+        facts: dict[str, object] = {"method": self.method, "proofs": list(self.proofs)}
+        if self.reasons:
+            facts["reasons"] = list(self.reasons)
+        if self.world_size:
+            facts["world_size"] = self.world_size
+        return facts
+
+
+MARKER = "framework marker"
+COMPARISON = "comparison with the previous checkpoint"
+UNPROVEN = "nothing proves it (no marker, nothing to compare with)"
 
 
 class Lister(Protocol):
@@ -97,6 +133,16 @@ class LocationScan:
     method: str = BY_STEP
     via: str | None = None  # how an FSx location was followed, e.g. 'fs-... exports /ckpt to s3://...'
     problem: str | None = None  # why nothing was found, when known ('bucket does not exist')
+    usable: Checkpoint | None = None  # what a restart would load: the newest one not proven incomplete
+    verdicts: dict[str, Verdict] = field(default_factory=dict)  # by checkpoint name, for those judged
+
+    def verdict(self, checkpoint: Checkpoint) -> Verdict:
+        return self.verdicts.get(checkpoint.name, Verdict(None, UNPROVEN))
+
+    @property
+    def in_progress(self) -> Checkpoint | None:
+        """The newest checkpoint when it is not the usable one (a save under way, or one that died)."""
+        return self.newest if self.newest is not None and self.newest is not self.usable else None
 
     def evidence(self) -> dict[str, object]:
         """Where and how this location was read: the first facts of every checkpoint finding."""
@@ -104,79 +150,7 @@ class LocationScan:
                                     "checkpoints_seen": self.checkpoints}
         if self.via:
             facts["via"] = self.via
+        if self.usable is not None:
+            facts["usable"] = self.usable.uri
+            facts["proof"] = self.verdict(self.usable).evidence()
         return facts
-
-
-def scan_location(lister: Lister, location: str, via: str | None = None) -> LocationScan:
-    folders, files = lister.level()
-    stepped_folders = [(step, name) for name in folders if (step := step_of(name)) is not None]
-    stepped_files = [(step, obj) for obj in files if (step := step_of(obj.key)) is not None]
-    if stepped_folders or stepped_files:
-        candidates: list[tuple[int, str, StoredObject | None]] = [(s, n, None) for s, n in stepped_folders]
-        candidates += [(s, o.key, o) for s, o in stepped_files]
-        candidates.sort(key=lambda c: (c[0], c[1]))
-        picked = [_materialise(lister, step, name, obj) for step, name, obj in candidates[-2:]]
-        picked = [c for c in picked if c is not None]  # a folder emptied between the two listings
-        return LocationScan(location, lister.root, newest=picked[-1] if picked else None,
-                            previous=picked[-2] if len(picked) > 1 else None,
-                            checkpoints=len(candidates), method=BY_STEP, via=via)
-    if not folders:
-        # Only unnumbered files: the location is one checkpoint, overwritten in place (a 'last.ckpt', or a
-        # location naming a checkpoint folder itself). Nothing to compare it with.
-        single = Checkpoint(lister.root.rstrip("/").rsplit("/", 1)[-1], lister.root, None, tuple(files))
-        return LocationScan(location, lister.root, newest=single if files else None, checkpoints=int(bool(files)),
-                            method=BY_TIME, via=via)
-    ordered = sorted(_group_by_folder(lister.root, lister.everything()), key=lambda c: (c.last_modified, c.name))
-    return LocationScan(location, lister.root, newest=ordered[-1] if ordered else None,
-                        previous=ordered[-2] if len(ordered) > 1 else None,
-                        checkpoints=len(ordered), method=BY_TIME, via=via)
-
-
-def _materialise(lister: Lister, step: int, name: str, obj: StoredObject | None) -> Checkpoint | None:
-    if obj is not None:
-        return Checkpoint(name, lister.root + name, step, (obj,))
-    files = tuple(lister.tree(name))
-    return Checkpoint(name, f"{lister.root}{name}/", step, files) if files else None
-
-
-def _group_by_folder(root: str, objects: Sequence[StoredObject]) -> list[Checkpoint]:
-    """Each top-level folder is one checkpoint; top-level files beside them (config.yaml, DeepSpeed's 'latest'
-    pointer) are not checkpoints."""
-    groups: dict[str, list[StoredObject]] = {}
-    for obj in objects:
-        head, sep, rest = obj.key.partition("/")
-        if sep:
-            groups.setdefault(head, []).append(StoredObject(rest, obj.size, obj.last_modified))
-    return [Checkpoint(name, f"{root}{name}/", None, tuple(files)) for name, files in groups.items()]
-
-
-@dataclass(frozen=True)
-class Completeness:
-    """How the newest checkpoint compares with its predecessor."""
-
-    missing_files: tuple[str, ...]
-    size_ratio: float | None  # newest bytes / previous bytes
-    min_ratio: float
-
-    @property
-    def too_small(self) -> bool:
-        return self.size_ratio is not None and self.size_ratio < self.min_ratio
-
-    @property
-    def incomplete(self) -> bool:
-        return bool(self.missing_files) or self.too_small
-
-
-def compare(newest: Checkpoint, previous: Checkpoint, min_ratio: float) -> Completeness:
-    missing = tuple(sorted(previous.file_names() - newest.file_names()))
-    ratio = newest.size / previous.size if previous.size else None
-    return Completeness(missing, ratio, min_ratio)
-
-
-def usable(scan: LocationScan, min_ratio: float) -> Checkpoint | None:
-    """The checkpoint a restart would resume from: the newest unless it is incomplete, then its predecessor."""
-    if scan.newest is None:
-        return None
-    if scan.previous is not None and compare(scan.newest, scan.previous, min_ratio).incomplete:
-        return scan.previous
-    return scan.newest

@@ -146,6 +146,7 @@ class ClusterBuilder:
         efa_interfaces: int = 0,
         placement_group: str | None = None,
         spot: bool = False,
+        capacity_block: str | None = None,
         role: str | None = None,
         public_ip: bool = False,
         extra_tags: dict[str, str] | None = None,
@@ -196,7 +197,7 @@ class ClusterBuilder:
                 kwargs["Placement"] = {"GroupName": placement_group}
             if spot:
                 kwargs["InstanceMarketOptions"] = {"MarketType": "spot"}
-            if capacity_block:
+            if capacity_block:  # a Capacity Block reservation id ('cr-...'), launched into as AWS documents it
                 kwargs["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
                 kwargs["CapacityReservationSpecification"] = {
                     "CapacityReservationTarget": {"CapacityReservationId": capacity_block}}

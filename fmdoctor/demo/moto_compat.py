@@ -37,7 +37,6 @@ def install() -> None:
             return
         _patch_network_interfaces()
         _patch_instance_placement()
-        _patch_capacity_blocks()
         _add_s3express_prefix_list()
         _add_placement_group_api()
         _patch_fsx_interfaces()
@@ -123,29 +122,6 @@ def _patch_instance_placement() -> None:
         if group:
             for instance in result.result.instances:
                 instance.placement.group_name = group
-        return result
-
-    InstanceResponse.run_instances = run_instances
-
-
-def _patch_capacity_blocks() -> None:
-    """An instance launched into a Capacity Block (market type ``capacity-block`` and the reservation as its
-    target) reports InstanceLifecycle ``capacity-block`` and its CapacityReservationId, as EC2 does."""
-    from moto.ec2.responses.instances import InstanceResponse
-
-    original_run = InstanceResponse.run_instances
-
-    @functools.wraps(original_run)
-    def run_instances(self: Any) -> Any:
-        market = self._get_param("InstanceMarketOptions.MarketType")
-        reservation = self._get_param("CapacityReservationSpecification.CapacityReservationTarget."
-                                      "CapacityReservationId")
-        result = original_run(self)
-        for instance in result.result.instances:
-            if market == "capacity-block":
-                instance.lifecycle = "capacity-block"
-            if reservation:
-                instance.capacity_reservation_id = reservation
         return result
 
     InstanceResponse.run_instances = run_instances

@@ -27,8 +27,11 @@ from typing import Any
 
 import boto3
 
+from fmdoctor.demo import moto_capacity
+
 
 def install() -> None:
+    moto_capacity.install()  # first: its RunInstances tells capacity-block instances from Spot ones
     _patch_spot_requests()
     _patch_hyperpod_nodes()
 

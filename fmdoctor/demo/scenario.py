@@ -14,7 +14,7 @@ import boto3
 
 from fmdoctor.demo.builders import ClusterBuilder
 from fmdoctor.demo.seed_gpu import seed_gpu_metrics
-from fmdoctor.demo.seed_health import seed_checkpoints, seed_hyperpod, seed_spot
+from fmdoctor.demo.seed_health import demo_capacity_block, seed_checkpoints, seed_hyperpod, seed_spot
 from fmdoctor.demo.seed_inference import seed_inference
 from fmdoctor.demo.seed_network import seed_network
 
@@ -55,11 +55,13 @@ def seed_network_and_nodes(world: DemoWorld) -> None:
     b.placement_group("demo-llm-pg", "cluster")
 
     b.launch(["head-node"], "m5.8xlarge", "public-a", ["demo-head"], role="head", public_ip=True)
+    # p5 capacity bought as a Capacity Block (seed_health's story has it ending soon). Healthy: gpu-node-2 is
+    # in the same zone and placement group through private-a2, with EFA-only secondary interfaces.
+    block = demo_capacity_block(world, "p5.48xlarge", f"{world.region}a", 2)
     b.launch(["gpu-node-1"], "p5.48xlarge", "private-a", ["demo-efa"], efa_interfaces=32,
-             placement_group="demo-llm-pg")
-    # Healthy: the same zone and placement group through private-a2, with EFA-only secondary interfaces.
+             placement_group="demo-llm-pg", capacity_block=block)
     b.launch(["gpu-node-2"], "p5.48xlarge", "private-a2", ["demo-efa"], efa_interfaces=32, efa_only=True,
-             placement_group="demo-llm-pg")
+             placement_group="demo-llm-pg", capacity_block=block)
     # Spot capacity, like gpu-node-6 below: seed_health gives both their Spot notices.
     b.launch(["gpu-node-3"], "p5.48xlarge", "private-a", ["demo-efa"], efa_interfaces=32,
              placement_group="demo-llm-pg", spot=True)

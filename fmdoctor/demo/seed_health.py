@@ -1,16 +1,20 @@
-"""The demo's checkpoint, Spot and HyperPod story, on top of the network and nodes of the demo cluster.
+"""The demo's checkpoint, Spot, Capacity Block and HyperPod story, on top of the network and nodes of the
+demo cluster.
 
 The job (a 70B run checkpointing with torch.distributed.checkpoint every 200 steps, about every 30
 minutes) hung while saving step 2400 95 minutes ago: that checkpoint has 6 of its 8 shards and no
-``.metadata``, and nothing was saved since. The evaluation job beside it, configured to save under
-``llama-70b/eval-0412/``, has never saved anything there. Now EC2 is reclaiming Spot node gpu-node-3 (its request is
-marked for termination and the interruption warning is in the SQS queue an EventBridge rule feeds), so
-the last usable checkpoint, step 2200, is two hours of work behind; Spot node gpu-node-6 has a rebalance
-recommendation. Next to it, the team's HyperPod cluster has one worker that failed its deep health check.
+``.metadata`` (PyTorch DCP writes it last), and nothing was saved since. The evaluation job beside it,
+configured to save under ``llama-70b/eval-0412/``, has never saved anything there. Now EC2 is reclaiming Spot
+node gpu-node-3 (its request is marked for termination and the interruption warning is in the SQS queue an
+EventBridge rule feeds), so the last usable checkpoint, step 2200, is two hours of work behind; Spot node
+gpu-node-6 has a rebalance recommendation. gpu-node-1 and gpu-node-2 run in a Capacity Block that ends in
+1h50m: EC2 starts terminating them 30 minutes before that, and with checkpoints stopped the work since step
+2200 goes with them. Next to it, the team's HyperPod cluster has one worker that failed its deep health check.
 
 Healthy parts stay healthy so false positives would show: the older checkpoints are whole, the queue also
-carries an event for another team's instance and an unrelated state-change event, and the other HyperPod
-nodes are Running.
+carries an event for another team's instance, an unrelated state-change event and an Auto Scaling
+lifecycle-hook message for the node termination handler that shares it, and the other HyperPod nodes are
+Running.
 """
 
 from __future__ import annotations
@@ -22,13 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 
+from fmdoctor.demo.moto_capacity import grant_capacity_block
 from fmdoctor.demo.moto_health import (
     backdate_launch,
     backdate_s3_object,
     mark_spot_request,
     set_hyperpod_node_status,
 )
-from fmdoctor.spot.notices import INTERRUPTION_EVENT, REBALANCE_EVENT
+from fmdoctor.spot.events import INTERRUPTION_EVENT, REBALANCE_EVENT
 
 if TYPE_CHECKING:
     from fmdoctor.demo.scenario import DemoWorld
@@ -39,6 +44,16 @@ EVAL_PREFIX = "llama-70b/eval-0412/"  # configured, never written to
 SPOT_QUEUE = "demo-spot-events"
 HYPERPOD_CLUSTER = "demo-llm-hyperpod"
 OTHER_TEAMS_INSTANCE = "i-0f1e2d3c4b5a69788"
+CAPACITY_BLOCK_ENDS_IN = timedelta(hours=1, minutes=50)
+
+
+def demo_capacity_block(world: DemoWorld, instance_type: str, availability_zone: str, count: int) -> str:
+    """The Capacity Block the demo's p5 nodes are launched into (bought six days ago, ending soon)."""
+    now = datetime.now(UTC)
+    reservation = grant_capacity_block(world.session, world.region, instance_type, availability_zone, count,
+                                       now - timedelta(days=6), now + CAPACITY_BLOCK_ENDS_IN)
+    world.facts["capacity_block"] = {"reservation": reservation, "ends_in": CAPACITY_BLOCK_ENDS_IN}
+    return reservation
 
 
 def dcp_files(shards: int = 8, shard_bytes: int = 16 * 1024) -> dict[str, int]:
@@ -71,6 +86,18 @@ def eventbridge_event(detail_type: str, instance_id: str, time: datetime, region
         "region": region,
         "resources": [f"arn:aws:ec2:{region}a:instance/{instance_id}"],
         "detail": {"instance-id": instance_id, **detail},
+    })
+
+
+def asg_lifecycle_message(group: str, instance_id: str, time: datetime, account: str) -> str:
+    """What Auto Scaling sends straight to an SQS lifecycle-hook target (no EventBridge envelope): the node
+    termination handler's queue carries these beside the EC2 events."""
+    return json.dumps({
+        "Origin": "AutoScalingGroup", "Destination": "EC2", "LifecycleHookName": "nth-termination",
+        "AccountId": account, "RequestId": str(uuid.uuid4()),
+        "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING", "AutoScalingGroupName": group,
+        "Service": "AWS Auto Scaling", "Time": time.strftime("%Y-%m-%dT%H:%M:%S.000Z"), "EC2InstanceId": instance_id,
+        "LifecycleActionToken": str(uuid.uuid4()),
     })
 
 
@@ -117,6 +144,7 @@ def seed_spot(world: DemoWorld) -> None:
                           **{"instance-action": "terminate"}),
         eventbridge_event("EC2 Instance State-change Notification", nodes["gpu-node-1"],
                           now - timedelta(hours=5), region, account, state="running"),
+        asg_lifecycle_message("demo-inference-asg", OTHER_TEAMS_INSTANCE, now - timedelta(minutes=3), account),
         eventbridge_event(INTERRUPTION_EVENT, nodes["gpu-node-3"], warned_at, region, account,
                           **{"instance-action": "terminate"}),
     ]

@@ -175,7 +175,7 @@ class Instance:
     lifecycle: str = "on-demand"  # InstanceLifecycle: "spot", "scheduled", "capacity-block", ... or "on-demand"
     spot_request_id: str | None = None
     capacity_block_id: str | None = None
-    capacity_reservation_id: str | None = None
+    capacity_reservation_id: str | None = None  # the Capacity Block or Capacity Reservation it runs in
     platform: str = ""  # DescribeInstances' Platform: "windows" for Windows, absent (here "") for Linux
     launch_time: datetime | None = None
     role: str = COMPUTE

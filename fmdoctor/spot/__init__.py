@@ -1,1 +1,2 @@
-"""Spot interruption and rebalance notices: EC2 Spot request status, EventBridge events in SQS, and IMDS."""
+"""Notices that EC2 is taking nodes away: Spot and interruptible-reservation interruptions, rebalance
+recommendations, scheduled events, Capacity Blocks ending; from EC2, SQS (EventBridge) and IMDS."""

@@ -1,8 +1,11 @@
-"""Read Spot notices once per run, from every source the mode offers, and share them through ``ctx.shared``.
+"""Read interruption notices once per run, from every source the mode offers, and share them through
+``ctx.shared``.
 
 Against a cluster: the Spot request status of its Spot instances (DescribeSpotInstanceRequests, filtered by
-instance id in batches of 200) and, when configured, the SQS queue an EventBridge rule feeds. On a node:
-IMDSv2. Only notices for this cluster's instances that are still current are kept; the rest are counted.
+instance id in batches of 200), the scheduled events of all its instances (one DescribeInstanceStatus
+filtered by ``event.code``, paged at 1,000, whatever the cluster's size), and, when configured, the SQS queue
+an EventBridge rule feeds. On a node: IMDSv2. Only notices for this cluster's instances that are still
+current are kept; the rest are counted.
 
 The queue is read without taking anything from its other consumers: ReceiveMessage with
 VisibilityTimeout=0 leaves every message visible, and nothing is ever deleted. A receive still counts
@@ -22,30 +25,39 @@ from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.gaps import Gaps, SourceError
 from fmdoctor.engine.host import Host, ImdsUnavailable
 from fmdoctor.engine.inventory import chunked
-from fmdoctor.spot.notices import (
-    Malformed,
-    SpotNotice,
+from fmdoctor.spot.ec2 import (
+    SCHEDULED_ACTIONS,
     parse_imds_instance_action,
     parse_imds_rebalance,
-    parse_message,
+    parse_imds_scheduled,
+    parse_instance_status,
     parse_spot_request,
 )
+from fmdoctor.spot.events import parse_message
+from fmdoctor.spot.notices import STALE_AFTER, CapacityBlockWarning, Malformed, SpotNotice
 
 SHARED_KEY = "spot"
 FILTER_VALUES_MAX = 200
+STATUS_PAGE = 1000  # DescribeInstanceStatus's maximum without instance ids
 RECEIVE_BATCH = 10  # ReceiveMessage's maximum
 MAX_RECEIVES = 10  # VisibilityTimeout=0 cannot page through a queue; this bounds the sampling
+QUEUE = "queue"  # the Gaps key of the SQS source
+QUEUE_KEY = "spot-queue"
 
 
 @dataclass
 class SpotFacts:
     notices: list[SpotNotice] = field(default_factory=list)  # current, for this cluster's instances
+    capacity_warnings: list[CapacityBlockWarning] = field(default_factory=list)
     ignored: Counter[str] = field(default_factory=Counter)
     sources: list[str] = field(default_factory=list)
     answered: list[str] = field(default_factory=list)  # the sources that were read (maybe with gaps)
-    gaps: Gaps = field(default_factory=Gaps)
-    not_applicable: str | None = None
-    spot_instances: int = 0
+    gaps: dict[str, Gaps] = field(default_factory=dict)  # by source: 'ec2', 'imds', QUEUE
+    spot_nodes: int = 0  # Spot instances of the cluster (or 1 on a Spot node)
+    not_spot: str | None = None  # why the rebalance check has nothing to look at
+
+    def gaps_of(self, source: str) -> Gaps:
+        return self.gaps.setdefault(source, Gaps())
 
     def of_kind(self, kind: str) -> dict[str, list[SpotNotice]]:
         by_instance: dict[str, list[SpotNotice]] = {}
@@ -55,14 +67,16 @@ class SpotFacts:
         return by_instance
 
 
-def spot_facts(ctx: CheckContext) -> SpotFacts:
-    """The run's Spot facts, with their gaps reported under the calling check."""
+def spot_facts(ctx: CheckContext, spot_only: bool = False) -> SpotFacts:
+    """The run's interruption facts, with their gaps reported under the calling check; ``spot_only`` for a
+    check that only Spot nodes can fail (rebalance recommendations)."""
     facts: SpotFacts = ctx.shared(SHARED_KEY, lambda: load_spot_facts(ctx))
-    if facts.not_applicable:
-        raise NotApplicable(facts.not_applicable)
-    facts.gaps.report(ctx)
+    if spot_only and facts.not_spot:
+        raise NotApplicable(facts.not_spot)
+    for gaps in facts.gaps.values():
+        gaps.report(ctx)
     if facts.sources and not facts.answered:
-        raise Unverified(f"none of the Spot notice sources answered ({', '.join(facts.sources)})")
+        raise Unverified(f"none of the interruption notice sources answered ({', '.join(facts.sources)})")
     return facts
 
 
@@ -71,29 +85,62 @@ def load_spot_facts(ctx: CheckContext) -> SpotFacts:
     if ctx.scope.aws is None:
         _from_imds(facts, ctx.host, ctx)
         return facts
-    spot = [i for i in ctx.inventory.instances if i.lifecycle == "spot"]
-    facts.spot_instances = len(spot)
+    instances = list(ctx.inventory.instances)
+    spot = [i for i in instances if i.lifecycle == "spot"]
+    facts.spot_nodes = len(spot)
     if not spot:
-        facts.not_applicable = f"no Spot instances in cluster {ctx.cluster}"
-        return facts
-    with facts.gaps.guard(f"Spot request status of {len(spot)} Spot instances"):
-        facts.sources.append("ec2:DescribeSpotInstanceRequests")
-        for raw in _spot_requests(ctx.client("ec2"), [i.id for i in spot]):
-            try:
-                notice = parse_spot_request(raw)
-            except Malformed as exc:
-                facts.gaps.add(f"Spot request {raw.get('SpotInstanceRequestId')}", "MalformedSpotRequest", str(exc))
-                continue
-            if notice:
-                _keep(facts, notice, ctx)
-        facts.answered.append("ec2:DescribeSpotInstanceRequests")
-    url = ctx.settings.spot.queue_url
-    if url:
-        with facts.gaps.guard(f"Spot events in SQS queue {url}"):
-            facts.sources.append(f"sqs:{url}")
-            _from_queue(facts, ctx.client("sqs"), url, ctx)
-            facts.answered.append(f"sqs:{url}")
+        facts.not_spot = f"no Spot instances in cluster {ctx.cluster}"
+    else:
+        _read(facts, "ec2", "ec2:DescribeSpotInstanceRequests", f"Spot request status of {len(spot)} Spot instances",
+              lambda: _spot_requests(facts, ctx, [i.id for i in spot]))
+    _read(facts, "ec2", "ec2:DescribeInstanceStatus", f"EC2 scheduled events of {len(instances)} instances",
+          lambda: _scheduled_events(facts, ctx))
+    queue = queue_read(ctx)
+    if queue is not None:
+        facts.sources.append(queue.source)
+        if queue.answered:
+            facts.answered.append(queue.source)
+        facts.gaps[QUEUE] = queue.gaps
+        facts.capacity_warnings = queue.capacity_warnings
+        facts.ignored.update(queue.ignored)
+        for notice in queue.notices:
+            _keep(facts, notice, ctx)
     return facts
+
+
+@dataclass
+class QueueRead:
+    """Everything the SQS queue held, read once per run (the Spot checks and the Capacity Block check share it)."""
+
+    source: str
+    notices: list[SpotNotice] = field(default_factory=list)  # every instance's: the caller keeps its cluster's
+    capacity_warnings: list[CapacityBlockWarning] = field(default_factory=list)
+    ignored: Counter[str] = field(default_factory=Counter)
+    gaps: Gaps = field(default_factory=Gaps)
+    answered: bool = False
+
+
+def queue_read(ctx: CheckContext) -> QueueRead | None:
+    """The configured queue's messages, or None when no queue is configured."""
+    url = ctx.settings.spot.queue_url
+    if not url or ctx.scope.aws is None:
+        return None
+
+    def load() -> QueueRead:
+        read = QueueRead(f"sqs:{url}")
+        with read.gaps.guard(f"interruption events in SQS queue {url}"):
+            _from_queue(read, ctx.client("sqs"), url, ctx)
+            read.answered = True
+        return read
+
+    return ctx.shared(QUEUE_KEY, load)
+
+
+def _read(facts: SpotFacts, gap_key: str, source: str, what: str, read: Any) -> None:
+    facts.sources.append(source)
+    with facts.gaps_of(gap_key).guard(what):
+        read()
+        facts.answered.append(source)
 
 
 def _keep(facts: SpotFacts, notice: SpotNotice, ctx: CheckContext) -> None:
@@ -111,17 +158,44 @@ def _keep(facts: SpotFacts, notice: SpotNotice, ctx: CheckContext) -> None:
     facts.notices.append(notice)
 
 
-def _spot_requests(ec2: Any, instance_ids: list[str]) -> list[dict[str, Any]]:
-    requests = []
+def _spot_requests(facts: SpotFacts, ctx: CheckContext, instance_ids: list[str]) -> None:
+    ec2 = ctx.client("ec2")
     for batch in chunked(instance_ids, FILTER_VALUES_MAX):
         for page in ec2.get_paginator("describe_spot_instance_requests").paginate(
             Filters=[{"Name": "instance-id", "Values": batch}]
         ):
-            requests += page.get("SpotInstanceRequests", [])
-    return requests
+            for raw in page.get("SpotInstanceRequests", []):
+                try:
+                    notice = parse_spot_request(raw)
+                except Malformed as exc:
+                    facts.gaps_of("ec2").add(f"Spot request {raw.get('SpotInstanceRequestId')}",
+                                             "MalformedSpotRequest", str(exc))
+                    continue
+                if notice:
+                    _keep(facts, notice, ctx)
 
 
-def _from_queue(facts: SpotFacts, sqs: Any, url: str, ctx: CheckContext) -> None:
+def _scheduled_events(facts: SpotFacts, ctx: CheckContext) -> None:
+    """Only instances with a scheduled event match the filter, so one page covers any cluster."""
+    pages = ctx.client("ec2").get_paginator("describe_instance_status").paginate(
+        Filters=[{"Name": "event.code", "Values": sorted(SCHEDULED_ACTIONS)}],
+        PaginationConfig={"PageSize": STATUS_PAGE},
+    )
+    for page in pages:
+        for raw in page.get("InstanceStatuses", []):
+            if ctx.inventory.instance(str(raw.get("InstanceId"))) is None:
+                continue  # another cluster's instance (the filter covers the whole account and region)
+            try:
+                notices = parse_instance_status(raw, ctx.now)
+            except Malformed as exc:
+                facts.gaps_of("ec2").add(f"scheduled events of {raw.get('InstanceId')}", "MalformedInstanceStatus",
+                                         str(exc))
+                continue
+            for notice in notices:
+                _keep(facts, notice, ctx)
+
+
+def _from_queue(read: QueueRead, sqs: Any, url: str, ctx: CheckContext) -> None:
     attrs = sqs.get_queue_attributes(
         QueueUrl=url,
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "RedrivePolicy"],
@@ -145,19 +219,25 @@ def _from_queue(facts: SpotFacts, sqs: Any, url: str, ctx: CheckContext) -> None
     malformed = []
     for message_id, message in seen.items():
         try:
-            notice = parse_message(message.get("Body", ""), reference=message_id)
+            parsed = parse_message(message.get("Body", ""), message_id, ctx.now)
         except Malformed as exc:
             malformed.append(f"{message_id}: {exc}")
             continue
-        if notice is None:
-            facts.ignored["other events"] += 1
-        else:
-            _keep(facts, notice, ctx)
+        if parsed.ignored:
+            read.ignored[parsed.ignored] += 1
+        for notice in parsed.notices:
+            if not isinstance(notice, CapacityBlockWarning):
+                read.notices.append(notice)
+            elif notice.end_date is None or notice.end_date > ctx.now - STALE_AFTER:
+                read.capacity_warnings.append(notice)
+            else:
+                read.ignored["stale"] += 1
+    gaps = read.gaps
     if malformed:
-        facts.gaps.add(f"{len(malformed)} messages in {url} that are not readable Spot events (a notice among "
-                       "them would be missed)", "MalformedEvent", "; ".join(malformed[:5]))
+        gaps.add(f"{len(malformed)} messages in {url} that are not readable events (an interruption among them "
+                 "would be missed)", "MalformedEvent", "; ".join(malformed[:5]))
     if len(seen) < visible or in_flight:
-        facts.gaps.add(
+        gaps.add(
             f"{max(visible - len(seen), 0) + in_flight} of about {visible + in_flight} messages in {url}",
             "QueuePartiallyRead",
             f"read {len(seen)} without hiding any; {in_flight} are in flight with another consumer and "
@@ -167,25 +247,32 @@ def _from_queue(facts: SpotFacts, sqs: Any, url: str, ctx: CheckContext) -> None
 
 def _from_imds(facts: SpotFacts, host: Host, ctx: CheckContext) -> None:
     facts.sources.append("imds")
-    with facts.gaps.guard(f"Spot notices of {host.name} from IMDS"):
+    gaps = facts.gaps_of("imds")
+    with gaps.guard(f"interruption notices of {host.name} from IMDS"):
         lifecycle = (_imds(host, "latest/meta-data/instance-life-cycle") or "").strip()
-        if lifecycle != "spot":
-            facts.not_applicable = f"{host.name} is not a Spot instance (IMDS instance-life-cycle: {lifecycle or '?'})"
-            return
         instance_id = (_imds(host, "latest/meta-data/instance-id") or host.name).strip()
         facts.answered.append("imds")
-        readers = (
-            ("latest/meta-data/spot/instance-action", lambda t: parse_imds_instance_action(t, instance_id, ctx.now)),
-            ("latest/meta-data/events/recommendations/rebalance", lambda t: parse_imds_rebalance(t, instance_id)),
-        )
+        readers: list[tuple[str, Any]] = [
+            ("latest/meta-data/events/maintenance/scheduled", lambda t: parse_imds_scheduled(t, instance_id, ctx.now)),
+        ]
+        if lifecycle == "spot":
+            facts.spot_nodes = 1
+            readers += [
+                ("latest/meta-data/spot/instance-action",
+                 lambda t: [parse_imds_instance_action(t, instance_id, ctx.now)]),
+                ("latest/meta-data/events/recommendations/rebalance", lambda t: [parse_imds_rebalance(t, instance_id)]),
+            ]
+        else:
+            facts.not_spot = f"{host.name} is not a Spot instance (IMDS instance-life-cycle: {lifecycle or '?'})"
         for path, parse in readers:
             text = _imds(host, path)
             if text is None:
                 continue  # 404: no notice
             try:
-                _keep(facts, parse(text), ctx)
+                for notice in parse(text):
+                    _keep(facts, notice, ctx)
             except Malformed as exc:
-                facts.gaps.add(f"{path} on {host.name}", "MalformedImdsReply", str(exc))
+                gaps.add(f"{path} on {host.name}", "MalformedImdsReply", str(exc))
 
 
 def _imds(host: Host, path: str) -> str | None:

@@ -4,7 +4,6 @@ through botocore's Stubber (moto has no DescribeDataRepositoryAssociations)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -19,6 +18,7 @@ from fmdoctor.engine.host import LocalHost
 from fmdoctor.engine.model import Severity, Status
 
 from ..conftest import CLUSTER, REGION
+from .checkpoint_layouts import layout, to_directory
 
 IDS = ["checkpoint-missing", "checkpoint-stale", "checkpoint-incomplete"]
 BUCKET = "team-ckpt"
@@ -95,7 +95,7 @@ def test_missing_when_prefix_is_empty_or_bucket_absent(bucket, run_checks):
     assert report.errors == []
 
 
-def test_incomplete_newest_missing_files(bucket, run_checks):
+def test_dcp_save_that_died_before_metadata_is_incomplete_by_its_marker(bucket, run_checks):
     save(bucket, [(100, 90), (200, 60)])
     partial = {k: v for k, v in dcp_files(shards=4).items() if k not in {".metadata", "__3_0.distcp"}}
     save(bucket, [(300, 30)], files=partial)
@@ -103,9 +103,35 @@ def test_incomplete_newest_missing_files(bucket, run_checks):
     [finding] = report.findings
     assert (finding.check, finding.severity) == ("checkpoint-incomplete", Severity.CRITICAL)
     assert finding.resource == f"{LOCATION}step-000300/"
-    assert finding.evidence["missing_files"] == [".metadata", "__3_0.distcp"]
-    assert finding.evidence["previous"]["uri"] == f"{LOCATION}step-000200/"
+    assert finding.evidence["proof"]["method"] == "framework marker"
+    assert "before StorageWriter.finish" in finding.evidence["reasons"][0]
+    assert finding.evidence["resume_from"]["uri"] == f"{LOCATION}step-000200/"
+    assert finding.evidence["usable"] == f"{LOCATION}step-000200/"
     assert "resumes from step-000200" in finding.summary
+    assert report.stats.api_calls["s3.ListObjectsV2"] == 3
+
+
+def test_stale_measures_the_usable_checkpoint_not_a_newer_one_that_died(bucket, run_checks):
+    """A save that died 30 minutes ago is not work a restart keeps: the age counts from step-000200."""
+    save(bucket, [(100, 150), (200, 100)])
+    partial = {k: v for k, v in dcp_files(shards=4).items() if k != ".metadata"}
+    save(bucket, [(300, 30)], files=partial)
+    report = run_checks(["checkpoint-stale"], checkpoints={"locations": [LOCATION], "max_age": "1h"})
+    [finding] = report.findings
+    assert finding.evidence["usable"] == f"{LOCATION}step-000200/" and finding.evidence["age_s"] >= 99 * 60
+    assert finding.evidence["newest"] == f"{LOCATION}step-000300/"
+    assert "step-000300 is incomplete" in finding.summary
+
+
+def test_a_save_under_way_is_not_stale_within_the_write_grace(bucket, run_checks):
+    """The interval ran over because the next save is being written right now (no .metadata yet)."""
+    save(bucket, [(100, 120), (200, 65)])
+    save(bucket, [(300, 2)], files={k: v for k, v in dcp_files(shards=4).items() if k != ".metadata"})
+    settings = {"locations": [LOCATION], "max_age": "1h", "write_grace": "15m"}
+    assert run_checks(["checkpoint-stale", "checkpoint-incomplete"], checkpoints=settings).findings == []
+    settings["max_age"] = "45m"  # over the interval even counting the grace: stale, and it says a save is under way
+    [finding] = run_checks(["checkpoint-stale"], checkpoints=settings).findings
+    assert finding.evidence["save_under_way"] is True and "under way" in finding.summary
 
 
 def test_incomplete_by_size_and_a_save_in_progress_is_not_judged(bucket, run_checks):
@@ -232,26 +258,21 @@ def test_moto_without_data_repository_associations_is_an_error_entry(bucket, aws
 
 # --- On the node: a real directory through LocalHost and GNU find ---------------------------------------
 
-def _write_local(root, name, files, minutes_ago):
-    stamp = (datetime.now(UTC) - timedelta(minutes=minutes_ago)).timestamp()
-    folder = root / name
-    folder.mkdir(parents=True)
-    for file_name, size in files.items():
-        (folder / file_name).write_bytes(b"\0" * size)
-        os.utime(folder / file_name, (stamp, stamp))
-
-
 def test_local_path_on_the_node(tmp_path):
+    """DeepSpeed ZeRO-3 on FSx mounted at /fsx: global_step300 died before rank 0 rewrote 'latest'
+    (tests/fixtures/checkpoints/deepspeed-zero3-latest.txt)."""
     root = tmp_path / "fsx" / "ckpt"
-    _write_local(root, "global_step100", {"mp_rank_00_model_states.pt": 500, "zero_pp_rank_0.pt": 500}, 150)
-    _write_local(root, "global_step200", {"mp_rank_00_model_states.pt": 500}, 120)
-    (root / "latest").write_text("global_step200")
+    to_directory(root, layout("deepspeed-zero3-latest", 45))
     settings = Settings.model_validate({"checkpoints": {"locations": [str(root), "s3://elsewhere/x"],
                                                         "max_age": "1h"}})
     report = Doctor(settings=settings).check_local(only=IDS, host=LocalHost())
     assert {f.check for f in report.findings} == {"checkpoint-stale", "checkpoint-incomplete"}
     incomplete = report.findings_for("checkpoint-incomplete")[0]
-    assert incomplete.evidence["missing_files"] == ["zero_pp_rank_0.pt"]
+    assert incomplete.resource == f"{root}/global_step300/"
+    assert incomplete.evidence["resume_from"]["uri"] == f"{root}/global_step200/"
+    assert "'latest' file was last rewritten" in incomplete.evidence["reasons"][0]
+    [stale] = report.findings_for("checkpoint-stale")
+    assert stale.evidence["usable"] == f"{root}/global_step200/"  # 75 minutes old: over the hour
     assert report.stats.api_calls == {} and report.errors == []
     missing = Doctor(settings=Settings.model_validate({"checkpoints": {"locations": [str(tmp_path / "nope")]}}))
     [finding] = missing.check_local(only=["checkpoint-missing"], host=LocalHost()).findings

@@ -1,4 +1,5 @@
-"""Pure checkpoint logic: step numbers in real frameworks' names, newest selection, completeness."""
+"""Pure checkpoint logic: step numbers in real frameworks' names, newest selection, and the comparison used
+where a framework leaves no marker (the markers themselves: test_checkpoint_frameworks.py)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fmdoctor.checkpoints.model import (
-    BY_STEP,
-    BY_TIME,
-    Checkpoint,
-    StoredObject,
-    compare,
-    scan_location,
-    step_of,
-    usable,
-)
+from fmdoctor.checkpoints.compare import compare
+from fmdoctor.checkpoints.model import BY_STEP, BY_TIME, Checkpoint, StoredObject, step_of
+from fmdoctor.checkpoints.scan import scan_location
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -28,6 +22,7 @@ T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
         ("checkpoint-5000", 5000),  # Hugging Face Trainer
         ("iter_0001200", 1200),  # Megatron-LM
         ("epoch=3-step=1200.ckpt", 1200),  # Lightning: the step, not the epoch
+        ("megatron_gpt--val_loss=2.31-step=1000-consumed_samples=128000.0", 1000),  # NeMo 2, not the samples
         ("ckpt-5000.pt", 5000),
         ("000120", 120),
         ("epoch_7", 7),
@@ -78,7 +73,7 @@ def test_newest_by_step_lists_only_the_top_level_and_the_newest_two():
     scan = scan_location(lister, "s3://b/run/")
     assert (scan.newest.name, scan.previous.name, scan.checkpoints) == ("step-002000", "step-001900", 20)
     assert scan.method == BY_STEP
-    assert lister.calls == ["level", "tree:step-001900", "tree:step-002000"]
+    assert lister.calls == ["level", "tree:step-002000", "tree:step-001900"]
 
 
 def test_step_order_is_numeric_not_lexical():
@@ -104,11 +99,14 @@ def test_folder_names_without_steps_fall_back_to_write_time():
 
 
 def test_unnumbered_files_only_are_one_checkpoint_overwritten_in_place():
-    # 'last.ckpt' overwritten on every save, or a location that names one DCP checkpoint folder itself.
-    lister = FakeLister({"last.ckpt": (700, 20), ".metadata": (5, 21), "__0_0.distcp": (9, 10)})
+    # A location that names one DCP checkpoint folder itself: its own .metadata proves it whole.
+    lister = FakeLister({".metadata": (5, 21), "__0_0.distcp": (9, 10), "__1_0.distcp": (9, 10)})
     scan = scan_location(lister, "loc")
     assert scan.newest.uri == "s3://b/run/" and len(scan.newest.files) == 3 and scan.previous is None
     assert scan.newest.last_modified == T0 + timedelta(minutes=21)
+    assert scan.usable is scan.newest and scan.verdict(scan.newest).complete is True
+    torn = scan_location(FakeLister({"__0_0.distcp": (9, 10)}), "loc")  # the same, before .metadata
+    assert torn.usable is None and torn.verdict(torn.newest).incomplete
 
 
 def test_empty_location_has_no_newest():
@@ -127,18 +125,28 @@ def test_missing_files_are_compared_with_step_numbers_masked():
     assert not compare(whole, prev, 0.5).incomplete
     partial = _cp("step-120", 120, {"model_120.pt": 50, "optim_120.pt": 50})
     verdict = compare(partial, prev, 0.5)
-    assert verdict.missing_files == (".metadata",) and not verdict.too_small and verdict.incomplete
+    assert verdict.missing_files == (".metadata",) and verdict.size_ratio > 0.98 and verdict.incomplete
 
 
 def test_much_smaller_is_incomplete_and_a_bigger_model_is_not():
     prev = _cp("s1", 1, {"w.pt": 1000})
-    assert compare(_cp("s2", 2, {"w.pt": 400}), prev, 0.5).too_small
+    assert compare(_cp("s2", 2, {"w.pt": 400}), prev, 0.5).incomplete
     assert not compare(_cp("s2", 2, {"w.pt": 600}), prev, 0.5).incomplete
     assert not compare(_cp("s2", 2, {"w.pt": 5000, "extra.pt": 1}), prev, 0.5).incomplete
 
 
-def test_usable_skips_an_incomplete_newest():
+def test_fewer_ranks_is_a_smaller_world_not_missing_files():
+    """An elastic job resumed on half the nodes writes half the shards, each twice the size: whole."""
+    prev = _cp("s1", 1, {f"model_rank{r}.pt": 100 for r in range(8)})
+    verdict = compare(_cp("s2", 2, {f"model_rank{r}.pt": 200 for r in range(4)}), prev, 0.5)
+    assert verdict.complete and verdict.missing_files == () and verdict.world_size == "8 ranks -> 4 ranks"
+    holed = compare(_cp("s2", 2, {f"model_rank{r}.pt": 200 for r in (0, 1, 3)}), prev, 0.5)
+    assert holed.incomplete and holed.missing_files == ("model_rank2.pt",)
+
+
+def test_the_usable_checkpoint_skips_an_incomplete_newest():
     lister = FakeLister({"step-1/a": (100, 0), "step-1/b": (100, 0), "step-2/a": (100, 30)})
     scan = scan_location(lister, "loc")
-    assert usable(scan, 0.5).name == "step-1"
-    assert usable(scan_location(FakeLister(_folders("step-1", "step-2")), "loc"), 0.5).name == "step-2"
+    assert scan.usable.name == "step-1" and scan.in_progress.name == "step-2"
+    whole = scan_location(FakeLister(_folders("step-1", "step-2")), "loc")
+    assert whole.usable.name == "step-2" and whole.in_progress is None

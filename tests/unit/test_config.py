@@ -23,6 +23,8 @@ clusters:
     checkpoints:
       locations: [s3://ckpt-bucket/llm/, fsx://fs-0123456789abcdef0/ckpt]
       max_age: 45m
+    capacity_blocks:
+      expiry_window: 90m
 """
 
 
@@ -33,10 +35,12 @@ def test_cluster_inherits_top_level_and_overrides():
     assert cluster.gpu.idle_percent == 7  # from the top level
     assert cluster.gpu.window == timedelta(hours=1)  # its own
     assert cluster.checkpoints.max_age == timedelta(minutes=45)
+    assert cluster.capacity_blocks.expiry_window == timedelta(minutes=90)
     assert cluster.tag_keys == ["fmdoctor:cluster", "parallelcluster:cluster-name", "eks:cluster-name"]
     assert settings.default_cluster() == "llm-train"
     other = settings.cluster("unlisted")
     assert other.region == "us-east-1" and other.gpu.window == timedelta(minutes=30)
+    assert other.capacity_blocks.expiry_window == timedelta(hours=3)
 
 
 @pytest.mark.parametrize(
@@ -49,6 +53,8 @@ def test_cluster_inherits_top_level_and_overrides():
         ),
         ("gpu:\n  idle_percent: lots\n", "fmdoctor.yaml:2: gpu.idle_percent"),
         ("checkpoints:\n  max_age: soon\n", "'soon' is not a duration"),
+        ("capacity_blocks:\n  expiry_windw: 2h\n", "fmdoctor.yaml:2: unknown key 'capacity_blocks.expiry_windw'"),
+        ("capacity_blocks:\n  expiry_window: later\n", "'later' is not a duration"),
         ("checkpoints:\n  locations: ['s3://Bad_Bucket/x']\n", "not a valid S3 URI"),
         ("checkpoints:\n  locations: ['ckpt/relative']\n", "is not a checkpoint location"),
         ("network:\n  admin_cidrs: [300.1.1.1/32]\n", "is not a CIDR"),

@@ -1,5 +1,5 @@
-"""The checkpoint, Spot and HyperPod runbooks: front matter that matches the check, and bodies that render
-(with the product's renderer: sandboxed Jinja2, StrictUndefined) from the demo's real findings."""
+"""The checkpoint, Spot, Capacity Block and HyperPod runbooks: front matter that matches the check, and bodies
+that render (with the product's renderer: sandboxed Jinja2, StrictUndefined) from the demo's real findings."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from fmdoctor.runbooks import get_runbook
 
 RUNBOOKS = Path(fmdoctor.__file__).resolve().parent.parent / "runbooks"
 IDS = ["checkpoint-stale", "checkpoint-missing", "checkpoint-incomplete", "spot-interruption", "spot-rebalance",
-       "spot-interruption-unprotected", "hyperpod-node-unhealthy"]
+       "spot-interruption-unprotected", "capacity-block-expiring", "hyperpod-node-unhealthy"]
 
 
 def split(path: Path) -> tuple[dict, str]:
@@ -28,7 +28,7 @@ def split(path: Path) -> tuple[dict, str]:
 def demo_findings():
     with demo_environment() as world:
         doctor = Doctor(settings=demo_settings(world), connection=Connection(region=world.region))
-        report = doctor.check(world.cluster, only=["checkpoint", "spot", "hyperpod"])
+        report = doctor.check(world.cluster, only=["checkpoint", "spot", "capacity", "hyperpod"])
     return {f.check: f for f in report.findings}
 
 

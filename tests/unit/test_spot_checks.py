@@ -1,21 +1,25 @@
-"""spot-interruption, spot-rebalance and spot-interruption-unprotected against moto EC2 and SQS."""
+"""spot-interruption, spot-rebalance and spot-interruption-unprotected against moto EC2 and SQS, with
+aws-node-termination-handler's own events and AWS's samples (tests/fixtures/events) in the queue."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
+from fmdoctor.demo.moto_capacity import schedule_instance_event
 from fmdoctor.demo.moto_health import mark_spot_request
 from fmdoctor.demo.seed_health import dcp_files, eventbridge_event, write_checkpoint
 from fmdoctor.engine.model import Severity, Status
 from fmdoctor.spot import sources
-from fmdoctor.spot.notices import INTERRUPTION_EVENT, REBALANCE_EVENT
+from fmdoctor.spot.events import INTERRUPTION_EVENT, REBALANCE_EVENT
 
 from ..conftest import CLUSTER, REGION
 
 IDS = ["spot-interruption", "spot-rebalance", "spot-interruption-unprotected"]
+EVENTS = Path(__file__).resolve().parent.parent / "fixtures" / "events"
 
 
 @pytest.fixture
@@ -52,6 +56,7 @@ def test_no_notices_is_healthy_and_reads_each_source_once(cluster, aws, run_chec
     assert report.findings == [] and report.errors == [] and report.status is Status.OK
     calls = report.stats.api_calls
     assert calls["ec2.DescribeSpotInstanceRequests"] == 1  # both Spot nodes in one filtered call
+    assert calls["ec2.DescribeInstanceStatus"] == 1  # scheduled events of every node, filtered by event code
     assert calls["sqs.GetQueueAttributes"] == 1 and calls["sqs.ReceiveMessage"] == 1
     assert not any("Delete" in op or "ChangeMessageVisibility" in op for op in calls)
 
@@ -147,11 +152,15 @@ def test_spot_requests_are_batched_by_filter_size(cluster, aws, run_checks, monk
     assert report.stats.api_calls["ec2.DescribeSpotInstanceRequests"] == 2 and report.findings == []
 
 
-def test_no_spot_instances_is_not_applicable(builder, run_checks):
+def test_on_demand_only_has_no_rebalance_but_scheduled_events_are_read(builder, run_checks):
     builder.launch(["gpu-1"], "p4d.24xlarge", "private-a", [builder.security_group("sg")])
     report = run_checks(IDS)
-    assert {s.check for s in report.skipped} == set(IDS)
-    assert "no Spot instances" in report.skipped[0].reason and report.stats.api_calls.get("sqs.ReceiveMessage") is None
+    [skipped] = report.skipped
+    assert skipped.check == "spot-rebalance" and "no Spot instances" in skipped.reason
+    assert report.findings == [] and report.errors == [] and report.status is Status.OK
+    calls = report.stats.api_calls
+    assert calls["ec2.DescribeInstanceStatus"] == 1 and "ec2.DescribeSpotInstanceRequests" not in calls
+    assert calls.get("sqs.ReceiveMessage") is None
 
 
 def _checkpoints(aws, minutes_ago):
@@ -187,3 +196,86 @@ def test_spot_queue_flag(cluster, aws, capsys):
                  "--only", "spot-interruption", "--spot-queue", cluster.queue_url])
     assert code == 2
     assert [f["resource"] for f in json.loads(capsys.readouterr().out)["findings"]] == [cluster.nodes["gpu-3"]]
+
+
+# --- The queue aws-node-termination-handler also reads, and interruptions that are not Spot's -------------
+
+def nth_event(name, instance_id=None, seconds_ago=20, **changes):
+    """An event from tests/fixtures/events made current for one of our nodes, as NTH's e2e tests do it."""
+    event = json.loads((EVENTS / f"{name}.json").read_text())
+    if instance_id is not None:
+        event["detail"]["instance-id"] = instance_id
+        event["resources"] = [f"arn:aws:ec2:{REGION}b:instance/{instance_id}"]
+    if "time" in event and event["time"]:
+        event["time"] = (datetime.now(UTC) - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    event.update(changes)
+    return json.dumps(event)
+
+
+def test_the_termination_handlers_other_messages_are_ignored_quietly(cluster, aws, run_checks):
+    """Lifecycle-hook messages sent straight to SQS, their test notifications and state changes: not
+    interruptions, not malformed; the run stays healthy and the evidence counts them."""
+    send(aws, cluster.queue_url, *[nth_event(n) for n in (
+        "nth-asg-lifecycle-direct", "nth-asg-test-notification-direct", "aws-asg-lifecycle-sqs",
+        "aws-asg-test-notification-sqs", "nth-asg-lifecycle-eventbridge", "nth-state-change")],
+        nth_event("nth-spot-itn", cluster.nodes["gpu-2"]))
+    report = run_checks(["spot-interruption"], spot={"queue_url": cluster.queue_url})
+    assert report.errors == []
+    [finding] = report.findings
+    assert finding.evidence["ignored_notices"] == {"Auto Scaling lifecycle-hook messages": 2,
+                                                   "Auto Scaling test notifications": 2, "other events": 2}
+
+
+def test_an_interruption_warning_without_a_time_is_happening_now(cluster, aws, run_checks):
+    send(aws, cluster.queue_url, nth_event("nth-spot-itn-no-time", cluster.nodes["gpu-3"]))
+    [finding] = run_checks(["spot-interruption"], spot={"queue_url": cluster.queue_url}).findings
+    assert finding.resource == cluster.nodes["gpu-3"] and 115 <= finding.evidence["seconds_left"] <= 120
+    assert "time_assumed" in finding.evidence["notices"][0]
+
+
+def test_interruptible_capacity_reservation_is_reported_like_spot(cluster, aws, run_checks):
+    gpu1 = cluster.nodes["gpu-1"]  # on demand, in an interruptible reservation
+    when = (datetime.now(UTC) + timedelta(seconds=100)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = json.loads(nth_event("aws-capacity-reservation-interruption-warning", gpu1))
+    body["detail"]["instance-termination-time"] = when
+    send(aws, cluster.queue_url, json.dumps(body))
+    report = run_checks(["spot-interruption", "spot-interruption-unprotected"], spot={"queue_url": cluster.queue_url},
+                        checkpoints=_checkpoints(aws, 50))
+    [finding] = report.findings_for("spot-interruption")
+    assert finding.resource == gpu1 and finding.severity is Severity.CRITICAL
+    assert "by EC2 (its interruptible Capacity Reservation is being reclaimed)" in finding.summary
+    [unprotected] = report.findings_for("spot-interruption-unprotected")
+    evidence = unprotected.evidence
+    assert evidence["cause"] == "an interruptible Capacity Reservation"
+    action, saved = (datetime.fromisoformat(evidence[k]) for k in ("action_time", "checkpoint_last_modified"))
+    lost = action - saved
+    assert evidence["minutes_lost"] == int(lost.total_seconds() // 60) >= 51
+
+
+def test_scheduled_events_from_describe_instance_status(cluster, aws, run_checks):
+    """EC2 schedules a retirement for an on-demand node (days ahead: a warning) and a reboot for a Spot node
+    within the hour (critical); a completed event is history."""
+    now = datetime.now(UTC)
+    gpu1, gpu2 = cluster.nodes["gpu-1"], cluster.nodes["gpu-2"]
+    schedule_instance_event(aws, REGION, gpu1, "instance-retirement", now + timedelta(days=3),
+                            now + timedelta(days=4), "The instance is running on degraded hardware")
+    schedule_instance_event(aws, REGION, gpu2, "system-reboot", now + timedelta(minutes=40),
+                            now + timedelta(hours=2), "scheduled reboot")
+    schedule_instance_event(aws, REGION, gpu2, "system-maintenance", now - timedelta(days=2),
+                            now - timedelta(days=1), "[Completed] maintenance")
+    report = run_checks(IDS, checkpoints=_checkpoints(aws, 10))
+    by_node = {f.resource: f for f in report.findings_for("spot-interruption")}
+    assert by_node[gpu1].severity is Severity.WARNING and "retired" in by_node[gpu1].summary
+    assert by_node[gpu2].severity is Severity.CRITICAL and "rebooted" in by_node[gpu2].summary
+    assert by_node[gpu2].evidence["notices"][0]["reference"].startswith("instance-event-")
+    # Fresh checkpoints every 30 minutes: the job saves again before either event, so neither is unprotected.
+    assert report.findings_for("spot-interruption-unprotected") == [] and report.errors == []
+
+
+def test_a_scheduled_event_days_away_is_unprotected_only_when_checkpoints_stopped(cluster, aws, run_checks):
+    now = datetime.now(UTC)
+    schedule_instance_event(aws, REGION, cluster.nodes["gpu-1"], "instance-stop", now + timedelta(days=2),
+                            now + timedelta(days=2, hours=2), "The instance is scheduled to stop")
+    [finding] = run_checks(["spot-interruption-unprotected"], checkpoints=_checkpoints(aws, 50)).findings
+    assert finding.evidence["cause"] == "an EC2 scheduled event" and finding.evidence["minutes_lost"] > 2 * 24 * 60
+    assert "will be stopped by an EC2 scheduled event (instance-stop)" in finding.summary

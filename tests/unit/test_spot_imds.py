@@ -111,10 +111,29 @@ def test_malformed_imds_reply_is_reported(imds):
     assert "spot/instance-action" in report.errors[0].unverified
 
 
-def test_on_demand_node_is_not_applicable(imds):
+def test_on_demand_node_has_no_rebalance_but_its_scheduled_events_are_read(imds):
     imds.paths["latest/meta-data/instance-life-cycle"] = "on-demand"
     report = run()
-    assert {s.check for s in report.skipped} == set(IDS) and "not a Spot instance" in report.skipped[0].reason
+    [skipped] = report.skipped
+    assert skipped.check == "spot-rebalance" and "not a Spot instance" in skipped.reason
+    assert report.findings == [] and report.errors == [] and report.status is Status.OK
+    assert "/latest/meta-data/events/maintenance/scheduled" in imds.gets
+    assert "/latest/meta-data/spot/instance-action" not in imds.gets  # only Spot instances have one
+
+
+def test_scheduled_retirement_on_the_node(imds):
+    """events/maintenance/scheduled as the EC2 user guide shows it: a retirement in three days is a warning."""
+    not_before = datetime.now(UTC) + timedelta(days=3, minutes=5)
+    imds.paths["latest/meta-data/instance-life-cycle"] = "on-demand"
+    imds.paths["latest/meta-data/events/maintenance/scheduled"] = json.dumps([{
+        "NotBefore": not_before.strftime("%d %b %Y %H:%M:%S GMT"), "Code": "instance-retirement",
+        "Description": "The instance is running on degraded hardware", "EventId": "instance-event-0d59937288b749b32",
+        "NotAfter": (not_before + timedelta(days=1)).strftime("%d %b %Y %H:%M:%S GMT"), "State": "active"}])
+    report = run()
+    [finding] = report.findings
+    assert (finding.check, finding.severity) == ("spot-interruption", Severity.WARNING)
+    assert "will be retired by an EC2 scheduled event (instance-retirement) in about 3d" in finding.summary
+    assert finding.evidence["cause"] == "an EC2 scheduled event"
 
 
 def test_imds_unreachable_is_an_error_entry(monkeypatch):

@@ -62,14 +62,20 @@ def test_access_denied_on_one_api_names_the_action_and_the_rest_report(
     assert others <= set(report.stats.checks_run)
 
 
-def test_spot_sources_both_denied_is_not_a_healthy_spot_verdict(world, run_world, faults):
+def test_spot_sources_all_denied_is_not_a_healthy_spot_verdict(world, run_world, faults):
     faults.deny("ec2", "DescribeSpotInstanceRequests", code="UnauthorizedOperation")
     faults.deny("sqs", "GetQueueAttributes")
+    partly = run_world("spot")
+    # The scheduled events (DescribeInstanceStatus) still answered: verified in part, so a warning, not ok.
+    assert {e.iam_action for e in partly.errors} == {"ec2:DescribeSpotInstanceRequests", "sqs:GetQueueAttributes"}
+    assert partly.findings == [] and partly.status is Status.WARNING
+    faults.deny("ec2", "DescribeInstanceStatus", code="UnauthorizedOperation")
     report = run_world("spot")
     assert {e.check for e in report.errors} == set(FAMILIES["spot"])
-    assert {e.iam_action for e in report.errors} == {"ec2:DescribeSpotInstanceRequests", "sqs:GetQueueAttributes"}
+    assert {e.iam_action for e in report.errors} == {"ec2:DescribeSpotInstanceRequests", "sqs:GetQueueAttributes",
+                                                     "ec2:DescribeInstanceStatus"}
     assert report.findings == []
-    assert report.status is Status.UNKNOWN and report.exit_code == 3  # no Spot source answered: nothing verified
+    assert report.status is Status.UNKNOWN and report.exit_code == 3  # no source answered: nothing verified
 
 
 def test_exit_3_when_every_source_of_every_selected_check_failed(world, run_world, faults):

@@ -46,6 +46,6 @@ def test_a_queue_deleted_between_two_calls_is_an_error_and_ec2_still_answers(wor
     report = run_world("spot")
     assert {e.check for e in report.errors} == set(FAMILIES["spot"])
     assert {e.code for e in report.errors} == {"AWS.SimpleQueueService.NonExistentQueue"}
-    assert all("Spot events in SQS queue" in e.unverified for e in report.errors)
+    assert all("interruption events in SQS queue" in e.unverified for e in report.errors)
     assert [f.evidence["action"] for f in report.findings if f.check == "spot-interruption"] == ["stop"]
     assert report.status is Status.CRITICAL

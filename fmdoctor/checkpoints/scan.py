@@ -1,0 +1,170 @@
+"""Read one location with as few listings as possible and find the checkpoint a restart would load.
+
+One delimiter listing of the top level names every checkpoint and the markers beside them (DeepSpeed's
+``latest``, Megatron's tracker, NeMo's ``-unfinished`` files, Lightning's ``last.ckpt``); then only the
+newest two checkpoints are listed in full. Only when both are proven incomplete are older ones listed, one at
+a time (at most :data:`MAX_WALK_BACK` more). Order never comes from the listing itself: a directory bucket
+(S3 Express One Zone) returns keys out of lexicographic order, and shows a prefix for a save whose
+multipart uploads are still in flight (such a folder lists no object, and is not a checkpoint yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from fmdoctor.checkpoints.compare import compare
+from fmdoctor.checkpoints.frameworks import (
+    HF_CHECKPOINT,
+    HF_STATE,
+    LIGHTNING_LAST,
+    LocationMarkers,
+    is_staging,
+    judge,
+    location_markers,
+)
+from fmdoctor.checkpoints.model import (
+    BY_STEP,
+    BY_TIME,
+    Checkpoint,
+    Lister,
+    LocationScan,
+    StoredObject,
+    Verdict,
+    step_of,
+)
+
+MAX_WALK_BACK = 3  # older checkpoints listed when the newest two are both proven incomplete
+LAST_SUFFIX = "-last"  # NeMo and Lightning name the checkpoint auto-resume loads '<name>-last'
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    step: int
+    name: str
+    file: StoredObject | None = None  # a single-file checkpoint
+    marker_only: StoredObject | None = None  # a NeMo marker whose checkpoint left nothing yet
+
+
+def scan_location(lister: Lister, location: str, via: str | None = None, min_ratio: float = 0.5) -> LocationScan:
+    folders, files = lister.level()
+    markers = location_markers(files)
+    plain = [f for f in files if f.link_target is None and not markers.is_marker(f.key)]
+    candidates = _candidates(folders, plain, markers)
+    if candidates:
+        return _by_step(lister, location, via, min_ratio, candidates, markers, plain)
+    if not folders:
+        # Only unnumbered files: the location is one checkpoint, overwritten in place (a 'last.ckpt', or a
+        # location naming a checkpoint folder itself). Nothing to compare it with: only markers can tell.
+        if not plain:
+            return LocationScan(location, lister.root, method=BY_TIME, via=via)
+        single = Checkpoint(lister.root.rstrip("/").rsplit("/", 1)[-1], lister.root, None, tuple(plain))
+        verdict = judge(single, markers, hf_trainer=False, top_level=False)
+        return LocationScan(location, lister.root, newest=single, checkpoints=1, method=BY_TIME, via=via,
+                            usable=None if verdict.incomplete else single, verdicts={single.name: verdict})
+    return _by_time(lister, location, via, min_ratio, markers)
+
+
+def _candidates(folders: list[str], files: list[StoredObject], markers: LocationMarkers) -> list[_Candidate]:
+    found = [_Candidate(step, name) for name in folders if (step := step_of(name)) is not None]
+    found += [_Candidate(step, f.key, file=f) for f in files if (step := step_of(f.key)) is not None]
+    present = {c.name.removesuffix(".ckpt") for c in found}
+    found += [_Candidate(step, name, marker_only=marker) for name, marker in markers.unfinished.items()
+              if name not in present and (step := step_of(name)) is not None]
+    # NeMo's AutoResume (and Lightning with a '-last' name) resumes only from '<name>-last' checkpoints; the
+    # others are top-k copies. A '-last' symlink stands for the folder it points to.
+    last_named = {c.name for c in found if c.name.removesuffix(".ckpt").endswith(LAST_SUFFIX)}
+    last_named |= {t for link, t in markers.links.items() if link.removesuffix(".ckpt").endswith(LAST_SUFFIX)}
+    if last_named:
+        found = [c for c in found if c.name in last_named]
+    return sorted(found, key=lambda c: (c.step, c.name))
+
+
+def _by_step(lister: Lister, location: str, via: str | None, min_ratio: float, candidates: list[_Candidate],
+             markers: LocationMarkers, files: list[StoredObject]) -> LocationScan:
+    listed: list[Checkpoint] = []
+    pending = list(reversed(candidates))
+    while pending and len(listed) < 2:
+        checkpoint = _materialise(lister, pending.pop(0))
+        if checkpoint is not None:  # a folder emptied between listings, or uploads still in flight
+            listed.append(checkpoint)
+    last_file = _lightning_last(lister.root, files, listed)
+    if last_file is not None:
+        listed.insert(0, last_file)
+        listed = listed[:2]
+    hf_trainer = any(HF_CHECKPOINT.match(c.name) and any(f.key == HF_STATE for f in c.files) for c in listed)
+    verdicts = _judge_pair(listed, markers, hf_trainer, min_ratio)
+    usable = next((c for c in listed if not verdicts[c.name].incomplete), None)
+    walked = 0
+    while usable is None and pending and walked < MAX_WALK_BACK:
+        checkpoint = _materialise(lister, pending.pop(0))
+        walked += 1
+        if checkpoint is None:
+            continue
+        verdicts[checkpoint.name] = judge(checkpoint, markers, hf_trainer)
+        if not verdicts[checkpoint.name].incomplete:
+            usable = checkpoint
+    newest = listed[0] if listed else None
+    previous = listed[1] if len(listed) > 1 else None
+    return LocationScan(location, lister.root, newest=newest, previous=previous, checkpoints=len(candidates),
+                        method=BY_STEP, via=via, usable=usable, verdicts=verdicts)
+
+
+def _judge_pair(listed: list[Checkpoint], markers: LocationMarkers, hf_trainer: bool,
+                min_ratio: float) -> dict[str, Verdict]:
+    """Markers first; where none applies, the newest is compared with the one before it."""
+    verdicts = {c.name: judge(c, markers, hf_trainer) for c in listed}
+    if len(listed) > 1 and verdicts[listed[0].name].complete is None:
+        verdicts[listed[0].name] = compare(listed[0], listed[1], min_ratio)
+    return verdicts
+
+
+def _materialise(lister: Lister, candidate: _Candidate) -> Checkpoint | None:
+    if candidate.file is not None:
+        return Checkpoint(candidate.name, lister.root + candidate.name, candidate.step, (candidate.file,))
+    if candidate.marker_only is not None:
+        return Checkpoint(candidate.name, f"{lister.root}{candidate.name}/", candidate.step, (),
+                          started=candidate.marker_only.last_modified)
+    files = tuple(lister.tree(candidate.name))
+    return Checkpoint(candidate.name, f"{lister.root}{candidate.name}/", candidate.step, files) if files else None
+
+
+def _lightning_last(root: str, files: list[StoredObject], listed: list[Checkpoint]) -> Checkpoint | None:
+    """Lightning's ``last.ckpt`` copy when it is newer than every step-named save (it is rewritten after each
+    save, and top-k files keep the best, not the newest)."""
+    lasts = [f for f in files if LIGHTNING_LAST.match(f.key)]
+    if not lasts:
+        return None
+    last = max(lasts, key=lambda f: f.last_modified)
+    if listed and last.last_modified <= listed[0].last_modified:
+        return None
+    return Checkpoint(last.key, root + last.key, None, (last,))
+
+
+def _by_time(lister: Lister, location: str, via: str | None, min_ratio: float,
+             markers: LocationMarkers) -> LocationScan:
+    groups = _group_by_folder(lister.root, lister.everything())
+    groups = [g for g in groups if not is_staging(g.name)]
+    groups += [Checkpoint(name, f"{lister.root}{name}/", None, (), started=m.last_modified)
+               for name, m in markers.unfinished.items() if name not in {g.name for g in groups}]
+    ordered = sorted(groups, key=lambda c: (c.last_modified, c.name), reverse=True)
+    verdicts = _judge_pair(ordered[:2], markers, hf_trainer=False, min_ratio=min_ratio)
+    for checkpoint in ordered[2:]:
+        if any(not v.incomplete for v in verdicts.values()):
+            break
+        verdicts[checkpoint.name] = judge(checkpoint, markers, hf_trainer=False)
+    usable = next((c for c in ordered if c.name in verdicts and not verdicts[c.name].incomplete), None)
+    return LocationScan(location, lister.root, newest=ordered[0] if ordered else None,
+                        previous=ordered[1] if len(ordered) > 1 else None, checkpoints=len(ordered),
+                        method=BY_TIME, via=via, usable=usable, verdicts=verdicts)
+
+
+def _group_by_folder(root: str, objects: Sequence[StoredObject]) -> list[Checkpoint]:
+    """Each top-level folder is one checkpoint; top-level files beside them (config.yaml, DeepSpeed's 'latest'
+    pointer) are not checkpoints."""
+    groups: dict[str, list[StoredObject]] = {}
+    for obj in objects:
+        head, sep, rest = obj.key.partition("/")
+        if sep:
+            groups.setdefault(head, []).append(replace(obj, key=rest))
+    return [Checkpoint(name, f"{root}{name}/", None, tuple(files)) for name, files in groups.items()]

@@ -1,0 +1,193 @@
+"""Each framework's completion proof, on layouts written as the framework's own writer writes them
+(tests/fixtures/checkpoints, sources in its README), and the listings it takes to find them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from fmdoctor.checkpoints.local import LocalLister
+from fmdoctor.checkpoints.model import COMPARISON, MARKER
+from fmdoctor.checkpoints.scan import MAX_WALK_BACK, scan_location
+from fmdoctor.engine.host import LocalHost
+
+from .checkpoint_layouts import ListingLister, layout, to_directory
+
+NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+
+
+def scan(name, minutes_ago=5, **lister_options):
+    lister = ListingLister(layout(name, minutes_ago, NOW), **lister_options)
+    return scan_location(lister, "s3://b/run/"), lister
+
+
+def proof_text(result, checkpoint):
+    verdict = result.verdict(checkpoint)
+    return " ".join(verdict.proofs + verdict.reasons)
+
+
+def test_pytorch_dcp_is_whole_when_metadata_was_written_last():
+    # Source: pytorch torch/distributed/checkpoint/filesystem.py (finish); torchtitan checkpointer/dcp.py.
+    result, lister = scan("dcp-torchtitan")
+    assert (result.newest.name, result.usable.name) == ("step-3000", "step-3000")
+    assert result.verdict(result.usable).method == MARKER
+    assert "PyTorch DCP .metadata written beside 8 rank(s)" in proof_text(result, result.usable)
+    assert lister.calls == ["level", "tree:step-3000", "tree:step-2000"]  # one delimiter listing, the newest two
+
+
+def test_elastic_resume_on_fewer_ranks_is_whole():
+    # 64 ranks, then 32 after a Spot loss: the file set shrinks and nothing is missing.
+    result, _ = scan("dcp-elastic-resize")
+    assert result.usable.name == "step-1200" and result.verdict(result.newest).complete
+    assert "32 rank(s)" in proof_text(result, result.newest)
+
+
+def test_dcp_save_that_died_before_metadata_is_not_usable():
+    result, _ = scan("dcp-died-before-metadata")
+    assert result.newest.name == "step-1400" and result.verdict(result.newest).incomplete
+    assert "before StorageWriter.finish" in proof_text(result, result.newest)
+    assert result.usable.name == "step-1200" and result.in_progress.name == "step-1400"
+
+
+def test_deepspeed_tag_saved_after_latest_was_rewritten_is_not_committed():
+    # Source: DeepSpeed runtime/engine.py save_checkpoint: 'latest' is rewritten once every rank has saved.
+    result, _ = scan("deepspeed-zero3-latest")
+    assert result.newest.name == "global_step300" and result.verdict(result.newest).incomplete
+    assert "DeepSpeed's 'latest' file was last rewritten" in proof_text(result, result.newest)
+    assert result.usable.name == "global_step200"
+    assert "DeepSpeed's 'latest' file was rewritten" in proof_text(result, result.usable)
+    assert result.checkpoints == 3  # 'latest' and zero_to_fp32.py beside the tags are not checkpoints
+
+
+def test_deepspeed_without_latest_resumed_on_fewer_ranks_is_whole():
+    # save_latest=False leaves no marker: the comparison decides, and a smaller world is not missing files.
+    result, _ = scan("deepspeed-zero3-no-latest")
+    verdict = result.verdict(result.newest)
+    assert verdict.method == COMPARISON and verdict.complete and verdict.missing_files == ()
+    assert verdict.world_size == "8x1 ranks -> 4x1 ranks"
+    assert result.usable.name == "global_step200"
+
+
+def test_deepspeed_without_latest_and_a_hole_in_its_ranks_is_incomplete():
+    result, _ = scan("deepspeed-zero3-no-latest-hole")
+    verdict = result.verdict(result.newest)
+    assert verdict.method == COMPARISON and verdict.incomplete and verdict.world_size is None
+    assert verdict.missing_files == ("bf16_zero_pp_rank_2_mp_rank_00_optim_states.pt",
+                                     "zero_pp_rank_2_mp_rank_00_model_states.pt")
+    assert result.usable.name == "global_step100"
+
+
+def test_megatron_iteration_saved_after_the_tracker_is_not_committed():
+    # Source: Megatron-LM megatron/training/checkpointing.py: the tracker is written after a barrier.
+    result, _ = scan("megatron-tracker")
+    assert result.newest.name == "iter_0003000" and result.verdict(result.newest).incomplete
+    assert "Megatron's tracker file" in proof_text(result, result.newest)
+    assert result.usable.name == "iter_0002000"
+
+
+def test_nemo_unfinished_marker_is_never_the_checkpoint_to_resume_from():
+    # Source: NeMo model_checkpoint.py (the '-unfinished' marker), resume.py (resumes from finished '*last').
+    result, _ = scan("nemo-unfinished")
+    newest = "megatron_gpt--val_loss=2.17-step=2000-consumed_samples=256000.0-last"
+    assert result.newest.name == newest and result.verdict(result.newest).incomplete
+    assert f"NeMo's marker {newest}-unfinished" in proof_text(result, result.newest)
+    assert result.usable.name == "megatron_gpt--val_loss=2.31-step=1000-consumed_samples=128000.0-last"
+    assert "no '-unfinished' marker" in proof_text(result, result.usable)
+    assert ".metadata written beside 4 rank(s) of shards in weights/" in proof_text(result, result.usable)
+    assert all(not c.endswith("-unfinished") for c in result.verdicts)
+
+
+def test_hf_trainer_staging_folder_is_never_a_step_to_resume_from():
+    # Source: transformers trainer.py _save_checkpoint (trainer_state.json last), trainer_utils.get_last_checkpoint.
+    result, _ = scan("hf-trainer-staging")
+    assert result.newest.name == "tmp-checkpoint-1500" and result.verdict(result.newest).incomplete
+    assert "staging folder" in proof_text(result, result.newest)
+    assert result.usable.name == "checkpoint-1000"
+    assert "wrote trainer_state.json" in proof_text(result, result.usable)
+
+
+def test_sagemaker_sync_that_has_not_reached_trainer_state_is_not_usable_yet():
+    # Source: SageMaker model-checkpoints.html: /opt/ml/checkpoints is copied to S3 as files are written.
+    result, _ = scan("hf-trainer-sagemaker-sync")
+    assert result.newest.name == "checkpoint-1000" and result.verdict(result.newest).incomplete
+    assert "no trainer_state.json in checkpoint-1000" in proof_text(result, result.newest)
+    assert result.usable.name == "checkpoint-500"
+
+
+def test_lightning_last_ckpt_newer_than_every_top_k_file_is_the_newest():
+    # Source: Lightning model_checkpoint.py (_save_last_checkpoint after each save), cloud_io._atomic_save.
+    result, lister = scan("lightning-last")
+    assert (result.newest.name, result.previous.name) == ("last.ckpt", "epoch=0-step=2000.ckpt")
+    assert result.usable.name == "last.ckpt" and "one transaction" in proof_text(result, result.usable)
+    assert lister.calls == ["level"]  # single-file checkpoints: the top-level listing is all it takes
+
+
+def test_directory_bucket_listing_out_of_order_with_uploads_in_flight():
+    """S3 Express One Zone: keys come back unordered, and a prefix shows for a save whose multipart
+    uploads are in flight (it lists no object). Order comes from step numbers, never from the listing."""
+    result, lister = scan("dcp-torchtitan", shuffled=True, in_flight=("step-4000",))
+    assert (result.newest.name, result.previous.name, result.usable.name) == ("step-3000", "step-2000", "step-3000")
+    assert lister.calls == ["level", "tree:step-4000", "tree:step-3000", "tree:step-2000"]
+
+
+def test_older_checkpoints_are_listed_only_while_the_newer_are_proven_incomplete():
+    objects = [o for o in layout("dcp-torchtitan", 5, NOW) if o.key not in {"step-3000/.metadata",
+                                                                            "step-2000/.metadata"}]
+    lister = ListingLister(objects)
+    result = scan_location(lister, "s3://b/run/")
+    assert result.usable.name == "step-1000" and result.newest.name == "step-3000"
+    assert lister.calls == ["level", "tree:step-3000", "tree:step-2000", "tree:step-1000"]
+    none_whole = ListingLister([o for o in objects if not o.key.endswith(".metadata")])
+    assert scan_location(none_whole, "s3://b/run/").usable is None
+    assert len(none_whole.calls) == 1 + 2 + 1  # level, the newest two, then the only older one (bound 3)
+    assert MAX_WALK_BACK == 3
+
+
+def test_lightning_save_last_link_on_a_node(tmp_path):
+    """save_last="link": last.ckpt is a symlink to the newest save; find -printf reports it with its target."""
+    root = tmp_path / "ckpt"
+    to_directory(root, [o for o in layout("lightning-last", 10) if o.key != "last.ckpt"])
+    (root / "last.ckpt").symlink_to("epoch=0-step=2000.ckpt")
+    lister = LocalLister(LocalHost(), str(root))
+    folders, files = lister.level()
+    assert {f.key: f.link_target for f in files}["last.ckpt"] == "epoch=0-step=2000.ckpt"
+    result = scan_location(lister, str(root))
+    assert result.newest.name == result.usable.name == "epoch=0-step=2000.ckpt"
+
+
+@pytest.mark.parametrize("name", ["dcp-torchtitan", "deepspeed-zero3-latest", "nemo-unfinished", "megatron-tracker"])
+def test_a_node_listing_finds_what_s3_finds(tmp_path, name):
+    """The same layout on a node's disk (or FSx mounted there), read with find: the same verdicts."""
+    objects = layout(name, 5)
+    to_directory(tmp_path / name, objects)
+    local = scan_location(LocalLister(LocalHost(), str(tmp_path / name)), "local")
+    remote = scan_location(ListingLister(objects), "s3://b/run/")
+    assert (local.newest.name, local.usable.name) == (remote.newest.name, remote.usable.name)
+    assert {k: v.complete for k, v in local.verdicts.items()} == {k: v.complete for k, v in remote.verdicts.items()}
+
+
+def test_a_synced_copy_with_metadata_but_a_missing_rank_is_not_usable_yet():
+    """SageMaker (or an FSx export) copies files as they are written: .metadata, small and written last, can
+    land in S3 before a large shard of an earlier rank does. A hole in the ranks says the copy is not whole."""
+    objects = [o for o in layout("dcp-torchtitan", 5, NOW) if o.key != "step-3000/__5_0.distcp"]
+    result = scan_location(ListingLister(objects), "s3://b/run/")
+    assert result.verdict(result.newest).incomplete and result.usable.name == "step-2000"
+    assert "rank(s) 5 are not" in proof_text(result, result.newest)
+
+
+def test_nemo_save_last_link_resumes_from_what_the_last_links_point_to(tmp_path):
+    """save_last="link": '<name>-last' is a symlink to the top-k folder (NeMo _link_checkpoint); a top-k
+    folder no '-last' link points to is not what AutoResume loads."""
+    n1 = "megatron_gpt--val_loss=2.31-step=1000-consumed_samples=128000.0"
+    n2 = "megatron_gpt--val_loss=2.17-step=2000-consumed_samples=256000.0"
+    top_k = [o for o in layout("nemo-unfinished", 10)
+             if not o.key.split("/", 1)[0].endswith(("-last", "-unfinished"))]
+    root = tmp_path / "checkpoints"
+    to_directory(root, top_k)
+    (root / f"{n1}-last").symlink_to(n1)
+    result = scan_location(LocalLister(LocalHost(), str(root)), str(root))
+    assert result.newest.name == result.usable.name == n1 and result.checkpoints == 1  # n2 has no '-last' yet
+    (root / f"{n2}-last").symlink_to(n2)
+    result = scan_location(LocalLister(LocalHost(), str(root)), str(root))
+    assert result.newest.name == result.usable.name == n2
