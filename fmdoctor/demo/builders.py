@@ -152,7 +152,6 @@ class ClusterBuilder:
         extra_tags: dict[str, str] | None = None,
         efa_only: bool = False,
         first_efa_card: int = 0,
-        capacity_block: str | None = None,
     ) -> list[str]:
         """Launch one instance per name; EFA interfaces go one per network card, as AWS recommends.
 
