@@ -38,7 +38,7 @@ def test_demo_text_fits_80_columns_and_has_no_colour_when_piped(capsys):
     assert "CRITICAL" in out and "efa-sg-self-reference" in out
     assert max(len(line) for line in out.splitlines()) <= WIDTH
     assert "\x1b[" not in out
-    assert "None" not in out and "groups: none=1, demo-llm-pg=5" in out  # an absent value reads 'none'
+    assert "None" not in out and "placement_group: none\n" in out  # an absent value reads 'none'
 
 
 def test_only_selects_checks_and_warning_exit(capsys):
