@@ -14,6 +14,7 @@
   failure):`` then ``host      : <host>``, ``rank      : 13 (local_rank: 5)``, ``exitcode  : -6 (pid: 4242)``.
 * torch elastic's agent on success (``torch/distributed/elastic/agent/server/api.py``): ``[default] worker group
   successfully finished. Waiting 300 seconds for other agents to finish.``
+* A rank's ``RuntimeError: CUDA error: ...`` (CUDA's own error strings) says which rank met a GPU fault.
 * The ``[rank13]:`` prefix PyTorch puts on each rank's stderr lines tells which rank a stream carries.
 """
 
@@ -44,7 +45,7 @@ RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:")
 # What the job's log groups are searched for (CloudWatch Logs filter pattern: '?' terms match any of them).
 FILTER_TERMS = ("Watchdog caught collective operation timeout", "NCCL WARN", "Peer host id",
                 "Root Cause (first observed failure)", "host      :", "rank      :", "exitcode  :",
-                "NVRM: Xid", "worker group successfully finished")
+                "NVRM: Xid", "worker group successfully finished", "CUDA error")
 FILTER_PATTERN = " ".join(f'?"{term}"' for term in FILTER_TERMS)
 
 
