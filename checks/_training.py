@@ -160,6 +160,6 @@ def _why(what: str, exc: Exception) -> str:
 
 
 def training_iam(*checks: type[Check]) -> tuple[str, ...]:
-    own = ("logs:DescribeLogGroups", "logs:FilterLogEvents", "s3:GetObject", "s3:ListBucket",
+    own = ("logs:DescribeLogGroups", "logs:DescribeLogStreams", "logs:FilterLogEvents", "s3:GetObject", "s3:ListBucket",
            "sagemaker:ListClusterNodes")
     return tuple(sorted({*own, *(a for check in checks for a in check.iam_actions)}))

@@ -152,7 +152,7 @@ class TrainingStalled(Check):
         explained = f", explained by {reasons[0]}" if reasons else ", nothing else fmdoctor reads explains it"
         out: dict[str, Any] = {
             "host": key, "instance": node_id, "ranks": ranks, "xids": node_xid[:5], **known,
-            "explained_by": reasons[0] if reasons else None,
+            "explained_by": reasons[0] if reasons else None, "take_out": None,
             "summary": f"{label}{rank_text}, named by {READABLE[found.source or '']}{explained}",
         }
         out.update(_take_out(ctx, key, instance, hyperpod_id, node_xid))
