@@ -173,8 +173,10 @@ def _take_out(ctx: CheckContext, key: str, instance: Instance | None, hyperpod_i
     host = key if key.startswith("ip-") else instance.name
     reason = shlex.quote(f"fmdoctor training-stalled: hung the job at {ctx.now.isoformat(timespec='minutes')}")
     if "parallelcluster:cluster-name" in tags:
-        return {"take_out": {"scheduler": "slurm", "command": f"scontrol update NodeName={shlex.quote(host)} "
-                             f"State=DRAIN Reason={reason}"}}
+        # ParallelCluster's Slurm node names (queue-st-p5-1) are not host names: sinfo maps one to the other.
+        node = f"$(sinfo -h -N -o '%N %n' | awk -v h={shlex.quote(host)} '$2 == h {{print $1}}')"
+        return {"take_out": {"scheduler": "slurm", "host": host,
+                             "command": f'scontrol update NodeName="{node}" State=DRAIN Reason={reason}'}}
     if any(k == "eks:cluster-name" or k.startswith("kubernetes.io/cluster/") for k in tags):
         node = f"{host}.{ctx.region}.compute.internal" if ctx.region != "us-east-1" else f"{host}.ec2.internal"
         return {"take_out": {"scheduler": "eks", "command": f"kubectl cordon {shlex.quote(node)} && kubectl drain "

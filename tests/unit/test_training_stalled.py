@@ -105,7 +105,9 @@ def test_a_hang_with_one_culprit_names_it_from_the_flight_recorder(job, run_chec
     assert "collective 5210 (nccl:all_reduce); rank 13 at 5209" in evidence["sources"]["flight-recorder"]
     assert evidence["culprits"][0]["xids"][0]["xid"] == 48
     assert "Xid 48" in finding.summary and "gpu-2" in finding.summary and "step-003000" in finding.summary
-    assert evidence["culprits"][0]["take_out"]["command"].startswith(f"scontrol update NodeName={host(culprit)} ")
+    command = evidence["culprits"][0]["take_out"]["command"]
+    assert command.startswith("scontrol update NodeName=\"$(sinfo -h -N -o '%N %n' | awk -v h=" + host(culprit))
+    assert "State=DRAIN Reason='fmdoctor training-stalled: hung the job at " in command
     assert "fix" not in evidence  # Slurm drains by command, not through an AWS API fmdoctor would call
 
 
