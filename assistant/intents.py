@@ -58,7 +58,7 @@ INTENTS = (
                           r"\bmfu\b", r"\bstep time", r"\bbottleneck", r"\bspeed", r"\btim(es?|ing) ?out\b",
                           r"\bdropped by\b", r"\bfaster\b", r"\blagging\b", r"\bdrag"),
            ("gpu-straggler", "efa-errors", *EFA_CONFIG, "gpu-idle", "gpu-memory-pressure", "gpu-metrics-missing",
-            "hyperpod-node-unhealthy", "fsx-unreachable"), "slow or stalled training"),
+            "hyperpod-node-unhealthy", "fsx-unreachable", "training-stalled"), "slow or stalled training"),
     Intent("checkpoint", _words(r"\bcheckpoint", r"\bckpt"), CHECKPOINT + ("s3-unreachable", "fsx-unreachable"),
            "checkpoints"),
     Intent("storage", _words(r"\bfsx\b", r"\blustre\b", r"\bs3\b", r"\bbucket", r"\bmount", r"\bfile ?system",

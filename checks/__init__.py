@@ -33,6 +33,7 @@ from fmdoctor.checks.spot_interruption import SpotInterruption
 from fmdoctor.checks.spot_interruption_unprotected import SpotInterruptionUnprotected
 from fmdoctor.checks.spot_rebalance import SpotRebalance
 from fmdoctor.checks.ssh_unreachable import SshUnreachable
+from fmdoctor.checks.training_stalled import TrainingStalled
 
 ALL_CHECKS = (
     EfaSgSelfReference,
@@ -66,4 +67,5 @@ ALL_CHECKS = (
     SshUnreachable,
     FsxUnreachable,
     S3Unreachable,
+    TrainingStalled,
 )

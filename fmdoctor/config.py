@@ -215,6 +215,30 @@ class InferenceSettings(_Section):
         return value
 
 
+class TrainingSettings(_Section):
+    """``training-stalled``: where the job's logs and NCCL flight-recorder dumps are, and when it counts as stalled."""
+
+    log_groups: list[str] = Field(default_factory=list, description="CloudWatch log groups holding the job's "
+                                  "output; unset: ParallelCluster's, HyperPod's and Container Insights' are found.")
+    log_lookback: Duration = Field(timedelta(hours=6), description="How far back failure lines are searched.")
+    silence: Duration = Field(timedelta(minutes=15), description="No log line for this long: the job is silent.")
+    max_log_pages: int = Field(20, ge=1, le=500, description="FilterLogEvents pages read per log group.")
+    flight_recorder: list[str] = Field(
+        default_factory=list, description="Where the ranks' flight-recorder dumps land: s3://bucket/prefix/"
+        "nccl_trace_rank_ (the TORCH_NCCL_DEBUG_INFO_TEMP_FILE prefix, synced to S3).")
+    interval_factor: float = Field(2.0, ge=1.1, description="Stalled when the newest usable checkpoint is older "
+                                   "than this many times the usual interval between checkpoints.")
+    min_interval: Duration = Field(timedelta(minutes=5), description="Floor for the learned interval.")
+
+    @field_validator("flight_recorder")
+    @classmethod
+    def _s3_prefixes(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not value.startswith("s3://") or len(value) < 6:
+                raise ValueError(f"{value!r} is not an S3 prefix like s3://bucket/dumps/nccl_trace_rank_")
+        return values
+
+
 class ClusterSettings(_Section):
     """Everything that can differ per cluster; top-level values are the defaults."""
 
@@ -229,6 +253,7 @@ class ClusterSettings(_Section):
     capacity_blocks: CapacityBlockSettings = Field(default_factory=CapacityBlockSettings)
     hyperpod: HyperPodSettings = Field(default_factory=HyperPodSettings)
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
+    training: TrainingSettings = Field(default_factory=TrainingSettings)
 
 
 _CLUSTER_KEYS = set(ClusterSettings.model_fields)
@@ -364,6 +389,7 @@ class Settings(_Section):
     capacity_blocks: CapacityBlockSettings = Field(default_factory=CapacityBlockSettings)
     hyperpod: HyperPodSettings = Field(default_factory=HyperPodSettings)
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
+    training: TrainingSettings = Field(default_factory=TrainingSettings)
     clusters: dict[str, ClusterSettings] = Field(default_factory=dict)
     max_workers: int = Field(8, ge=1, le=64)
     runbooks_dir: str | None = None

@@ -17,6 +17,7 @@ from fmdoctor.demo.seed_gpu import seed_gpu_metrics
 from fmdoctor.demo.seed_health import demo_capacity_block, seed_checkpoints, seed_hyperpod, seed_spot
 from fmdoctor.demo.seed_inference import seed_inference
 from fmdoctor.demo.seed_network import seed_network
+from fmdoctor.demo.seed_training import seed_training_logs
 
 DEMO_CLUSTER = "demo-llm-train"
 DEMO_REGION = "us-west-2"
@@ -92,6 +93,7 @@ SEEDERS: tuple[Seeder, ...] = (
     seed_checkpoints,
     seed_spot,
     seed_hyperpod,
+    seed_training_logs,
     seed_inference,
 )
 

@@ -1,0 +1,165 @@
+"""What ``training-stalled`` reads besides the logs: checkpoint progress, flight-recorder dumps from S3, and what
+the other checks know about a suspect node (an Xid in its kernel log lines, EFA error counters, a Spot
+interruption, its HyperPod status)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from fmdoctor.checkpoints.facts import checkpoint_facts
+from fmdoctor.durations import format_duration
+from fmdoctor.engine.check import Check
+from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.errors import describe_aws_failure
+from fmdoctor.engine.gaps import Gaps
+from fmdoctor.engine.hyperpod import list_hyperpod_nodes
+from fmdoctor.engine.inventory import Instance
+from fmdoctor.node.xid import ACTION_RANK, parse_kernel_log
+from fmdoctor.spot.sources import SHARED_KEY as SPOT_KEY
+from fmdoctor.spot.sources import load_spot_facts
+from fmdoctor.training.culprit import host_key
+from fmdoctor.training.flight_recorder import DumpError, RankDump, load_dump, parse_dump, rank_of
+from fmdoctor.training.logs import LogEvent
+
+from ._gpu import cluster_metrics
+from ._spot import interruptions
+
+MAX_DUMPS = 4096
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The newest checkpoint a restart could resume from, and whether it came later than the job's habit."""
+
+    location: str
+    uri: str
+    step: int | None
+    written: datetime
+    age: timedelta
+    interval: timedelta | None  # between the two newest saves; None with a single checkpoint
+    threshold: timedelta
+    stale: bool
+
+    def evidence(self) -> dict[str, Any]:
+        return {"location": self.location, "newest_usable": self.uri, "step": self.step,
+                "written": self.written.isoformat(timespec="seconds"), "age": format_duration(self.age),
+                "usual_interval": format_duration(self.interval) if self.interval else None,
+                "stalled_after": format_duration(self.threshold)}
+
+
+def checkpoint_progress(ctx: CheckContext) -> Progress | None:
+    """None when no checkpoint location is configured or none could be read (the gaps say why)."""
+    settings = ctx.settings
+    if not settings.checkpoints.locations or ctx.scope.aws is None:
+        return None
+    facts = checkpoint_facts(ctx)
+    facts.gaps.report(ctx)
+    picked = facts.newest_usable(settings.checkpoints.incomplete_size_ratio)
+    if picked is None:
+        return None
+    scan, checkpoint = picked
+    interval = None
+    if scan.newest is not None and scan.previous is not None:
+        interval = max(scan.newest.last_modified - scan.previous.last_modified, settings.training.min_interval)
+    threshold = interval * settings.training.interval_factor if interval else settings.checkpoints.max_age
+    age = max(ctx.now - checkpoint.last_modified, timedelta(0))
+    return Progress(scan.location, checkpoint.uri, checkpoint.step, checkpoint.last_modified, age, interval,
+                    threshold, age > threshold)
+
+
+def flight_recorder_dumps(ctx: CheckContext, gaps: Gaps) -> list[RankDump]:
+    """Every rank's dump under each configured ``s3://bucket/path/<file prefix>``."""
+    dumps: list[RankDump] = []
+    for uri in ctx.settings.training.flight_recorder:
+        bucket, _, key_prefix = uri[len("s3://"):].partition("/")
+        file_prefix = key_prefix.rsplit("/", 1)[-1] or "nccl_trace_rank_"
+        with gaps.guard(f"the NCCL flight recorder dumps under {uri}"):
+            s3 = ctx.client("s3")
+            keys = [obj["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket,
+                                                                                          Prefix=key_prefix)
+                    for obj in page.get("Contents", []) if rank_of(obj["Key"], file_prefix) is not None]
+            for key in keys[:MAX_DUMPS]:
+                rank = rank_of(key, file_prefix)
+                body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+                try:
+                    dumps.append(parse_dump(int(rank or 0), f"s3://{bucket}/{key}", load_dump(body)))
+                except DumpError as exc:
+                    gaps.add(f"the flight recorder dump s3://{bucket}/{key}", "UnreadableDump", str(exc))
+    return dumps
+
+
+def node_xids(events: list[LogEvent], now: datetime) -> dict[str, list[dict[str, Any]]]:
+    """Xid lines in the job's log groups (the nodes' syslog/dmesg streams), by host key, worst first."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for event in events:
+        if "NVRM: Xid" not in event.text:
+            continue
+        key = host_key(event.host) or host_key(event.instance_id)
+        for xid in parse_kernel_log(event.text, now):
+            found.setdefault(key or "?", []).append(_xid_facts(xid, event))
+    for items in found.values():
+        items.sort(key=lambda x: -ACTION_RANK.get(x["action"], 0))
+    return found
+
+
+def _xid_facts(xid: Any, event: LogEvent) -> dict[str, Any]:
+    """The few facts of a parsed Xid the finding quotes (kept in one place: the Xid parser's shape may change)."""
+    return {"xid": xid.xid, "meaning": xid.info.meaning, "action": xid.action, "pci": xid.pci,
+            "time": event.time.isoformat(timespec="seconds"), "line": xid.line[-240:]}
+
+
+def explains(xids: list[dict[str, Any]]) -> bool:
+    """An Xid that needs the GPU reset, the node rebooted or the GPU replaced explains a rank that stopped."""
+    return any(ACTION_RANK.get(x["action"], 0) >= ACTION_RANK["reset"] for x in xids)
+
+
+def cross_reference(ctx: CheckContext, instances: list[Instance], hyperpod_ids: list[str]) -> tuple[
+        dict[str, dict[str, Any]], list[str]]:
+    """Per suspect instance (or HyperPod node id): EFA error counts, a Spot interruption, the HyperPod status;
+    and what could not be looked at (never an error of this check: it names the culprit without them)."""
+    facts: dict[str, dict[str, Any]] = {i.id: {} for i in instances}
+    facts.update({node: {} for node in hyperpod_ids})
+    missing: list[str] = []
+    ids = {i.id for i in instances}
+    if ids:
+        try:
+            metrics = cluster_metrics(ctx)
+            for counters in metrics.efa.values():
+                rising = {k: v for k, v in counters.totals.items() if v >= ctx.settings.gpu.efa_min_events}
+                if counters.instance_id in ids and rising:
+                    totals = facts[counters.instance_id].setdefault("efa_errors", {})
+                    for name, value in rising.items():
+                        totals[name] = totals.get(name, 0.0) + value
+        except Exception as exc:
+            missing.append(_why("EFA error counters", exc))
+    if any(i.lifecycle == "spot" for i in instances):
+        try:
+            spot = ctx.shared(SPOT_KEY, lambda: load_spot_facts(ctx))
+            for item in interruptions(ctx, spot):
+                if item.instance_id in ids:
+                    facts[item.instance_id]["spot_interruption"] = item.sentence(ctx.now)
+        except Exception as exc:
+            missing.append(_why("Spot interruption notices", exc))
+    cluster = ctx.inventory.hyperpod.name if ctx.inventory.hyperpod else ctx.settings.hyperpod.cluster_name
+    if cluster and hyperpod_ids:
+        try:
+            for node in list_hyperpod_nodes(ctx.client("sagemaker"), cluster):
+                if node.node_id in facts:
+                    facts[node.node_id]["hyperpod_status"] = node.status + (f" ({node.message})" if node.message
+                                                                            else "")
+        except Exception as exc:
+            missing.append(_why(f"HyperPod node status in {cluster}", exc))
+    return facts, missing
+
+
+def _why(what: str, exc: Exception) -> str:
+    failure = describe_aws_failure(exc)
+    return f"{what}: {failure.code} ({failure.iam_action or failure.message})" if failure else f"{what}: {exc}"
+
+
+def training_iam(*checks: type[Check]) -> tuple[str, ...]:
+    own = ("logs:DescribeLogGroups", "logs:DescribeLogStreams", "logs:FilterLogEvents", "s3:GetObject", "s3:ListBucket",
+           "sagemaker:ListClusterNodes")
+    return tuple(sorted({*own, *(a for check in checks for a in check.iam_actions)}))

@@ -1,0 +1,196 @@
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from fmdoctor.durations import format_duration
+from fmdoctor.engine.check import Check, NotApplicable, Unverified
+from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.gaps import Gaps
+from fmdoctor.engine.inventory import Instance
+from fmdoctor.engine.model import Finding, Severity
+from fmdoctor.training.culprit import READABLE, Answer, Evidence, answer, read_evidence
+from fmdoctor.training.flight_recorder import find_laggards
+from fmdoctor.training.hosts import instance_index, resolve
+from fmdoctor.training.logs import JobLogs, discover_groups, is_signature, read_job_logs
+
+from ._training import Progress, checkpoint_progress, cross_reference, explains, flight_recorder_dumps, node_xids
+from ._training import training_iam as _iam
+from .efa_errors import EfaErrors
+from .hyperpod_node_unhealthy import HyperpodNodeUnhealthy
+from .spot_interruption import SpotInterruption
+
+LOGS_KEY = "training.logs"
+HOW_TO_SEE_LOGS = ("ship the job's stdout/stderr to CloudWatch Logs (ParallelCluster: Monitoring/Logs/CloudWatch "
+                   "plus an agent entry for the job's output files; EKS: Container Insights' Fluent Bit) or set "
+                   "training.log_groups, and allow logs:DescribeLogGroups and logs:FilterLogEvents")
+
+
+class TrainingStalled(Check):
+    """The cluster's training job is still making progress (or finished): its newest usable checkpoint is within
+    training.interval_factor of its usual interval, its logs (training.log_groups or the ParallelCluster,
+    HyperPod and Container Insights log groups) hold no NCCL watchdog timeout, peer error or torchrun failure
+    since then, and its flight-recorder dumps (training.flight_recorder) show no rank behind the others.
+
+    When it stalled, the finding names the node(s) that hung it and how: the ranks PyTorch's NCCL flight recorder
+    shows never reaching the collective the others wait at (torch/csrc/distributed/c10d/FlightRecorder.hpp),
+    else the watchdog's "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=...)" lines
+    (ProcessGroupNCCL.cpp), else the host NCCL's "Connection closed by remote peer" (NVIDIA/nccl
+    src/misc/socket.cc) and libfabric EFA's "Peer host id" (aws-ofi-nccl) point at, else torchrun's "Root Cause
+    (first observed failure)" (torch/distributed/elastic/multiprocessing/errors); then what explains it: an Xid
+    (NVIDIA's Xid catalogue), EFA error counters, a Spot interruption, a failed HyperPod node.
+    """
+
+    id = "training-stalled"
+    family = "training"
+    severity = Severity.CRITICAL
+    iam_actions = _iam(EfaErrors, SpotInterruption, HyperpodNodeUnhealthy)
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        inv = ctx.inventory
+        running = [i for i in inv.accelerated_nodes() if i.state == "running"]
+        hyperpod = inv.hyperpod.name if inv.hyperpod else ctx.settings.hyperpod.cluster_name
+        if not running and not hyperpod:
+            raise NotApplicable("no running GPU/Neuron compute node or HyperPod cluster: no training job to judge")
+        progress = None
+        with ctx.guard("the job's checkpoint progress"):
+            progress = checkpoint_progress(ctx)
+        logs = ctx.shared(LOGS_KEY, lambda: load_logs(ctx, hyperpod))
+        logs.gaps.report(ctx)
+        if not logs.groups:
+            ctx.unverified("which node hung the training job (its logs)", "NoLogGroup",
+                           f"no log group found (looked for {', '.join(logs.looked_for)}): {HOW_TO_SEE_LOGS}")
+        dump_gaps = Gaps()
+        dumps = flight_recorder_dumps(ctx, dump_gaps)
+        dump_gaps.report(ctx)
+        evidence = read_evidence(logs.events, logs.streams)
+        laggards = find_laggards(dumps)
+        talking = [e for e in logs.recent if not is_signature(e.text)]
+        since = progress.written if progress else None
+        failed_since = bool(laggards) or (evidence.failures and (since is None or
+                                                                  (evidence.last_failure() or since) > since))
+        if evidence.finished and not failed_since and (since is None or evidence.finished[-1].time >= since):
+            return []  # torch elastic's agents reported the worker group finished
+        if not failed_since and (progress is None or not progress.stale or talking):
+            if progress is None and not logs.readable and not dumps:
+                raise Unverified("neither checkpoints, logs nor flight-recorder dumps could be read")
+            if progress is None and not talking:
+                ctx.unverified("whether the training job still makes progress", "NoProgressSignal",
+                               "its logs are silent and no checkpoint location is configured "
+                               "(checkpoints.locations): " + HOW_TO_SEE_LOGS)
+            return []
+        return [self._finding(ctx, progress, logs, evidence, answer(evidence, laggards), len(dumps), talking)]
+
+    def _finding(self, ctx: CheckContext, progress: Progress | None, logs: JobLogs, evidence: Evidence,
+                 found: Answer, dumps: int, talking: list[Any]) -> Finding:
+        index = instance_index(ctx.inventory)
+        xids = node_xids(logs.events, ctx.now)
+        suspects = []
+        for key in found.culprits:
+            instance = resolve(key, index, evidence.hosts)
+            hyperpod_id = key if key.startswith("i-") and instance is None else None
+            suspects.append((key, instance, hyperpod_id))
+        facts, not_checked = cross_reference(ctx, [i for _, i, _ in suspects if i],
+                                             [h for _, _, h in suspects if h])
+        culprits = [self._culprit(ctx, key, instance, hyperpod_id, found, xids, facts)
+                    for key, instance, hyperpod_id in suspects]
+        conflicts = found.conflicts
+        start = found.stall_start or (progress.written if progress else None)
+        when = (f" since about {start.isoformat(timespec='minutes')} ({format_duration(ctx.now - start)} ago)"
+                if start else "")
+        who = "; ".join(c["summary"] for c in culprits) if culprits else (
+            "the culprit is not named: " + ("no rank-level evidence in the logs" if logs.readable
+                                            else "its logs could not be read"))
+        disagree = ("; the evidence conflicts: " + ", ".join(f"{s} names {', '.join(h)}" for s, h in conflicts.items())
+                    if conflicts else "")
+        resume = f" Resume from {progress.uri}." if progress else ""
+        evidence_out: dict[str, Any] = {
+            "stall_start": start.isoformat(timespec="seconds") if start else None,
+            "culprits": culprits,
+            "named_by": found.source,
+            "corroborated_by": found.corroborated_by,
+            "conflicting": bool(conflicts),
+            "conflicts": conflicts,
+            "sources": found.said,
+            "checkpoint": progress.evidence() if progress else None,
+            "logs": {"groups": logs.groups, "failure_lines": len(logs.events), "lines_in_silence_window": len(talking),
+                     "silence": format_duration(ctx.settings.training.silence), "truncated": logs.truncated},
+            "flight_recorder": {"dumps": dumps, "prefixes": list(ctx.settings.training.flight_recorder)},
+            "not_checked": not_checked,
+        }
+        fixes = [c.pop("fix") for c in culprits if "fix" in c]
+        if fixes and not conflicts:
+            evidence_out["fix"] = fixes
+        hang = bool(found.said) or found.stall_start is not None
+        return self.finding(
+            resource=(culprits[0]["instance"] or culprits[0]["host"]) if culprits else ctx.cluster,
+            summary=f"Training on {ctx.cluster} stalled{when}: {who}{disagree}.{resume}",
+            evidence=evidence_out,
+            severity=Severity.CRITICAL if hang else Severity.WARNING,
+        )
+
+    def _culprit(self, ctx: CheckContext, key: str, instance: Instance | None, hyperpod_id: str | None,
+                 found: Answer, xids: dict[str, list[dict[str, Any]]], facts: dict[str, dict[str, Any]]
+                 ) -> dict[str, Any]:
+        node_id = instance.id if instance else hyperpod_id
+        known = facts.get(node_id or "", {})
+        node_xid = xids.get(key, []) + (xids.get(node_id, []) if node_id else [])
+        reasons = []
+        if explains(node_xid):
+            x = node_xid[0]
+            reasons.append(f"Xid {x['xid']} ({x['meaning']}) at {x['time']}")
+        if "hyperpod_status" in known and not known["hyperpod_status"].startswith("Running"):
+            reasons.append(f"HyperPod status {known['hyperpod_status']}")
+        if "spot_interruption" in known:
+            reasons.append(known["spot_interruption"])
+        if known.get("efa_errors"):
+            reasons.append("EFA errors " + ", ".join(f"{v:g} {k}" for k, v in known["efa_errors"].items()))
+        label = ctx.inventory.label(instance.id) if instance else (f"HyperPod node {hyperpod_id}" if hyperpod_id
+                                                                   else key)
+        ranks = sorted(set(found.ranks.get(key, [])))
+        rank_text = f" (rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))})" if ranks else ""
+        explained = f", explained by {reasons[0]}" if reasons else ", nothing else fmdoctor reads explains it"
+        out: dict[str, Any] = {
+            "host": key, "instance": node_id, "ranks": ranks, "xids": node_xid[:5], **known,
+            "explained_by": reasons[0] if reasons else None, "take_out": None,
+            "summary": f"{label}{rank_text}, named by {READABLE[found.source or '']}{explained}",
+        }
+        out.update(_take_out(ctx, key, instance, hyperpod_id, node_xid))
+        return out
+
+
+def _take_out(ctx: CheckContext, key: str, instance: Instance | None, hyperpod_id: str | None,
+              xids: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fix where the scheduler is known: HyperPod's API (an approved fix), else the Slurm or Kubernetes command."""
+    hyperpod = ctx.inventory.hyperpod.name if ctx.inventory.hyperpod else ctx.settings.hyperpod.cluster_name
+    if hyperpod_id and hyperpod:
+        reboot = bool(xids) and xids[0]["action"] in {"reset", "reboot"}
+        return {"fix": {"action": "reboot-hyperpod-node" if reboot else "replace-hyperpod-node",
+                        "cluster_name": hyperpod, "node_id": hyperpod_id}}
+    if instance is None:
+        return {}
+    tags = instance.tags
+    host = key if key.startswith("ip-") else instance.name
+    reason = shlex.quote(f"fmdoctor training-stalled: hung the job at {ctx.now.isoformat(timespec='minutes')}")
+    if "parallelcluster:cluster-name" in tags:
+        # ParallelCluster's Slurm node names (queue-st-p5-1) are not host names: sinfo maps one to the other.
+        node = f"$(sinfo -h -N -o '%N %n' | awk -v h={shlex.quote(host)} '$2 == h {{print $1}}')"
+        return {"take_out": {"scheduler": "slurm", "host": host,
+                             "command": f'scontrol update NodeName="{node}" State=DRAIN Reason={reason}'}}
+    if any(k == "eks:cluster-name" or k.startswith("kubernetes.io/cluster/") for k in tags):
+        node = f"{host}.{ctx.region}.compute.internal" if ctx.region != "us-east-1" else f"{host}.ec2.internal"
+        return {"take_out": {"scheduler": "eks", "command": f"kubectl cordon {shlex.quote(node)} && kubectl drain "
+                             f"{shlex.quote(node)} --ignore-daemonsets --delete-emptydir-data"}}
+    return {}
+
+
+def load_logs(ctx: CheckContext, hyperpod: str | None) -> JobLogs:
+    training = ctx.settings.training
+    result = JobLogs()
+    logs = ctx.client("logs")
+    groups = list(training.log_groups)
+    if not groups:
+        with result.gaps.guard("the training job's log groups (DescribeLogGroups)"):
+            groups, result.looked_for = discover_groups(logs, ctx.cluster, hyperpod)
+    return read_job_logs(logs, groups, ctx.now, training.log_lookback, training.silence, training.max_log_pages,
+                         result)

@@ -1,0 +1,165 @@
+"""The job's log lines from CloudWatch Logs: which log groups, which lines, and which host wrote each.
+
+Log groups are ``training.log_groups`` when set, otherwise the conventions of the platforms that ship node logs:
+
+* AWS ParallelCluster: ``/aws/parallelcluster/<cluster>-<timestamp>``, one stream per node and log,
+  ``{hostname}.{instance_id}.{logIdentifier}`` (ParallelCluster user guide, "Integration with Amazon CloudWatch
+  Logs", docs.aws.amazon.com/parallelcluster/latest/ug/cloudwatch-logs-v3.html);
+* SageMaker HyperPod: ``/aws/sagemaker/Clusters/<cluster-name>/<cluster-id>``, streams ending in the node's
+  instance id (e.g. ``LifecycleConfig/<instance-group>/<instance-id>``);
+* Container Insights (Fluent Bit on EKS): ``/aws/containerinsights/<cluster>/application``, each event a JSON
+  record whose ``log`` is the container's line and ``kubernetes.host`` the node (Container-Insights-setup-logs-
+  FluentBit in the CloudWatch user guide; aws-samples/amazon-cloudwatch-container-insights fluent-bit.yaml).
+
+Three reads per group: the failure lines over ``training.log_lookback`` (FilterLogEvents with the filter pattern of
+:mod:`fmdoctor.training.signatures`), the names of its streams (which node writes the job's output), and one page of
+everything logged in the last ``training.silence`` — the sign that the job still talks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from fmdoctor.engine.gaps import Gaps
+from fmdoctor.training.signatures import FILTER_PATTERN, FILTER_TERMS
+
+PARALLELCLUSTER = "/aws/parallelcluster/{cluster}-"
+HYPERPOD = "/aws/sagemaker/Clusters/{cluster}/"
+CONTAINER_INSIGHTS = "/aws/containerinsights/{cluster}/application"
+_PC_SUFFIX = re.compile(r"^\d{12}$")  # ParallelCluster's creation timestamp, e.g. testCluster-202202050215
+_PC_STREAM = re.compile(r"^(?P<host>[^.]+)\.(?P<instance>i-[0-9a-f]{8,17})\.(?P<log>.+)$")
+_INSTANCE = re.compile(r"(?<![\w-])(i-[0-9a-f]{8,17})(?![\w-])")
+_IP_HOST = re.compile(r"ip-\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3}")
+ACTIVITY_PAGE = 100
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    group: str
+    stream: str
+    time: datetime
+    text: str
+    host: str | None  # the node that wrote it, as its log names it (ip-10-0-1-23, a pod's node...)
+    instance_id: str | None  # where the stream name carries it (ParallelCluster, HyperPod)
+
+
+@dataclass
+class JobLogs:
+    groups: list[str] = field(default_factory=list)
+    looked_for: list[str] = field(default_factory=list)  # the conventions tried when nothing was configured
+    events: list[LogEvent] = field(default_factory=list)  # the failure lines, oldest first
+    recent: list[LogEvent] = field(default_factory=list)  # anything logged within training.silence
+    truncated: list[str] = field(default_factory=list)  # groups whose failure lines exceeded the page budget
+    streams: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)  # stream -> (host, instance)
+    gaps: Gaps = field(default_factory=Gaps)
+
+    @property
+    def readable(self) -> bool:
+        return bool(self.groups) and len(self.gaps) < len(self.groups)
+
+
+def discover_groups(logs: Any, cluster: str, hyperpod_name: str | None) -> tuple[list[str], list[str]]:
+    """The groups that exist for this cluster's conventions, and the names looked for (for the message)."""
+    prefixes = [(PARALLELCLUSTER.format(cluster=cluster), "parallelcluster"),
+                (CONTAINER_INSIGHTS.format(cluster=cluster), "exact")]
+    prefixes += [(HYPERPOD.format(cluster=name), "prefix") for name in dict.fromkeys(filter(None, (hyperpod_name,
+                                                                                                  cluster)))]
+    found: list[str] = []
+    paginator = logs.get_paginator("describe_log_groups")
+    for prefix, kind in prefixes:
+        for page in paginator.paginate(logGroupNamePrefix=prefix):
+            for group in page.get("logGroups", []):
+                name = group["logGroupName"]
+                if kind == "exact" and name != prefix:
+                    continue
+                if kind == "parallelcluster" and not _PC_SUFFIX.match(name[len(prefix):]):
+                    continue
+                found.append(name)
+    looked_for = [p + ("<timestamp>" if k == "parallelcluster" else "<id>" if k == "prefix" else "")
+                  for p, k in prefixes]
+    return sorted(dict.fromkeys(found)), looked_for
+
+
+def read_group(logs: Any, group: str, now: datetime, lookback: timedelta, silence: timedelta,
+               max_pages: int, into: JobLogs) -> None:
+    start = _millis(now - lookback)
+    pages = logs.get_paginator("filter_log_events").paginate(
+        logGroupName=group, startTime=start, endTime=_millis(now), filterPattern=FILTER_PATTERN)
+    for count, page in enumerate(pages, start=1):
+        # FilterLogEvents matches the pattern's terms anywhere; keep the lines that hold one (moto and older
+        # agents may hand back more than the pattern asks for).
+        into.events += [e for e in _events(group, page.get("events", [])) if is_signature(e.text)]
+        if count >= max_pages and page.get("nextToken"):
+            into.truncated.append(group)
+            break
+    for count, page in enumerate(logs.get_paginator("describe_log_streams").paginate(logGroupName=group), start=1):
+        into.streams.update({s["logStreamName"]: _source(s["logStreamName"]) for s in page.get("logStreams", [])})
+        if count >= max_pages:
+            break
+    recent = logs.filter_log_events(logGroupName=group, startTime=_millis(now - silence), endTime=_millis(now),
+                                    limit=ACTIVITY_PAGE)
+    into.recent += list(_events(group, recent.get("events", [])))
+
+
+def read_job_logs(logs: Any, groups: list[str], now: datetime, lookback: timedelta, silence: timedelta,
+                  max_pages: int, result: JobLogs) -> JobLogs:
+    result.groups = list(groups)
+    for group in groups:
+        with result.gaps.guard(f"the training logs in {group}"):
+            read_group(logs, group, now, lookback, silence, max_pages, result)
+    result.events.sort(key=lambda e: (e.time, e.stream))
+    return result
+
+
+def stream_kind(stream: str) -> str:
+    """A stream's name without its node and numbers: the streams of one job's output on every node share it
+    ('ip-10-0-1-23.i-0abc.training' -> '*.*.training')."""
+    kind = _IP_HOST.sub("*", _INSTANCE.sub("*", stream))
+    return re.sub(r"[0-9a-f]{12,}|\d+", "#", kind)
+
+
+def is_signature(text: str) -> bool:
+    return any(term in text for term in FILTER_TERMS)
+
+
+def _events(group: str, raw: Iterable[dict[str, Any]]) -> Iterable[LogEvent]:
+    for event in raw:
+        stream = event.get("logStreamName", "")
+        text, record_host = _unwrap(event.get("message", ""))
+        host, instance = _source(stream)
+        yield LogEvent(group, stream, datetime.fromtimestamp(event["timestamp"] / 1000, UTC), text,
+                       record_host or host, instance)
+
+
+def _unwrap(message: str) -> tuple[str, str | None]:
+    """A Fluent Bit record's container line and node; any other message as it is."""
+    if message.startswith("{"):
+        try:
+            record = json.loads(message)
+        except ValueError:
+            return message, None
+        if isinstance(record, dict) and isinstance(record.get("log"), str):
+            kubernetes = record.get("kubernetes")
+            host = kubernetes.get("host") if isinstance(kubernetes, dict) else None
+            return record["log"].rstrip("\n"), host if isinstance(host, str) else None
+    return message, None
+
+
+def _source(stream: str) -> tuple[str | None, str | None]:
+    """(host, instance id) a stream name carries: ParallelCluster's 'host.instance.log', a HyperPod stream
+    ending in the instance id, a Fluent Bit stream prefixed with the node's name."""
+    parallelcluster = _PC_STREAM.match(stream)
+    if parallelcluster:
+        return parallelcluster["host"], parallelcluster["instance"]
+    instance = _INSTANCE.search(stream)
+    host = _IP_HOST.search(stream)
+    return (host.group(0) if host else None), (instance.group(1) if instance else None)
+
+
+def _millis(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)

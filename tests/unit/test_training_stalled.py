@@ -1,0 +1,184 @@
+"""training-stalled against moto: the job's logs in CloudWatch Logs (fixtures in tests/fixtures/training, real
+formats), its checkpoints in S3 and its NCCL flight-recorder dumps in S3."""
+
+from __future__ import annotations
+
+import pickle
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from fmdoctor.demo.metrics import describe_nodes
+from fmdoctor.demo.seed_health import dcp_files, write_checkpoint
+from fmdoctor.demo.seed_training import put_lines
+from fmdoctor.engine.model import Severity
+
+from ..conftest import CLUSTER, REGION
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "training"
+BUCKET = "team-ckpt"
+LOCATION = f"s3://{BUCKET}/llm/run-9/"
+PC_GROUP = f"/aws/parallelcluster/{CLUSTER}-202605010815"
+ONLY = ["training-stalled"]
+
+
+@pytest.fixture
+def job(builder, aws):
+    """Three p4d nodes of a ParallelCluster (Slurm) cluster, and the bucket the job checkpoints to."""
+    builder.security_group("efa", self_ingress=True, self_egress=True)
+    ids = builder.launch(["gpu-1", "gpu-2", "gpu-3"], "p4d.24xlarge", "private-a", ["efa"],
+                         extra_tags={"parallelcluster:cluster-name": CLUSTER})
+    aws.client("s3").create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+    nodes = {n.name: n for n in describe_nodes(aws.client("ec2"), dict(zip(ids, ["gpu-1", "gpu-2", "gpu-3"],
+                                                                           strict=True)))}
+    return aws, nodes
+
+
+def host(node) -> str:
+    return "ip-" + node.private_ip.replace(".", "-")
+
+
+def load_fixture(aws, nodes, name: str, group: str) -> None:
+    """Put a fixture's events into moto's CloudWatch Logs, one PutLogEvents per stream."""
+    logs = aws.client("logs")
+    if not logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]:
+        logs.create_log_group(logGroupName=group)
+    now = datetime.now(UTC)
+    streams: dict[str, list[tuple[datetime, str]]] = {}
+    for line in (FIXTURES / name).read_text().splitlines():
+        if line.startswith("#"):
+            continue
+        minutes, stream, message = line.split("|", 2)
+        for node_name, node in nodes.items():
+            for token, value in ((f"<{node_name}:id>", node.id), (f"<{node_name}>", host(node))):
+                stream, message = stream.replace(token, value), message.replace(token, value)
+        streams.setdefault(stream, []).append((now - timedelta(minutes=int(minutes)), message))
+    for stream, lines in streams.items():
+        put_lines(logs, group, stream, lines)
+
+
+def checkpoints(aws, minutes_ago: list[int]) -> None:
+    now = datetime.now(UTC)
+    for n, minutes in enumerate(sorted(minutes_ago, reverse=True)):
+        write_checkpoint(aws, BUCKET, "llm/run-9/", f"step-{(n + 1) * 500:06d}", dcp_files(shards=2),
+                         now - timedelta(minutes=minutes))
+
+
+def dump(rank: int, enqueued: int, completed: int, world: int = 24) -> bytes:
+    """A rank's flight-recorder dump as c10d pickles it (FlightRecorder.hpp keys, version 2.4)."""
+    created = int((datetime.now(UTC) - timedelta(minutes=34)).timestamp() * 1e9)
+    entries = [{"record_id": seq, "pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": seq,
+                "p2p_seq_id": 0, "op_id": seq, "profiling_name": "nccl:all_reduce",
+                "time_created_ns": created + seq, "input_sizes": [[262144000]], "input_dtypes": ["BFloat16"],
+                "output_sizes": [[262144000]], "output_dtypes": ["BFloat16"],
+                "state": "completed" if seq <= completed else "started", "time_discovered_started_ns": None,
+                "time_discovered_completed_ns": None, "retired": seq <= completed, "timeout_ms": 1800000,
+                "is_p2p": False, "frames": [{"name": "all_reduce", "filename": "distributed_c10d.py", "line": 2501}]}
+               for seq in range(enqueued - 3, enqueued + 1)]
+    return pickle.dumps({
+        "version": "2.4", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(world)))}},
+        "pg_status": {"0": {"last_enqueued_collective": enqueued, "last_started_collective": -1,
+                            "last_completed_collective": completed}},
+        "entries": entries,
+    }, protocol=2)
+
+
+def test_a_hang_with_one_culprit_names_it_from_the_flight_recorder(job, run_checks):
+    aws, nodes = job
+    load_fixture(aws, nodes, "hang-one-culprit.log", PC_GROUP)
+    checkpoints(aws, [180, 150, 120, 90, 60, 38])  # every 30 minutes, until the hang
+    s3 = aws.client("s3")
+    for rank in range(24):  # rank 13 (GPU 5 of gpu-2) never enqueued collective 5210
+        enqueued, completed = (5209, 5209) if rank == 13 else (5210, 5209)
+        s3.put_object(Bucket=BUCKET, Key=f"fr/job-77/nccl_trace_rank_{rank}", Body=dump(rank, enqueued, completed))
+    report = run_checks(ONLY, checkpoints={"locations": [LOCATION]},
+                        training={"flight_recorder": [f"s3://{BUCKET}/fr/job-77/nccl_trace_rank_"]})
+    assert report.errors == []
+    [finding] = report.findings
+    culprit = nodes["gpu-2"]
+    assert finding.severity is Severity.CRITICAL and finding.resource == culprit.id
+    evidence = finding.evidence
+    assert [c["instance"] for c in evidence["culprits"]] == [culprit.id]
+    assert evidence["named_by"] == "flight-recorder" and evidence["culprits"][0]["ranks"] == [13]
+    assert set(evidence["corroborated_by"]) >= {"nccl-watchdog"} and not evidence["conflicting"]
+    assert "collective 5210 (nccl:all_reduce); rank 13 at 5209" in evidence["sources"]["flight-recorder"]
+    assert evidence["culprits"][0]["xids"][0]["xid"] == 48
+    assert "Xid 48" in finding.summary and "gpu-2" in finding.summary and "step-003000" in finding.summary
+    command = evidence["culprits"][0]["take_out"]["command"]
+    assert command.startswith("scontrol update NodeName=\"$(sinfo -h -N -o '%N %n' | awk -v h=" + host(culprit))
+    assert "State=DRAIN Reason='fmdoctor training-stalled: hung the job at " in command
+    assert "fix" not in evidence  # Slurm drains by command, not through an AWS API fmdoctor would call
+
+
+def test_the_same_hang_without_dumps_is_named_by_the_watchdog_silence(job, run_checks):
+    aws, nodes = job
+    load_fixture(aws, nodes, "hang-one-culprit.log", PC_GROUP)
+    checkpoints(aws, [180, 150, 120, 90, 60, 38])
+    [finding] = run_checks(ONLY, checkpoints={"locations": [LOCATION]}).findings
+    assert finding.evidence["named_by"] == "nccl-watchdog"
+    assert [c["instance"] for c in finding.evidence["culprits"]] == [nodes["gpu-2"].id]
+    assert "16 rank(s) timed out in ALLREDUCE at collective 5210" in finding.evidence["sources"]["nccl-watchdog"]
+
+
+def test_a_culprit_found_only_through_nccl_peer_errors(builder, aws, run_checks):
+    builder.security_group("efa", self_ingress=True, self_egress=True)
+    ids = builder.launch(["gpu-1", "gpu-2", "gpu-3"], "p4d.24xlarge", "private-a", ["efa"],
+                         extra_tags={"eks:cluster-name": CLUSTER})
+    nodes = {n.name: n for n in describe_nodes(aws.client("ec2"), dict(zip(ids, ["gpu-1", "gpu-2", "gpu-3"],
+                                                                           strict=True)))}
+    load_fixture(aws, nodes, "peer-errors-container-insights.log", f"/aws/containerinsights/{CLUSTER}/application")
+    report = run_checks(ONLY)  # no checkpoints configured: the peer errors alone say it hung
+    [finding] = report.findings
+    assert finding.evidence["named_by"] == "peer-errors"
+    assert [c["instance"] for c in finding.evidence["culprits"]] == [nodes["gpu-3"].id]
+    node = f"{host(nodes['gpu-3'])}.{REGION}.compute.internal"
+    assert finding.evidence["culprits"][0]["take_out"]["command"].startswith(f"kubectl cordon {node} ")
+    assert finding.evidence["logs"]["groups"] == [f"/aws/containerinsights/{CLUSTER}/application"]
+
+
+def test_conflicting_evidence_is_reported_as_such_and_proposes_no_fix(job, run_checks):
+    aws, nodes = job
+    load_fixture(aws, nodes, "conflicting.log", PC_GROUP)
+    checkpoints(aws, [150, 120, 90, 60])
+    [finding] = run_checks(ONLY, checkpoints={"locations": [LOCATION]}).findings
+    evidence = finding.evidence
+    assert evidence["named_by"] == "nccl-watchdog" and evidence["conflicting"] is True
+    assert [c["instance"] for c in evidence["culprits"]] == [nodes["gpu-2"].id]
+    assert evidence["conflicts"] == {"peer-errors": [host(nodes["gpu-3"])]}
+    assert "the evidence conflicts: peer-errors names " + host(nodes["gpu-3"]) in finding.summary
+    assert "fix" not in evidence
+
+
+def test_a_slow_but_progressing_job_has_no_finding(job, run_checks):
+    aws, nodes = job
+    load_fixture(aws, nodes, "slow-progress.log", PC_GROUP)
+    checkpoints(aws, [160, 130, 100, 70, 40])  # 30 minutes apart; the newest is 40 minutes old, under 2x
+    report = run_checks(ONLY, checkpoints={"locations": [LOCATION]})
+    assert report.findings == [] and report.errors == [] and report.stats.checks_run == ONLY
+
+
+def test_a_finished_job_has_no_finding(job, run_checks):
+    aws, nodes = job
+    load_fixture(aws, nodes, "finished.log", PC_GROUP)
+    checkpoints(aws, [240, 210, 180, 150, 121])  # its last save, two hours ago
+    report = run_checks(ONLY, checkpoints={"locations": [LOCATION]})
+    assert report.findings == [] and report.errors == []
+
+
+def test_without_logs_it_says_what_it_could_not_see_never_healthy(job, run_checks):
+    aws, _ = job
+    checkpoints(aws, [180, 150, 120])  # stopped an hour and a half after the usual 30 minutes
+    report = run_checks(ONLY, checkpoints={"locations": [LOCATION]})
+    [finding] = report.findings
+    assert finding.severity is Severity.WARNING and "culprit is not named: its logs could not be read" in (
+        finding.summary)
+    [error] = report.errors
+    assert error.code == "NoLogGroup" and f"/aws/parallelcluster/{CLUSTER}-<timestamp>" in error.message
+    assert "training.log_groups" in error.message
+
+
+def test_nothing_readable_at_all_is_unverified_not_healthy(job, run_checks):
+    report = run_checks(ONLY)
+    assert report.findings == [] and report.skipped == []
+    assert {e.code for e in report.errors} == {"NoLogGroup"}
