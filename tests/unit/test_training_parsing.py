@@ -59,7 +59,8 @@ def test_torchrun_root_cause_as_one_event_or_one_per_line(joined):
 def test_host_names_of_one_node_agree():
     assert {host_key(n) for n in ("ip-10-0-1-23", "ip-10-0-1-23.ec2.internal", "10.0.1.23",
                                   "IP-10-0-1-23.us-west-2.compute.internal")} == {"ip-10-0-1-23"}
-    assert stream_kind("ip-10-0-1-23.i-0abcdef0123456789.training") == stream_kind("ip-10-0-9-4.i-0fedcba9876543210.training")
+    assert stream_kind("ip-10-0-1-23.i-0abcdef0123456789.training") == stream_kind(
+        "ip-10-0-9-4.i-0fedcba9876543210.training")
 
 
 def test_a_silent_host_is_one_whose_job_stream_logged_no_timeout():
