@@ -56,7 +56,7 @@ def checkpoint_progress(ctx: CheckContext) -> Progress | None:
         return None
     facts = checkpoint_facts(ctx)
     facts.gaps.report(ctx)
-    picked = facts.newest_usable(settings.checkpoints.incomplete_size_ratio)
+    picked = facts.newest_usable()
     if picked is None:
         return None
     scan, checkpoint = picked
