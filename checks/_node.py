@@ -36,11 +36,12 @@ def identity(ctx: CheckContext) -> NodeIdentity:
 
 
 def unknown_type(ctx: CheckContext, who: NodeIdentity, what: str) -> None:
-    """Say that a count could not be compared: IMDS named no type we know (or answered something else)."""
+    """Say that a count could not be compared: IMDS named no type we know (or answered something else), and the
+    node's own listing (/sys) could not be read either."""
     answered = repr(who.instance_type[:60]) if who.instance_type else "nothing"
     ctx.unverified(f"whether {ctx.host.name} sees every {what} of its instance type", code="UnknownInstanceType",
                    message=f"IMDS latest/meta-data/instance-type answered {answered}, not a type whose {what} count "
-                           "fmdoctor knows")
+                           "fmdoctor knows, and /sys could not be read to count them")
 
 
 def nvidia_identity(ctx: CheckContext) -> NodeIdentity:
