@@ -11,7 +11,7 @@ import pytest
 from fmdoctor.config import Settings
 from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.model import Severity, Status
-from fmdoctor.node import gpu_memory, nvidia_smi
+from fmdoctor.node import fi_info, gpu_memory, nvidia_smi
 from fmdoctor.node.replay import ReplayHost, files_from_head
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "node"
@@ -251,6 +251,55 @@ def test_efa_provider_devices_against_the_instance_type():
     assert thin.severity is Severity.WARNING
     assert (thin.evidence["devices"], thin.evidence["expected_devices"]) == (4, 32)
     assert thin.evidence["device_names"] == ["rdmap16s27", "rdmap32s27", "rdmap144s27", "rdmap160s27"]
+
+
+# fi_info -p efa as libfabric's EFA provider printed it over the years (sources in tests/fixtures/node/README.md):
+# provider versions 2.0 and 3.0 with the utility providers ofi_rxd/ofi_rxr stacked on it, libfabric 1.12's
+# "EFA-fe80::..." fabric and efa_0 domain, 1.22/2.0's "efa" fabric, and 2.1's second fabric "efa-direct" listing
+# every device's RDM endpoint a second time.
+@pytest.mark.parametrize("name, devices, versions", [
+    ("fi_info-efa-prov2.0-c5n.txt", ["efa_0"], ["2.0"]),
+    ("fi_info-efa-prov3.0-p3dn.txt", ["efa_0"], ["3.0"]),
+    ("fi_info-efa-libfabric1.12-hpc6a.txt", ["efa_0"], ["112.0"]),
+    ("fi_info-efa-p4d.txt", ["rdmap16s27", "rdmap32s27", "rdmap144s27", "rdmap160s27"], ["122.0"]),
+    ("fi_info-efa-p5en.txt", None, ["200.0"]),
+    ("fi_info-efa-libfabric2.1-p5en.txt", None, ["201.0"]),
+])
+def test_fi_info_from_every_libfabric_generation_counts_each_device_once(name, devices, versions):
+    provider = fi_info.parse(fixture(name))
+    if devices is None:  # the p5en's 16 devices, whichever libfabric printed them
+        devices = fi_info.parse(fixture("fi_info-efa-p5en.txt")).devices
+        assert len(devices) == 16
+    assert provider.devices == devices and provider.versions == versions and provider.rdm
+    assert provider.endpoint_types == ["FI_EP_RDM", "FI_EP_DGRAM"]
+
+
+@pytest.mark.parametrize("instance_type, name", [
+    ("c5n.18xlarge", "fi_info-efa-prov2.0-c5n.txt"),
+    ("p3dn.24xlarge", "fi_info-efa-prov3.0-p3dn.txt"),
+    ("hpc6a.48xlarge", "fi_info-efa-libfabric1.12-hpc6a.txt"),
+    ("p5en.48xlarge", "fi_info-efa-libfabric2.1-p5en.txt"),
+])
+def test_a_healthy_node_passes_whichever_libfabric_it_runs(instance_type, name):
+    # Kernels of that era named the device efa_0 in /sys/class/infiniband; c5n is not in fmdoctor's type table,
+    # so the node's own listing is what the provider is compared with.
+    efa_0 = {"/sys/class/infiniband/efa_0/device/uevent": (
+        "DRIVER=efa\nPCI_CLASS=20000\nPCI_ID=1D0F:EFA0\nPCI_SUBSYS_ID=1D0F:EFA0\nPCI_SLOT_NAME=0000:00:06.0\n"
+        "MODALIAS=pci:v00001D0Fd0000EFA0sv00001D0Fsd0000EFA0bc02sc00i00\n")}
+    host = ReplayHost({"fi_info": ok(fixture(name))}, files=efa_0 if "efa_0" in fixture(name) else None,
+                      instance_type=instance_type)
+    report = check(host, "node-efa-provider")
+    assert report.findings == [] and report.errors == [] and report.status is Status.OK
+
+
+def test_efa_direct_entries_do_not_hide_a_missing_device():
+    """libfabric 2.1 lists each device under both fabrics: a p5en.48xlarge that lost two devices sees 14, not 28."""
+    lines = fixture("fi_info-efa-libfabric2.1-p5en.txt").splitlines(keepends=True)
+    blocks = ["".join(lines[i:i + 6]) for i in range(0, len(lines), 6)]
+    kept = "".join(b for b in blocks if "rdmap200s0-" not in b and "rdmap201s0-" not in b)
+    [thin] = check(ReplayHost({"fi_info": ok(kept)}, instance_type="p5en.48xlarge"), "node-efa-provider").findings
+    assert thin.severity is Severity.WARNING
+    assert (thin.evidence["devices"], thin.evidence["expected_devices"]) == (14, 16)
 
 
 def test_no_efa_provider_is_critical():
