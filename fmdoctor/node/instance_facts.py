@@ -8,9 +8,11 @@ multiple network cards can be configured with one EFA per network card. All othe
 support only one EFA per instance" (docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html). Trainium2 device
 counts (16 per trn2.48xlarge and trn2u.48xlarge) are the Neuron "Amazon EC2 Trn2 Architecture" page's.
 
-Where AWS documents a type's network cards but not how many of them carry EFA (p6-b300.48xlarge and
-p6e-gb200.36xlarge: 17 cards each), the count is None: EFA is supported, the count is not verified. Unknown
-types are not guessed at; the checks read the node itself instead (:mod:`fmdoctor.node.sysfs`).
+Where the pages give a type's network cards but not how many of them carry EFA, DescribeInstanceTypes decides
+(``NetworkInfo.EfaInfo.MaximumEfaInterfaces``): p6-b300.48xlarge has 17 cards, card 0 without EFA, so 16. A type
+neither says (p6e-gb200.36xlarge) has the count None: EFA is supported, the count is not verified. Unknown types
+are not guessed at; the checks read the node itself instead (:mod:`fmdoctor.node.sysfs`). A unit test holds the
+table to DescribeInstanceTypes' answers as moto serves them (generated from real responses).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ KNOWN_TYPES: dict[str, TypeFacts] = {
     "p5e.48xlarge": _training(gpus=8, efa=32),
     "p5en.48xlarge": _training(gpus=8, efa=16),
     "p6-b200.48xlarge": _training(gpus=8, efa=8),
-    "p6-b300.48xlarge": _training(gpus=8, efa=None),
+    "p6-b300.48xlarge": _training(gpus=8, efa=16),
     "p6e-gb200.36xlarge": _training(gpus=4, efa=None),
     **_sizes("g5", _G5_G6),
     **_sizes("g6", _G5_G6),

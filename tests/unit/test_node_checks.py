@@ -363,5 +363,5 @@ def test_unknown_gpu_type_without_efa_is_not_verified_rather_than_failed():
 def test_a_type_whose_efa_count_aws_does_not_document_is_checked_against_the_node_and_said():
     files = files_from_head(fixture("pci-uevents-g7e.txt"))
     report = check(ReplayHost({"fi_info": ok(fixture("fi_info-efa-trn1.txt"))}, files=files,
-                              instance_type="p6-b300.48xlarge"), "node-efa-provider")
+                              instance_type="p6e-gb200.36xlarge"), "node-efa-provider")
     assert report.findings == [] and [e.code for e in report.errors] == ["EfaCountUndocumented"]
