@@ -14,7 +14,7 @@ import fmdoctor
 from fmdoctor.config import Settings
 from fmdoctor.demo.runtime import demo_environment, demo_settings
 from fmdoctor.engine.api import Connection, Doctor
-from fmdoctor.node.replay import ReplayHost
+from fmdoctor.node.replay import ReplayHost, files_from_head
 
 ROOT = Path(fmdoctor.__file__).resolve().parent.parent
 RUNBOOKS = ROOT / "runbooks"
@@ -56,6 +56,9 @@ def node_findings():
     def out(name):
         return (0, (FIXTURES / name).read_text(), "")
 
+    def head(name, lines):
+        return (0, "".join((FIXTURES / name).read_text().splitlines(True)[:lines]), "")
+
     memory = "nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT"
     hosts = [
         ReplayHost({"nvidia-smi": out("nvidia-smi-p5-degraded.csv"), "journalctl": out("journalctl-k-xid.log"),
@@ -65,6 +68,10 @@ def node_findings():
         ReplayHost({"nvidia-smi": out("nvidia-smi-v100-p3dn.csv"), memory: out("nvidia-smi-q-memory-v100-retired.txt"),
                     "journalctl": (0, SXIDS + XIDS, "")}, instance_type="p3dn.24xlarge"),
         ReplayHost({"neuron-ls": (0, "[]", "")}, instance_type="trn1.32xlarge"),
+        # A type fmdoctor does not know: the node's own PCI bus and /sys/class/infiniband give the counts.
+        ReplayHost({"nvidia-smi": head("nvidia-smi-p5-healthy.csv", 6),  # 6 of its 8 GPUs, 1 of its 4 EFA devices
+                    memory: out("nvidia-smi-q-memory-h100-healthy.txt"), "fi_info": head("fi_info-efa-trn1.txt", 6)},
+                   files=files_from_head((FIXTURES / "pci-uevents-g7e.txt").read_text()), instance_type="g7e.48xlarge"),
     ]
     doctor = Doctor(settings=Settings(), clock=lambda: now)
     return [f for host in hosts for f in doctor.check_local(host=host).findings]
@@ -105,3 +112,6 @@ def test_node_runbooks_render_for_every_kind_of_finding():
                        "restart-fabric-manager", "read-catalogue", "reset", "reboot", "restart-app", "monitor"}
     health = {f.evidence.get("action") for f in findings if f.check == "node-gpu-health"}
     assert health >= {"replace", "reset", "reboot", "free-memory", None}
+    unknown = [render(f, "node", "local")[1] for f in findings if f.evidence.get("instance_type") == "g7e.48xlarge"]
+    assert any("the expected count is its PCI bus's" in p for p in unknown)
+    assert any("4 EFA devices expected by its /sys/class/infiniband" in p for p in unknown)
