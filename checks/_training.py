@@ -16,7 +16,8 @@ from fmdoctor.engine.errors import describe_aws_failure
 from fmdoctor.engine.gaps import Gaps
 from fmdoctor.engine.hyperpod import list_hyperpod_nodes
 from fmdoctor.engine.inventory import Instance
-from fmdoctor.node.xid import ACTION_RANK, parse_kernel_log
+from fmdoctor.node.xid import parse_kernel_log
+from fmdoctor.node.xid_catalogue import ACTION_ORDER
 from fmdoctor.spot.sources import SHARED_KEY as SPOT_KEY
 from fmdoctor.spot.sources import load_spot_facts
 from fmdoctor.training.culprit import host_key
@@ -100,19 +101,20 @@ def node_xids(events: list[LogEvent], now: datetime) -> dict[str, list[dict[str,
         for xid in parse_kernel_log(event.text, now):
             found.setdefault(key or "?", []).append(_xid_facts(xid, event))
     for items in found.values():
-        items.sort(key=lambda x: -ACTION_RANK.get(x["action"], 0))
+        items.sort(key=lambda x: -ACTION_ORDER.index(x["action"]))
     return found
 
 
 def _xid_facts(xid: Any, event: LogEvent) -> dict[str, Any]:
     """The few facts of a parsed Xid the finding quotes (kept in one place: the Xid parser's shape may change)."""
-    return {"xid": xid.xid, "meaning": xid.info.meaning, "action": xid.action, "pci": xid.pci,
+    verdict = xid.verdict
+    return {"xid": xid.xid, "meaning": verdict.description, "action": verdict.action, "pci": xid.pci,
             "time": event.time.isoformat(timespec="seconds"), "line": xid.line[-240:]}
 
 
 def explains(xids: list[dict[str, Any]]) -> bool:
     """An Xid that needs the GPU reset, the node rebooted or the GPU replaced explains a rank that stopped."""
-    return any(ACTION_RANK.get(x["action"], 0) >= ACTION_RANK["reset"] for x in xids)
+    return any(ACTION_ORDER.index(x["action"]) >= ACTION_ORDER.index("reset") for x in xids)
 
 
 def cross_reference(ctx: CheckContext, instances: list[Instance], hyperpod_ids: list[str]) -> tuple[

@@ -164,7 +164,7 @@ def _take_out(ctx: CheckContext, key: str, instance: Instance | None, hyperpod_i
     """The fix where the scheduler is known: HyperPod's API (an approved fix), else the Slurm or Kubernetes command."""
     hyperpod = ctx.inventory.hyperpod.name if ctx.inventory.hyperpod else ctx.settings.hyperpod.cluster_name
     if hyperpod_id and hyperpod:
-        reboot = bool(xids) and xids[0]["action"] in {"reset", "reboot"}
+        reboot = bool(xids) and xids[0]["action"] in {"reset", "reboot", "restart-vm"}
         return {"fix": {"action": "reboot-hyperpod-node" if reboot else "replace-hyperpod-node",
                         "cluster_name": hyperpod, "node_id": hyperpod_id}}
     if instance is None:

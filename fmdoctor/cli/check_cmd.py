@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target, split_ids
 from fmdoctor.cli.progress import StderrProgress
 from fmdoctor.config import load_settings
 from fmdoctor.engine.api import Doctor
+from fmdoctor.engine.errors import UsageError
+from fmdoctor.engine.host import Host, LocalHost
+from fmdoctor.engine.model import Report
 from fmdoctor.engine.registry import default_registry
 from fmdoctor.report import RENDERERS
 from fmdoctor.report.text import make_console, write_text
@@ -32,6 +36,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-progress", action="store_true", help="never print progress on stderr")
     parser.add_argument("--local", action="store_true",
                         help="run the on-node checks on this machine (GPU driver, Xid errors, EFA provider, IMDS)")
+    parser.add_argument("--record", metavar="DIR",
+                        help="with --local: also write every command output, file and IMDS answer the node gave to DIR "
+                        "(to replay the verdicts elsewhere with --replay DIR)")
+    parser.add_argument("--replay", metavar="DIR",
+                        help="run the on-node checks on the outputs recorded in DIR by --record, not on this machine")
     parser.add_argument("--checkpoint", action="append", metavar="URI",
                         help="checkpoint location: s3://bucket/prefix, fsx://fs-id/path or /abs/path (repeatable; "
                         "replaces checkpoints.locations)")
@@ -56,11 +65,12 @@ def settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.record and not (args.local or args.replay):
+        raise UsageError("--record DIR records what the node answers: use it with --local")
     progress = StderrProgress(enabled=not args.no_progress)
     try:
-        if args.local:
-            doctor = Doctor(settings=load_settings(args.config), overrides=settings_from_flags(args))
-            report = doctor.check_local(split_ids(args.only), progress)
+        if args.local or args.replay or args.record:
+            report = _check_node(args, progress)
         else:
             default_registry().select(split_ids(args.only))  # an unknown id: exit 3 before the demo is seeded
             with open_target(args, settings_from_flags(args)) as target:
@@ -72,3 +82,33 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(RENDERERS[args.format](report) + "\n")
     return report.exit_code
+
+
+def _check_node(args: argparse.Namespace, progress: StderrProgress) -> Report:
+    """On-node checks on this machine, a --replay recording, or (--local --demo) the demo node's recording."""
+    from fmdoctor.node import recording
+
+    doctor = Doctor(settings=load_settings(args.config), overrides=settings_from_flags(args))
+    host: Host
+    source = args.replay or (demo_recording() if getattr(args, "demo", False) else None)
+    if source:
+        try:
+            host, recorded_at = recording.load(Path(source))
+        except recording.RecordingError as exc:
+            raise UsageError(str(exc),
+                             hint="pass a directory written by 'fmdoctor check --local --record DIR'") from None
+        doctor.clock = lambda: recorded_at
+    else:
+        host = LocalHost()
+    recorder = recording.RecordingHost(host) if args.record else None
+    report = doctor.check_local(split_ids(args.only), progress, host=recorder or host)
+    if recorder:
+        recorder.save(Path(args.record), report.generated_at)
+    return report
+
+
+def demo_recording() -> Path:
+    """The demo GPU node's recorded outputs, shipped with the package (a p5.48xlarge with faults)."""
+    from importlib import resources
+
+    return Path(str(resources.files("fmdoctor.demo").joinpath("node")))

@@ -1,7 +1,8 @@
 """The node fmdoctor runs on, for ``fmdoctor check --local``: commands, files and the instance metadata service.
 
 Node checks only ever touch the host through this interface, so tests replay recorded ``nvidia-smi``,
-``dmesg`` and IMDS output through a fake host instead of needing a GPU node.
+``dmesg``, sysfs and IMDS output through a fake host instead of needing a GPU node, and
+``fmdoctor check --local --record DIR`` can capture everything a node answered.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ class Host(Protocol):
 
     def read_text(self, path: str) -> str | None: ...
 
+    def list_dir(self, path: str) -> list[str] | None:
+        """Names in a directory (sorted); None when it does not exist or cannot be read."""
+        ...
+
     def imds(self, path: str) -> str | None:
         """GET an IMDSv2 path (e.g. 'latest/meta-data/spot/instance-action'); None when absent (404)."""
         ...
@@ -71,6 +76,12 @@ class LocalHost:
         try:
             with open(path, encoding="utf-8", errors="replace") as handle:
                 return handle.read()
+        except OSError:
+            return None
+
+    def list_dir(self, path: str) -> list[str] | None:
+        try:
+            return sorted(os.listdir(path))
         except OSError:
             return None
 

@@ -2,7 +2,10 @@
 
 Each EFA device shows up once per endpoint type, as domains ``rdmap16s27-rdm`` (FI_EP_RDM, what NCCL's
 aws-ofi-nccl plugin uses) and ``rdmap16s27-dgrm`` (FI_EP_DGRAM); the device count is the number of distinct
-names before the suffix.
+names before the suffix. The same holds for every libfabric the EFA installer has shipped: older ones name the
+device ``efa_0`` and the fabric ``EFA-fe80::...`` and add blocks of utility providers layered on EFA
+(``provider: efa;ofi_rxd``), which are not counted; libfabric 2.1 and later list each RDM endpoint twice, under
+the fabrics ``efa`` and ``efa-direct`` (fi_efa(7)), which is still one device.
 """
 
 from __future__ import annotations

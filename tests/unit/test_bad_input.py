@@ -98,7 +98,8 @@ def _node_commands() -> dict:
         return (0, (FIXTURES / name).read_text(), "")
 
     return {"nvidia-smi": ok("nvidia-smi-p5-healthy.csv"), "journalctl": (0, "-- No entries --\n", ""),
-            "fi_info": ok("fi_info-efa-p4d.txt")}
+            "fi_info": ok("fi_info-efa-p4d.txt"),
+            "nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT": ok("nvidia-smi-q-memory-h100-healthy.txt")}
 
 
 @pytest.mark.parametrize("answer", [
