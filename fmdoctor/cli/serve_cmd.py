@@ -81,6 +81,12 @@ def _serve(doctor: Doctor, args: argparse.Namespace) -> int:
     if token is not None and len(token) < 16:
         raise ConfigError("FMDOCTOR_SERVE_TOKEN is too short to be a secret (under 16 characters)",
                           hint="use a random one: openssl rand -hex 32")
+    if not args.no_http:
+        try:
+            import uvicorn  # noqa: F401
+        except ImportError:
+            raise ConfigError("the HTTP endpoint of fmdoctor serve needs uvicorn",
+                              hint="pip install 'fmdoctor[serve]', or run with --no-http") from None
     address = service.start_http(token, enabled=not args.no_http)
     if address:
         hooks = "webhooks on /webhook/alertmanager" if token else "no webhooks (FMDOCTOR_SERVE_TOKEN unset)"
