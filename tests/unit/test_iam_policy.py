@@ -46,7 +46,9 @@ def test_serve_adds_its_queue_and_topic_only(tmp_path, capsys):
                       "  sns_topic_arn: arn:aws:sns:us-west-2:111122223333:fmdoctor-results\n")
     assert main(["iam-policy", "--serve", "--config", str(config)]) == 0
     statements = json.loads(capsys.readouterr().out)["Statement"]
-    by_resource = {s["Resource"]: set(s["Action"]) for s in statements}
+    by_resource: dict[str, set[str]] = {}
+    for statement in statements:
+        by_resource.setdefault(statement["Resource"], set()).update(statement["Action"])
     assert by_resource["arn:aws:sqs:us-west-2:111122223333:fmdoctor-events"] == {
         "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:SendMessage"}
     assert by_resource["arn:aws:sns:us-west-2:111122223333:fmdoctor-results"] == {"sns:Publish"}
