@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from fmdoctor.config import ServeSettings
 from fmdoctor.engine.api import Doctor
 from fmdoctor.serve.http import HttpServer, WebhookIntake, app
@@ -31,15 +33,22 @@ def aws_client(doctor: Doctor, service: str) -> Any:
 def instance_lookup(doctor: Doctor) -> Any:
     """Cluster names from the tags of instances (or of a Capacity Block's instances), via DescribeInstances."""
 
+    clients: dict[str, Any] = {}
+
     def lookup(kind: str, ids: Sequence[str]) -> set[str]:
-        ec2 = aws_client(doctor, "ec2")
+        ec2 = clients.get("ec2") or clients.setdefault("ec2", aws_client(doctor, "ec2"))
         if kind == "instance":
             pages = ec2.get_paginator("describe_instances").paginate(InstanceIds=list(ids)[:200])
         else:
             pages = ec2.get_paginator("describe_instances").paginate(
                 Filters=[{"Name": "capacity-reservation-id", "Values": list(ids)[:200]}])
-        tags = {t["Key"]: t["Value"] for page in pages for r in page.get("Reservations", [])
-                for i in r.get("Instances", []) for t in i.get("Tags", [])}
+        try:
+            tags = {t["Key"]: t["Value"] for page in pages for r in page.get("Reservations", [])
+                    for i in r.get("Instances", []) for t in i.get("Tags", [])}
+        except ClientError as exc:  # an instance that is gone (or never was ours) belongs to no cluster
+            if exc.response.get("Error", {}).get("Code", "").startswith("InvalidInstanceID"):
+                return set()
+            raise
         found = set()
         for name in doctor.settings.clusters:
             keys = doctor.cluster_settings(name).tag_keys
