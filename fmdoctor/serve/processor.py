@@ -1,7 +1,8 @@
 """One message in, one outcome out: parse, de-duplicate, route, investigate, deliver; one log line per event.
 
 Outcomes that acknowledge the message (it is deleted): delivered, duplicate, resolved, ignored, malformed,
-too_large, unknown_event, unknown_cluster. A delivery that fails raises :class:`DeliveryFailed` and the
+too_large, unknown_event, unknown_cluster. ``in_progress`` (another worker of this replica holds the same
+event) leaves the copy on the queue: it comes back as a duplicate, or as the retry if that worker fails. A delivery that fails raises :class:`DeliveryFailed` and the
 message stays on the queue (retried after its visibility timeout, moved to the dead-letter queue by the
 queue's redrive policy after its receive limit). A cancelled investigation raises ``Cancelled``.
 """
@@ -45,8 +46,9 @@ class Processor:
         return [self.handle(event, where, cancel) for event in events]
 
     def handle(self, event: Event, where: str, cancel: threading.Event | None = None) -> str:
-        if not self.ledger.claim(event.id):
-            return self._done(event, where, "duplicate", "the same event is being handled by another worker")
+        if not self.ledger.claim(event.id):  # not acknowledged: if that worker fails, this copy is the retry
+            return self._done(event, where, "in_progress", "the same event is being handled by another worker; "
+                              "this copy stays on the queue until that one is done")
         try:
             return self._handle(event, where, cancel)
         finally:

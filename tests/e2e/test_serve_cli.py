@@ -124,7 +124,7 @@ def stack(moto_server, fake_slack, tmp_path) -> Iterator[dict[str, Any]]:
     config.write_text(json.dumps({
         "clusters": {DEMO_CLUSTER: world.settings},
         "serve": {"queue_url": queue, "slack_channel": CHANNEL, "concurrency": 3, "wait_time": 1,
-                  "visibility_timeout": "4s", "shutdown_grace": "2s", "max_event_bytes": 65536, "port": 0},
+                  "visibility_timeout": "10s", "shutdown_grace": "2s", "max_event_bytes": 65536, "port": 0},
     }))
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "AWS_ACCESS_KEY_ID": "testing",
            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-west-2", "AWS_CONFIG_FILE": os.devnull,
@@ -295,7 +295,11 @@ def test_burst_of_500_events_all_handled_with_bounded_memory(stack):
     wait_for(lambda: serve.metric("fmdoctor_serve_events_total", outcome="delivered") >= 500, 900,
              "500 events delivered")
     wait_for(lambda: queue_depth(sqs, queue) == 0, 60, "the queue to drain")
-    assert serve.metric("fmdoctor_serve_events_total") == 500  # each exactly once
+    # Each posted once. Under load a message may come back while its first copy is still being handled
+    # (at-least-once): that copy is only ever counted as in_progress or duplicate, never posted again.
+    total = serve.metric("fmdoctor_serve_events_total")
+    assert total - 500 == sum(serve.metric("fmdoctor_serve_events_total", outcome=o)
+                              for o in ("in_progress", "duplicate"))
     assert len(channel_posts(slack)) == 500
     assert serve.metric("fmdoctor_serve_in_flight_max") <= 3  # serve.concurrency
     peak_kib = int(next(line.split()[1] for line in Path(f"/proc/{serve.proc.pid}/status").read_text().splitlines()
