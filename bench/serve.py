@@ -24,10 +24,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fmdoctor.config import (
-    ServeSettings,  # noqa: E402
-    Settings,  # noqa: E402
-)
+from results_file import write_section  # noqa: E402
+
+from fmdoctor.config import ServeSettings, Settings  # noqa: E402
 from fmdoctor.demo.runtime import mocked_aws  # noqa: E402
 from fmdoctor.demo.scenario import DemoWorld, seed_network_and_nodes  # noqa: E402
 from fmdoctor.demo.seed_health import seed_spot  # noqa: E402
@@ -36,7 +35,6 @@ from fmdoctor.serve.outputs import SlackOutput, redactor  # noqa: E402
 from fmdoctor.serve.queue import SqsConsumer  # noqa: E402
 from fmdoctor.serve.service import Service  # noqa: E402
 from fmdoctor.slack.testing import BOT_TOKEN, CHANNEL, FakeSlack  # noqa: E402
-from results_file import write_section  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "serve" / "alertmanager-webhook.json"
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
