@@ -28,7 +28,7 @@ import pytest
 
 from fmdoctor.demo.scenario import DEMO_CLUSTER, seed_demo, seed_network_and_nodes
 from fmdoctor.demo.seed_health import seed_spot
-from fmdoctor.slack.testing import BOT_TOKEN, CHANNEL, FakeSlack, start_fake_slack
+from fmdoctor.slack.testing import BOT_TOKEN, CHANNEL, FakeSlack
 
 pytestmark = pytest.mark.e2e
 
@@ -100,14 +100,6 @@ class Serve:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
-
-
-@pytest.fixture
-def fake_slack() -> Iterator[FakeSlack]:
-    server = start_fake_slack()
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture

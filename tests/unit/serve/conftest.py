@@ -17,15 +17,7 @@ from fmdoctor.serve.processor import Processor
 from fmdoctor.serve.routing import Router
 from fmdoctor.serve.service import instance_lookup
 from fmdoctor.serve.state import Ledger, Metrics
-from fmdoctor.slack.testing import BOT_TOKEN, CHANNEL, FakeSlack, start_fake_slack
-
-
-@pytest.fixture
-def fake_slack() -> Iterator[FakeSlack]:
-    server = start_fake_slack()
-    yield server
-    server.shutdown()
-    server.server_close()
+from fmdoctor.slack.testing import BOT_TOKEN, CHANNEL, FakeSlack
 
 
 @dataclass
