@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -135,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     text = table(rows)
     ratio = rows[1]["wall_s"] / rows[0]["wall_s"] if rows[0]["wall_s"] else float("nan")
     text += (f"\nThroughput at concurrency {args.concurrency} is {ratio:.2f}x the baseline's; every event posted "
-             "once in both runs.\n")
+             f"once in both runs. Load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
+             "(CPU time far below wall time means the process waited for a CPU).\n")
     print(text)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
