@@ -243,8 +243,10 @@ def _health(detail: dict[str, Any], env: dict[str, Any], resources: list[str]) -
     instances = tuple(dict.fromkeys(v for v in [*entities, *resources] if v.startswith("i-")))
     descriptions = detail.get("eventDescription") or [{}]
     communication = detail.get("communicationId")
-    if communication:  # a backup copy of the same message carries the same communication id (the schema page)
-        env = {**env, "id": f"health:{env['account']}:{clean(communication, 200)}:{clean(detail.get('page'), 8)}"}
+    if communication:  # a backup copy of the same message carries the same communication id (the schema page);
+        # the status is part of the id so that an update of the same event (open -> closed) is not a duplicate
+        env = {**env, "id": f"health:{env['account']}:{clean(communication, 200)}:{clean(detail.get('page'), 8)}:"
+                            f"{clean(detail.get('statusCode'), 20)}"}
     return Event(**env, kind=HEALTH, title=f"AWS Health {code} ({status})", state=status, firing=status != "closed",
                  repeat_key=f"{HEALTH}:{clean(detail.get('eventArn'), 400) or code}",
                  detail=clean((descriptions[0] or {}).get("latestDescription")), instances=instances)

@@ -2,9 +2,10 @@
 
 Outcomes that acknowledge the message (it is deleted): delivered, duplicate, resolved, ignored, malformed,
 too_large, unknown_event, unknown_cluster. ``in_progress`` (another worker of this replica holds the same
-event) leaves the copy on the queue: it comes back as a duplicate, or as the retry if that worker fails. A delivery that fails raises :class:`DeliveryFailed` and the
-message stays on the queue (retried after its visibility timeout, moved to the dead-letter queue by the
-queue's redrive policy after its receive limit). A cancelled investigation raises ``Cancelled``.
+event) leaves the copy on the queue: it comes back as a duplicate, or as the retry if that worker fails.
+A delivery that fails raises :class:`DeliveryFailed` and the message stays on the queue (retried after its
+visibility timeout, moved to the dead-letter queue by the queue's redrive policy after its receive limit).
+A cancelled investigation raises ``Cancelled``.
 """
 
 from __future__ import annotations

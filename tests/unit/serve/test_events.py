@@ -82,6 +82,9 @@ def test_health_backup_copy_has_the_same_id_as_the_original():
     original["id"], original["detail"]["backupEvent"] = "another-eventbridge-id", "false"
     [a], [b] = parse_body(json.dumps(original), LIMIT), parse_body(json.dumps(backup), LIMIT)
     assert a.id == b.id and a.instances == ("i-abcd1111",) and a.firing
+    backup["detail"]["statusCode"] = "closed"
+    [closed] = parse_body(json.dumps(backup), LIMIT)
+    assert closed.id != a.id and not closed.firing and closed.repeat_key == a.repeat_key  # tells the same thread
 
 
 def test_alertmanager_and_grafana():
