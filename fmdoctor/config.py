@@ -374,6 +374,61 @@ class ExportSettings(_Section):
     cloudwatch_namespace: str = Field("fmdoctor", min_length=1, max_length=255, pattern=r"^[^:].*$")
 
 
+_SERVE_MATCH_KEYS = re.compile(r"^(kind|source|alarm|namespace|metric|endpoint|hyperpod_cluster|instance|title"
+                               r"|label\.[A-Za-z0-9_:./-]+)$")
+
+
+class ServeRoute(_Section):
+    """One routing rule of ``fmdoctor serve``: events whose fields match (shell-style globs) go to ``cluster``
+    and run ``checks`` (ids or families; empty: the event kind's defaults), or are dropped with ``ignore``."""
+
+    match: dict[str, str] = Field(default_factory=dict, description="Event field -> glob, e.g. {alarm: 'gpu-*'}.")
+    cluster: str | None = Field(None, description="Cluster to investigate (default: found from the event).")
+    checks: list[str] = Field(default_factory=list, description="Check ids or families to run.")
+    ignore: bool = Field(False, description="Acknowledge matching events without investigating.")
+
+    @field_validator("match")
+    @classmethod
+    def _match_keys(cls, values: dict[str, str]) -> dict[str, str]:
+        for key, value in values.items():
+            if not _SERVE_MATCH_KEYS.match(key):
+                raise ValueError(f"{key!r} is not an event field to match (kind, source, alarm, namespace, metric, "
+                                 "endpoint, hyperpod_cluster, instance, title, label.NAME)")
+            if not isinstance(value, str):
+                raise ValueError(f"match.{key}: give a string (a glob), not {type(value).__name__}")
+        return values
+
+
+class ServeSettings(_Section):
+    """``fmdoctor serve``: where events come from, where results go, and how events map to clusters."""
+
+    queue_url: str | None = Field(None, description="SQS queue the EventBridge rules feed.")
+    concurrency: int = Field(4, ge=1, le=64, description="Events investigated at once (per replica).")
+    visibility_timeout: Duration = Field(timedelta(minutes=2), description="SQS visibility, extended while busy.")
+    wait_time: int = Field(20, ge=0, le=20, description="SQS long-poll seconds.")
+    shutdown_grace: Duration = Field(timedelta(seconds=30), description="Time in-flight events get on SIGTERM.")
+    repeat_window: Duration = Field(timedelta(hours=6), description="A repeat within it updates the same thread.")
+    reuse_report: Duration = Field(timedelta(seconds=60),
+                                   description="Events for the same cluster and checks within it share one run.")
+    slack_channel: str | None = Field(None, description="Slack channel id to post results to.")
+    webhook_url: str | None = Field(None, description="URL each result is POSTed to as JSON.")
+    webhook_token_env: str | None = Field(None, description="Environment variable with its bearer token.")
+    sns_topic_arn: str | None = Field(None, description="SNS topic each result is published to.")
+    host: str = Field("127.0.0.1", description="Address of the HTTP endpoint (webhooks, /metrics, /healthz).")
+    port: int = Field(9877, ge=0, le=65535)
+    max_body_bytes: int = Field(1 << 20, ge=1024, description="Largest webhook body accepted.")
+    max_event_bytes: int = Field(256 * 1024, ge=1024, description="Largest event parsed (SQS allows 256 KiB).")
+    cluster_label: str = Field("cluster", description="Alertmanager label naming the cluster.")
+    routes: list[ServeRoute] = Field(default_factory=list)
+
+    @field_validator("slack_channel")
+    @classmethod
+    def _channel(cls, value: str | None) -> str | None:
+        if value is not None and not _SLACK_CHANNEL.match(value):
+            raise ValueError(f"{value!r} is not a Slack channel id (C0123ABCD)")
+        return value
+
+
 class Settings(_Section):
     """The whole file. Cluster-level keys at the top are defaults for every cluster."""
 
@@ -397,6 +452,7 @@ class Settings(_Section):
     slack: SlackSettings = Field(default_factory=SlackSettings)
     fleet: FleetSettings = Field(default_factory=FleetSettings)
     export: ExportSettings = Field(default_factory=ExportSettings)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
     source: str | None = Field(None, exclude=True, description="Path the settings were read from.")
 
     @field_validator("clusters", mode="before")

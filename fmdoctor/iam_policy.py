@@ -32,8 +32,9 @@ def _resource_type(arn: str) -> str:
 
 
 def iam_policy(checks: Iterable[Check], runbooks: Iterable[Runbook], remediation: bool = False,
-               partition: str = "aws") -> tuple[dict[str, Any], list[str]]:
-    """``(policy, warnings)``: a policy document, one statement per service and resource pattern."""
+               partition: str = "aws", extra: Iterable[tuple[str, str]] = ()) -> tuple[dict[str, Any], list[str]]:
+    """``(policy, warnings)``: a policy document, one statement per service and resource pattern; ``extra``
+    adds ``(action, resource)`` grants (e.g. :func:`serve_grants`)."""
     checks = list(checks)
     by_id = {r.id: r for r in runbooks}
     grants: dict[tuple[str, str], set[str]] = defaultdict(set)
@@ -47,6 +48,8 @@ def iam_policy(checks: Iterable[Check], runbooks: Iterable[Runbook], remediation
     for check in checks:
         for action in check.iam_actions:
             grant(action)
+    for action, resource in extra:
+        grant(action, resource)
     if remediation:
         for check in checks:
             runbook = by_id.get(check.runbook_id())
@@ -64,3 +67,31 @@ def iam_policy(checks: Iterable[Check], runbooks: Iterable[Runbook], remediation
         sid = _SERVICE_NAMES.get(service, service.capitalize().replace("-", "")) + _resource_type(resource)
         statements.append({"Sid": sid, "Effect": "Allow", "Action": sorted(actions), "Resource": resource})
     return {"Version": "2012-10-17", "Statement": statements}, warnings
+
+
+SERVE_QUEUE_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:SendMessage")
+
+
+def queue_arn(queue_url: str | None, partition: str = "aws") -> str | None:
+    """``https://sqs.REGION.amazonaws.com/ACCOUNT/NAME`` -> ``arn:PARTITION:sqs:REGION:ACCOUNT:NAME``."""
+    match = re.match(r"^https://sqs\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/(\d{12})/([A-Za-z0-9_.-]+)$",
+                     queue_url or "")
+    return f"arn:{partition}:sqs:{match[1]}:{match[2]}:{match[3]}" if match else None
+
+
+def serve_grants(queue_url: str | None, topic_arn: str | None, partition: str = "aws") -> \
+        tuple[list[tuple[str, str]], list[str]]:
+    """What ``fmdoctor serve`` needs beyond its checks: its queue (receive, delete, extend and release
+    visibility, and send for forwarded webhooks), its SNS topic, and DescribeInstances to find an instance's
+    cluster from its tags. ``(grants, warnings)``."""
+    warnings = []
+    queue = queue_arn(queue_url, partition)
+    if queue is None:
+        queue = f"arn:{partition}:sqs:*:*:*"
+        warnings.append("no serve.queue_url in the config: the SQS statement allows every queue; set it to "
+                        "limit the policy to the one queue")
+    grants = [(action, queue) for action in SERVE_QUEUE_ACTIONS]
+    grants.append(("ec2:DescribeInstances", "*"))
+    if topic_arn:
+        grants.append(("sns:Publish", topic_arn))
+    return grants, warnings

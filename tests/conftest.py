@@ -169,3 +169,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if str(item.path).startswith(E2E_DIR + os.sep):
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture
+def fake_slack() -> Iterator[Any]:
+    """A loopback fake of Slack's Web API (``fmdoctor.slack.testing.FakeSlack``) on 127.0.0.1."""
+    from fmdoctor.slack.testing import start_fake_slack
+
+    server = start_fake_slack()
+    yield server
+    server.shutdown()
+    server.server_close()

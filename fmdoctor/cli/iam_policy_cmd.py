@@ -10,7 +10,7 @@ from fmdoctor.cli.common import split_ids
 from fmdoctor.config import load_settings
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.registry import default_registry
-from fmdoctor.iam_policy import iam_policy
+from fmdoctor.iam_policy import iam_policy, serve_grants
 from fmdoctor.runbooks import list_runbooks
 
 
@@ -22,6 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--remediation, also what 'fmdoctor fix' needs for the automated fixes of those checks' runbooks.",
     )
     parser.add_argument("--remediation", action="store_true", help="add the actions of the automated fixes")
+    parser.add_argument("--serve", action="store_true",
+                        help="add what 'fmdoctor serve' needs: its SQS queue and SNS topic (serve: in the config)")
     parser.add_argument("--only", action="append", metavar="ID[,ID]", help="only these check ids or families")
     parser.add_argument("--partition", default="aws", help="ARN partition (aws-cn, aws-us-gov); default aws")
     parser.add_argument("--config", help="fmdoctor.yaml to read (its runbooks_dir may override runbooks)")
@@ -30,8 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     checks = _selected(split_ids(args.only))
-    runbooks = list_runbooks(load_settings(args.config)) if args.remediation else []
-    policy, warnings = iam_policy(checks, runbooks, remediation=args.remediation, partition=args.partition)
+    settings = load_settings(args.config)
+    runbooks = list_runbooks(settings) if args.remediation else []
+    extra, warnings = (serve_grants(settings.serve.queue_url, settings.serve.sns_topic_arn, args.partition)
+                       if args.serve else ([], []))
+    policy, more = iam_policy(checks, runbooks, remediation=args.remediation, partition=args.partition, extra=extra)
+    warnings += more
     for warning in warnings:
         sys.stderr.write(f"fmdoctor: warning: {warning}\n")
     sys.stdout.write(json.dumps(policy, indent=2) + "\n")

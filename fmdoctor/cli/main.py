@@ -24,6 +24,7 @@ from fmdoctor.cli import (
     iam_policy_cmd,
     mcp_cmd,
     runbook_cmd,
+    serve_cmd,
     slack_cmd,
     why_not_cmd,
 )
@@ -31,7 +32,7 @@ from fmdoctor.cli.common import ArgumentParser
 from fmdoctor.engine.errors import FmdoctorError
 
 COMMANDS = (check_cmd, checks_cmd, why_not_cmd, runbook_cmd, fix_cmd, iam_policy_cmd, ask_cmd, eval_cmd,
-            fleet_cmd, export_cmd, mcp_cmd, slack_cmd, chat_cmd)
+            fleet_cmd, export_cmd, mcp_cmd, slack_cmd, serve_cmd, chat_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

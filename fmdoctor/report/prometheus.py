@@ -35,7 +35,12 @@ HELP = {
     "fmdoctor_fleet_last_run_timestamp_seconds": "When the last fleet scan started, in seconds since the epoch.",
     "fmdoctor_fleet_duration_seconds": "How long the last fleet scan took.",
     "fmdoctor_fleet_api_calls": "AWS API calls the last fleet scan made.",
+    "fmdoctor_serve_events_total": "Events fmdoctor serve took, by outcome (delivered, duplicate, malformed, ...).",
+    "fmdoctor_serve_deliveries_total": "Results sent by fmdoctor serve, by output and result.",
+    "fmdoctor_serve_in_flight": "Events being investigated right now.",
+    "fmdoctor_serve_in_flight_max": "Most events investigated at once since start (bounded by serve.concurrency).",
 }
+COUNTERS = {"fmdoctor_serve_events_total", "fmdoctor_serve_deliveries_total"}  # every other family is a gauge
 
 
 def escape_label_value(value: str) -> str:
@@ -72,7 +77,7 @@ class Exposition:
         out: list[str] = []
         for name, samples in self._families.items():
             out.append(f"# HELP {name} {_escape_help(HELP[name])}")
-            out.append(f"# TYPE {name} gauge")
+            out.append(f"# TYPE {name} {'counter' if name in COUNTERS else 'gauge'}")
             for labels, value in samples:
                 pairs = ",".join(f'{k}="{escape_label_value(str(v))}"' for k, v in labels.items())
                 out.append(f"{name}{{{pairs}}} {_format_value(value)}" if pairs else f"{name} {_format_value(value)}")

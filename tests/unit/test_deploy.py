@@ -90,3 +90,36 @@ def test_scanner_may_only_assume_the_read_only_role_and_publish():
     assert set(actions) == {"sts:AssumeRole", "organizations:ListAccounts", "cloudwatch:PutMetricData"}
     assert actions["sts:AssumeRole"]["Resource"].endswith(":role/fmdoctor-read-only")
     assert actions["cloudwatch:PutMetricData"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "fmdoctor"}}
+
+
+SERVE = DEPLOY / "serve"
+
+
+def test_serve_manifests_run_a_valid_serve_command():
+    [_, config_map, deployment, _] = dict(documents())[SERVE / "kubernetes.yaml"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["command"][:2] == ["fmdoctor", "serve"]
+    args = build_parser().parse_args(container["command"][1:])
+    assert args.func and args.port == container["ports"][0]["containerPort"] == 9877
+    from fmdoctor.config import parse_settings
+
+    settings = parse_settings(config_map["data"]["fmdoctor.yaml"])  # the example config is valid
+    assert settings.serve.queue_url and settings.clusters
+    grace = settings.serve.shutdown_grace.total_seconds()
+    assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > grace
+    [task] = dict(documents())[SERVE / "ecs-task-definition.json"]
+    [ecs] = task["containerDefinitions"]
+    assert build_parser().parse_args(ecs["command"]).func and ecs["stopTimeout"] > grace
+
+
+def test_eventbridge_rules_cover_every_event_serve_parses():
+    from fmdoctor.serve.events import DETAIL_TYPES
+
+    [template] = dict(documents())[SERVE / "eventbridge-rules.cfn.yaml"]
+    rules = [r for r in template["Resources"].values() if r["Type"] == "AWS::Events::Rule"]
+    routed = {t for r in rules for t in r["Properties"]["EventPattern"]["detail-type"]}
+    assert routed == set(DETAIL_TYPES)
+    queue = template["Resources"]["EventsQueue"]["Properties"]
+    assert queue["RedrivePolicy"]["maxReceiveCount"]  # poison messages end in the dead-letter queue
+    [statement] = template["Resources"]["EventsQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert len(statement["Condition"]["ArnEquals"]["aws:SourceArn"]) == len(rules)  # only these rules may send

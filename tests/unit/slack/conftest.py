@@ -33,17 +33,8 @@ from fmdoctor.slack.testing import (
     SIGNING_SECRET,
     FakeSlack,
     sign,
-    start_fake_slack,
 )
 from fmdoctor.slack.tokens import SlackTokens
-
-
-@pytest.fixture
-def fake_slack() -> Iterator[FakeSlack]:
-    server = start_fake_slack()
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture

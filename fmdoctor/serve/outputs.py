@@ -1,0 +1,150 @@
+"""Where a result goes: a Slack thread, a JSON webhook, an SNS topic. Each raises on failure, so the message
+stays on the queue and is retried (only the outputs that failed: see ``state.Ledger``).
+
+Everything sent is redacted first (the assistant's secret patterns, plus ``agent.redact``; account ids are
+kept, the people reading are the account's own). Slack gets the result as Block Kit built with
+``fmdoctor.slack.blocks`` (the Runbook and Fix buttons of every front end: a Fix click opens the confirm dialog
+of ``fmdoctor slack serve``, which only configured approvers get past). A repeat of the same alarm within
+``serve.repeat_window`` is answered in the first one's thread, and that first message is updated to the latest
+state, instead of a new message in the channel.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import urllib.request
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from fmdoctor.serve.investigate import Result
+
+log = logging.getLogger(__name__)
+Redact = Callable[[str], str]
+
+
+def redactor(extra: Iterable[str] = ()) -> Redact:
+    """The assistant's secret patterns (not its account-id ones) and the configured extra regexes."""
+    from fmdoctor.assistant.safety import Redactor
+
+    base = Redactor(extra)
+    base.patterns = [p for p in base.patterns if p.name != "account-id"]
+    return base
+
+
+def redact_tree(value: Any, redact: Redact) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [redact_tree(v, redact) for v in value]
+    if isinstance(value, dict):
+        return {k: redact_tree(v, redact) for k, v in value.items()}
+    return value
+
+
+class SlackOutput:
+    name = "slack"
+
+    def __init__(self, client: Any, channel: str, redact: Redact, window_s: float = 6 * 3600, max_blocks: int = 40,
+                 clock: Callable[[], float] = time.monotonic):
+        self.client, self.channel, self.redact = client, channel, redact
+        self.window_s, self.max_blocks, self.clock = window_s, max_blocks, clock
+        self._threads: OrderedDict[str, tuple[float, str]] = OrderedDict()  # repeat key -> (first post, ts)
+        self._lock = threading.Lock()
+
+    def thread_of(self, repeat_key: str) -> str | None:
+        with self._lock:
+            entry = self._threads.get(repeat_key)
+            if entry and self.clock() - entry[0] <= self.window_s:
+                return entry[1]
+            return None
+
+    def send(self, result: Result) -> None:
+        thread = self.thread_of(result.event.repeat_key)
+        summary = redact_tree(summary_message(result, self.max_blocks), self.redact)
+        if thread is None:
+            response = self.client.chat_postMessage(channel=self.channel, unfurl_links=False, **summary)
+            thread = response["ts"]
+            with self._lock:
+                self._threads[result.event.repeat_key] = (self.clock(), thread)
+                while len(self._threads) > 10_000:
+                    self._threads.popitem(last=False)
+        else:  # the same alarm again: the first message shows the latest state, the thread tells the story
+            self.client.chat_update(channel=self.channel, ts=thread, **summary)
+            self.client.chat_postMessage(channel=self.channel, thread_ts=thread, unfurl_links=False, **summary)
+        if result.report is not None and result.event.firing:
+            from fmdoctor.slack import blocks
+
+            title = "*Everything the checks found*"
+            for message in blocks.report_messages(result.report, self.max_blocks, title=title):
+                self.client.chat_postMessage(channel=self.channel, thread_ts=thread, unfurl_links=False,
+                                             **redact_tree(message, self.redact))
+
+    def send_resolved(self, result_event_title: str, repeat_key: str) -> bool:
+        """Tell the alarm's thread it resolved; False when there is no thread to tell (nothing posted)."""
+        thread = self.thread_of(repeat_key)
+        if thread is None:
+            return False
+        text = self.redact(f":white_check_mark: resolved: {result_event_title}")
+        from fmdoctor.slack import blocks
+
+        self.client.chat_postMessage(channel=self.channel, thread_ts=thread, text=text,
+                                     blocks=[blocks.section(blocks.escape(text))])
+        return True
+
+
+def summary_message(result: Result, max_blocks: int) -> dict[str, Any]:
+    """What fired, the narrative, the most likely cause with its Runbook/Fix buttons."""
+    from fmdoctor.slack import blocks
+
+    event = result.event
+    icon = blocks.STATUS_ICON.get(result.status, ":white_circle:")
+    head = (f"{icon} *{blocks.escape(event.title)}* · cluster *{blocks.escape(result.cluster)}* · "
+            f"*{result.status.upper()}*")
+    when = f"{event.time:%Y-%m-%d %H:%M} UTC · " if event.time else ""
+    items = [blocks.section(head),
+             blocks.context(f"{when}{blocks.escape(event.kind)} from {blocks.escape(event.source)}"
+                            f"{' · ' + blocks.escape(event.detail[:280]) if event.detail else ''}")]
+    items += [blocks.section(piece) for piece in blocks.chunks(blocks.escape(result.narrative))]
+    if result.cause is not None:
+        items.append(blocks.section("*Most likely cause*"))
+        items += blocks.finding_blocks(result.cause, result.cluster, 0)
+    return {"text": f"fmdoctor: {event.title} ({result.cluster}: {result.status})", "blocks": items[: max_blocks]}
+
+
+class WebhookOutput:
+    name = "webhook"
+
+    def __init__(self, url: str, redact: Redact, token: str | None = None, timeout_s: float = 10.0):
+        self.url, self.redact, self.token, self.timeout_s = url, redact, token, timeout_s
+
+    def send(self, result: Result) -> None:
+        body = json.dumps(redact_tree(result.to_json(), self.redact), default=str).encode()
+        headers = {"Content-Type": "application/json", "User-Agent": "fmdoctor-serve"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 (configured URL)
+            if not 200 <= response.status < 300:
+                raise RuntimeError(f"webhook answered HTTP {response.status}")
+
+
+class SnsOutput:
+    name = "sns"
+    MAX_BYTES = 256 * 1024  # SNS's message size limit
+
+    def __init__(self, client: Any, topic_arn: str, redact: Redact):
+        self.client, self.topic_arn, self.redact = client, topic_arn, redact
+
+    def send(self, result: Result) -> None:
+        data = redact_tree(result.to_json(), self.redact)
+        message = json.dumps(data, default=str)
+        if len(message.encode()) > self.MAX_BYTES:  # the full report does not fit: send the result without it
+            data["report"] = None
+            data["truncated"] = "report left out: over SNS's 256 KiB limit"
+            message = json.dumps(data, default=str)
+        subject = "".join(c for c in f"fmdoctor: {result.event.title}" if c.isascii() and c.isprintable())[:100]
+        self.client.publish(TopicArn=self.topic_arn, Message=message, Subject=subject)

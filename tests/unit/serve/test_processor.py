@@ -1,0 +1,128 @@
+"""One event through routing, a scoped Doctor run and the Slack output, against the demo world in moto."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from fmdoctor.serve.processor import DeliveryFailed
+from fmdoctor.slack.testing import buttons, texts
+
+from .test_events import load
+
+
+def spot_warning(instance: str, event_id: str = "spot-1") -> str:
+    data = json.loads(load("spot-interruption.json"))
+    data["id"] = event_id
+    data["detail"]["instance-id"] = instance
+    data["resources"] = [f"arn:aws:ec2:us-west-2a:instance/{instance}"]
+    return json.dumps(data)
+
+
+def test_spot_warning_is_investigated_and_posted_once(served, fake_slack, caplog):
+    interrupted = served.world.facts["spot"]["interrupted"]
+    caplog.set_level(logging.INFO, "fmdoctor.serve")
+    assert served.processor.handle_body(spot_warning(interrupted), "sqs:m-1") == ["delivered"]
+    [post, *rest] = fake_slack.of("chat.postMessage")
+    summary = texts(post)
+    assert "Spot interruption warning" in summary and served.world.cluster in summary
+    assert "Most likely cause" in summary and interrupted in summary
+    assert buttons([post], "fmdoctor_runbook")  # the cause's Runbook button, as in every front end
+    assert all(p["thread_ts"] == fake_slack.replies("chat.postMessage")[0]["ts"] for p in rest)  # report in thread
+    # Redelivered (SQS at-least-once): acknowledged, not posted again.
+    posts = len(fake_slack.of("chat.postMessage"))
+    assert served.processor.handle_body(spot_warning(interrupted), "sqs:m-1-again") == ["duplicate"]
+    assert len(fake_slack.of("chat.postMessage")) == posts
+    assert any("sqs:m-1 spot-1" in r.getMessage() and "delivered" in r.getMessage() for r in caplog.records)
+
+
+def test_the_same_alarm_again_updates_its_thread(served, fake_slack):
+    interrupted = served.world.facts["spot"]["interrupted"]
+    served.processor.handle_body(spot_warning(interrupted, "first"), "sqs:a")
+    first_ts = fake_slack.replies("chat.postMessage")[0]["ts"]
+    served.processor.handle_body(spot_warning(interrupted, "second"), "sqs:b")
+    [update] = fake_slack.of("chat.update")
+    assert update["ts"] == first_ts
+    later = fake_slack.of("chat.postMessage")
+    assert sum(1 for p in later if not p.get("thread_ts")) == 1  # one message in the channel, the rest threaded
+    assert served.investigator.runs == 1  # the second event reused the first one's run (serve.reuse_report)
+
+
+def test_resolved_alarm_tells_its_thread_and_runs_nothing(served, fake_slack):
+    alert = json.loads(load("alertmanager-webhook.json"))
+    for labels in (alert["commonLabels"], alert["alerts"][0]["labels"]):
+        labels.update(cluster=served.world.cluster, fmdoctor_checks="spot-interruption")  # quick: one check
+    assert served.processor.handle_body(json.dumps(alert), "webhook") == ["delivered"]
+    alert["status"] = alert["alerts"][0]["status"] = "resolved"
+    runs = served.investigator.runs
+    assert served.processor.handle_body(json.dumps(alert), "webhook") == ["resolved"]
+    assert served.investigator.runs == runs
+    assert "resolved" in fake_slack.of("chat.postMessage")[-1]["text"]
+
+
+@pytest.mark.parametrize(("body", "outcome"), [
+    ("{oops", "malformed"),
+    (json.dumps({"detail-type": "EC2 Instance State-change Notification", "id": "x", "detail": {}}), "unknown_event"),
+    ("x" * (300 * 1024), "too_large"),
+])
+def test_bad_events_are_acknowledged_with_a_log_line(served, fake_slack, caplog, body, outcome):
+    caplog.set_level(logging.INFO, "fmdoctor.serve")
+    assert served.processor.handle_body(body, "sqs:bad") == [outcome]
+    assert fake_slack.of("chat.postMessage") == []
+    assert any("sqs:bad" in r.getMessage() and outcome in r.getMessage() for r in caplog.records)
+
+
+def test_unknown_cluster_is_acknowledged_and_counted(served, fake_slack):
+    assert served.processor.handle_body(spot_warning("i-0000000000000dead"), "sqs:x") == ["unknown_cluster"]
+    assert served.metrics.events["unknown_cluster"] == 1 and fake_slack.of("chat.postMessage") == []
+
+
+def test_failed_delivery_keeps_the_message_and_retries_only_what_failed(served, fake_slack):
+    interrupted = served.world.facts["spot"]["interrupted"]
+    sent = []
+
+    class FlakyWebhook:
+        name = "webhook"
+        fail = True
+
+        def send(self, result):
+            if self.fail:
+                raise OSError("connection refused")
+            sent.append(result.event.id)
+
+    flaky = FlakyWebhook()
+    served.processor.outputs.append(flaky)
+    with pytest.raises(DeliveryFailed, match="webhook"):
+        served.processor.handle_body(spot_warning(interrupted), "sqs:m")
+    slack_posts = len(fake_slack.of("chat.postMessage"))
+    flaky.fail = False
+    assert served.processor.handle_body(spot_warning(interrupted), "sqs:m") == ["delivered"]
+    assert sent == ["spot-1"] and len(fake_slack.of("chat.postMessage")) == slack_posts  # Slack had it already
+
+
+def test_secrets_in_event_text_are_redacted_before_posting(served, fake_slack):
+    alert = json.loads(load("alertmanager-webhook.json"))
+    labels = alert["alerts"][0]["labels"]
+    labels["cluster"] = alert["commonLabels"]["cluster"] = served.world.cluster
+    labels["fmdoctor_checks"] = "spot-interruption"
+    alert["alerts"][0]["annotations"]["description"] = "node env: AWS key AKIAIOSFODNN7EXAMPLE token=hunter2hunter2"
+    served.processor.handle_body(json.dumps(alert), "webhook")
+    posted = json.dumps(fake_slack.of("chat.postMessage"))
+    assert "AKIAIOSFODNN7EXAMPLE" not in posted and "hunter2hunter2" not in posted
+    assert "[REDACTED:aws-access-key-id]" in posted
+
+
+def test_metrics_show_the_last_verdict_per_cluster_and_check(served):
+    served.processor.handle_body(spot_warning(served.world.facts["spot"]["interrupted"]), "sqs:m")
+    families = {f.name: f for f in text_string_to_metric_families(served.metrics.render())}
+    status = {s.labels["cluster"]: s.value for s in families["fmdoctor_status"].samples}
+    assert status == {served.world.cluster: 2}
+    critical = {s.labels["check"]: s.value for s in families["fmdoctor_findings"].samples
+                if s.labels["severity"] == "critical"}
+    assert critical["spot-interruption"] >= 1 and "efa-sg-self-reference" not in critical  # only spot checks ran
+    events = {s.labels["outcome"]: s.value for s in families["fmdoctor_serve_events"].samples
+              if s.name.endswith("_total")}
+    assert events == {"delivered": 1}
