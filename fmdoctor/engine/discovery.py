@@ -1,8 +1,8 @@
 """Fetch a cluster's :class:`Inventory` with the fewest AWS calls the APIs allow, and only the parts asked for.
 
 One paginated DescribeInstances (filtered by tag value and state, read page by page and slimmed as it
-arrives: fmdoctor.engine.instance_listing) yields the instances *and* their interfaces; it is always made, since it is what identifies a cluster. For the ``instances`` part, groups,
-rules, subnets and instance types then come in batched describes, in parallel. The call count grows with
+arrives: fmdoctor.engine.instance_listing) yields the instances *and* their interfaces; it is always
+made, since it is what identifies a cluster. For the ``instances`` part, groups, rules, subnets and instance types then come in batched describes, in parallel. The call count grows with
 pages, never with instances. For the ``hyperpod`` part, a name no instance carries is looked up as a
 SageMaker HyperPod cluster (one DescribeCluster); for ``endpoints``, the SageMaker endpoints of the target
 are discovered (fmdoctor.engine.endpoints). A run asks for the parts its checks read, so a name no instance
@@ -22,8 +22,8 @@ from botocore.exceptions import ClientError
 from fmdoctor.engine.aws import Aws
 from fmdoctor.engine.endpoints import with_endpoints
 from fmdoctor.engine.errors import describe_aws_failure
-from fmdoctor.engine.instance_listing import read_instance_pages
 from fmdoctor.engine.hyperpod import probe_hyperpod_cluster
+from fmdoctor.engine.instance_listing import read_instance_pages
 from fmdoctor.engine.inventory import (
     COMPUTE,
     ENDPOINTS,
