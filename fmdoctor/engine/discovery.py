@@ -2,8 +2,9 @@
 
 One paginated DescribeInstances (filtered by tag value and state, read page by page and slimmed as it
 arrives: fmdoctor.engine.instance_listing) yields the instances *and* their interfaces; it is always
-made, since it is what identifies a cluster. For the ``instances`` part, groups, rules, subnets and instance types then come in batched describes, in parallel. The call count grows with
-pages, never with instances. For the ``hyperpod`` part, a name no instance carries is looked up as a
+made, since it is what identifies a cluster. For the ``instances`` part, groups, rules, subnets and
+instance types then come in batched describes, in parallel. The call count grows with pages, never with
+instances. For the ``hyperpod`` part, a name no instance carries is looked up as a
 SageMaker HyperPod cluster (one DescribeCluster); for ``endpoints``, the SageMaker endpoints of the target
 are discovered (fmdoctor.engine.endpoints). A run asks for the parts its checks read, so a name no instance
 carries is looked up as whatever else those checks can check before it is reported unknown.
