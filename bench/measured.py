@@ -1,7 +1,7 @@
 """A measured child of bench/check_scale.py: runs one thing, then writes its own CPU time and peak memory.
 
     python bench/measured.py OUT.json check ARGS...                 # fmdoctor ARGS (the CLI, in this process)
-    python bench/measured.py OUT.json inventory CONFIG CLUSTER       # only the inventory a check run fetches
+    python bench/measured.py OUT.json inventory CONFIG CLUSTER URL   # only the inventory a check run fetches
 
 Peak memory is VmHWM from /proc/self/status, the high-water mark of this process's own address space since
 exec: getrusage and wait4 report the larger of that and the parent's at fork, which counted the benchmark's
@@ -31,12 +31,12 @@ def _status_kib(field: str) -> int:
     return 0
 
 
-def _inventory(config: str, cluster: str) -> tuple[int, dict]:
+def _inventory(config: str, cluster: str, endpoint_url: str) -> tuple[int, dict]:
     from fmdoctor.config import load_settings
     from fmdoctor.engine.api import Connection, Doctor
     from fmdoctor.engine.inventory import INSTANCES
 
-    doctor = Doctor(settings=load_settings(config), connection=Connection(endpoint_url=os.environ["AWS_ENDPOINT_URL"]))
+    doctor = Doctor(settings=load_settings(config), connection=Connection(endpoint_url=endpoint_url))
     mark = (_cpu(), _status_kib("VmRSS"))
     aws = doctor.connect(doctor.cluster_settings(cluster))
     inventory = doctor.inventory(cluster, aws, parts={INSTANCES})
