@@ -90,3 +90,11 @@ def test_timestamps_parse_as_botocore_does(value):
     assert ours.tzinfo is not None and theirs.tzinfo is not None  # both aware
     if not isinstance(value, str) or value.endswith("Z"):  # the forms parsed here: always UTC
         assert ours.utcoffset() == timedelta(0) and ours.astimezone(UTC) == theirs.astimezone(UTC)
+
+
+def test_read_timeout_comes_from_the_config():
+    from fmdoctor.config import ClusterSettings, parse_settings
+
+    doctor = Doctor(settings=parse_settings("aws: {read_timeout: 2m}"), connection=Connection(region="us-west-2"))
+    client = doctor.connect(ClusterSettings()).client("ec2")
+    assert client.meta.config.read_timeout == 120.0
