@@ -429,12 +429,26 @@ class ServeSettings(_Section):
         return value
 
 
+class AwsSettings(_Section):
+    read_timeout: Duration = Field(timedelta(seconds=30), description=(
+        "How long one AWS response may take to arrive (botocore's read timeout); a timed-out read is retried "
+        "as the standard retry mode retries any transient failure."))
+
+    @field_validator("read_timeout")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if not timedelta(seconds=1) <= value <= timedelta(minutes=15):
+            raise ValueError("read_timeout must be between 1s and 15m")
+        return value
+
+
 class Settings(_Section):
     """The whole file. Cluster-level keys at the top are defaults for every cluster."""
 
     region: str | None = None
     profile: str | None = None
     endpoint_url: str | None = None
+    aws: AwsSettings = Field(default_factory=AwsSettings)
     tag_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_TAG_KEYS), min_length=1)
     head_nodes: list[str] = Field(default_factory=list)
     network: NetworkSettings = Field(default_factory=NetworkSettings)

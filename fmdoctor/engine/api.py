@@ -116,6 +116,7 @@ class Doctor:
             profile=self.connection.profile or cluster_settings.profile,
             endpoint_url=self.connection.endpoint_url or self.settings.endpoint_url,
             max_pool_connections=max(10, self.settings.max_workers * 4),
+            read_timeout=self.settings.aws.read_timeout.total_seconds(),
         )
         try:
             aws = self.aws_factory(options)

@@ -16,6 +16,7 @@ from botocore.client import BaseClient
 from botocore.config import Config
 
 from fmdoctor import __version__
+from fmdoctor.engine import timestamps
 from fmdoctor.engine.errors import Cancelled, ConfigError, remember_call
 
 
@@ -67,8 +68,9 @@ class Aws:
             max_pool_connections=self.options.max_pool_connections,
             user_agent_extra=f"fmdoctor/{__version__}",
         )
-        # Registered before any client exists: clients copy the session's handlers when created.
+        # Registered before any client exists: clients copy the session's handlers and parser defaults.
         session.events.register("before-call", self._on_before_call)
+        timestamps.install(session._session)
 
     @classmethod
     def from_options(cls, options: AwsOptions) -> Aws:

@@ -1,9 +1,10 @@
 """Fetch a cluster's :class:`Inventory` with the fewest AWS calls the APIs allow, and only the parts asked for.
 
-One paginated DescribeInstances (filtered by tag value and state) yields the instances *and* their
-interfaces; it is always made, since it is what identifies a cluster. For the ``instances`` part, groups,
-rules, subnets and instance types then come in batched describes, in parallel. The call count grows with
-pages, never with instances. For the ``hyperpod`` part, a name no instance carries is looked up as a
+One paginated DescribeInstances (filtered by tag value and state, read page by page and slimmed as it
+arrives: fmdoctor.engine.instance_listing) yields the instances *and* their interfaces; it is always
+made, since it is what identifies a cluster. For the ``instances`` part, groups, rules, subnets and
+instance types then come in batched describes, in parallel. The call count grows with pages, never with
+instances. For the ``hyperpod`` part, a name no instance carries is looked up as a
 SageMaker HyperPod cluster (one DescribeCluster); for ``endpoints``, the SageMaker endpoints of the target
 are discovered (fmdoctor.engine.endpoints). A run asks for the parts its checks read, so a name no instance
 carries is looked up as whatever else those checks can check before it is reported unknown.
@@ -23,6 +24,7 @@ from fmdoctor.engine.aws import Aws
 from fmdoctor.engine.endpoints import with_endpoints
 from fmdoctor.engine.errors import describe_aws_failure
 from fmdoctor.engine.hyperpod import probe_hyperpod_cluster
+from fmdoctor.engine.instance_listing import read_instance_pages
 from fmdoctor.engine.inventory import (
     COMPUTE,
     ENDPOINTS,
@@ -129,19 +131,15 @@ def _fetch_instances(
 ) -> tuple[list[Instance], dict[str, NetworkInterface]]:
     # EC2 filters cannot OR across tag keys, but 'tag-value' matches any key: one listing, then keep the
     # instances whose configured keys carry the value.
-    paginator = ec2.get_paginator("describe_instances")
-    pages = paginator.paginate(
-        Filters=[
-            {"Name": "tag-value", "Values": [cluster]},
-            {"Name": "instance-state-name", "Values": ["pending", "running"]},
-        ],
-        PaginationConfig={"PageSize": PAGE_SIZE},
-    )
+    filters = [
+        {"Name": "tag-value", "Values": [cluster]},
+        {"Name": "instance-state-name", "Values": ["pending", "running"]},
+    ]
     keys = set(tag_keys)
     instances: list[Instance] = []
     interfaces: dict[str, NetworkInterface] = {}
-    for page in pages:
-        for reservation in page.get("Reservations", []):
+    for reservations in read_instance_pages(ec2, filters):
+        for reservation in reservations:
             for raw in reservation.get("Instances", []):
                 tags = {t["Key"]: t.get("Value", "") for t in raw.get("Tags", [])}
                 if not any(tags.get(k) == cluster for k in keys):

@@ -1,5 +1,6 @@
 """bench/check_scale.py --quick: ``fmdoctor check`` against ThreadedMotoServer at two sizes finds the planted
-faults, stays within the API-call lower bound (no call per node), and writes its table where it is told."""
+faults, stays within the API-call lower bound (no call per node), measures a healthy p5-density world, and
+writes its table where it is told."""
 
 from __future__ import annotations
 
@@ -27,8 +28,13 @@ def test_quick_scale_benchmark(tmp_path):
     text = results.read_text()
     assert text.startswith("# Benchmark results\n\nkept\n")  # other sections are left alone
     rows = [line.split("|") for line in text.splitlines() if line.startswith("| 8 |") or line.startswith("| 32 |")]
-    check_rows = [r for r in rows if len(r) > 10]
+    check_rows = [r for r in rows if len(r) == 14]
     assert [r[1].strip() for r in check_rows] == ["8", "32"]
+    [p5] = [r for r in rows if len(r) == 11]  # the p5-density world at 8 nodes: 33 interfaces a node
+    assert p5[2].strip() == "264" and p5[7].strip() == "1 / 1"
+    cpu, peak, wall, exit_code, findings, cloudwatch = (x.strip() for x in p5[8].split(","))
+    assert (exit_code, findings) == ("0", "0")  # healthy, and check --only efa says so
+    assert float(cpu) > 0 and 0 < float(peak) < 1024  # the child's own peak, not the parent's moto
     for row in check_rows:
         made, bound = (int(x) for x in row[9].split("/"))
         assert made <= bound and row[11].strip() == "1"  # the planted warnings, nothing unknown
