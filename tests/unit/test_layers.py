@@ -14,7 +14,8 @@ ROOT = Path(fmdoctor.__file__).resolve().parent.parent
 FORBIDDEN = ("textual", "langchain", "langchain_core", "slack_bolt", "slack_sdk", "mcp",
              "fmdoctor.assistant", "fmdoctor.tui", "fmdoctor.slack", "fmdoctor.mcp", "fmdoctor.cli")
 ENGINE_DIRS = ["checks", "runbooks", "fmdoctor/engine", "fmdoctor/net", "fmdoctor/report", "fmdoctor/remediation",
-               "fmdoctor/inference", "fmdoctor/metrics", "fmdoctor/node", "fmdoctor/fleet", "fmdoctor/export"]
+               "fmdoctor/inference", "fmdoctor/metrics", "fmdoctor/node", "fmdoctor/fleet", "fmdoctor/export",
+               "fmdoctor/safety"]
 
 
 def imports_of(path: Path) -> set[str]:
