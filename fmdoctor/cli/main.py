@@ -25,6 +25,7 @@ from fmdoctor.cli import (
 )
 from fmdoctor.cli.common import ArgumentParser
 from fmdoctor.engine.errors import FmdoctorError
+from fmdoctor.safety.text import visible
 
 COMMANDS = (check_cmd, checks_cmd, why_not_cmd, runbook_cmd, fix_cmd, iam_policy_cmd, ask_cmd, eval_cmd,
             fleet_cmd, export_cmd, mcp_cmd, slack_cmd, chat_cmd)
@@ -59,9 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(["chat"])  # a person at a terminal gets the app
         return int(args.func(args))
     except FmdoctorError as exc:
-        sys.stderr.write(f"fmdoctor: error: {exc.message}\n")
+        sys.stderr.write(f"fmdoctor: error: {visible(exc.message, lines=False)}\n")
         if exc.hint:
-            sys.stderr.write(f"  hint: {exc.hint}\n")
+            sys.stderr.write(f"  hint: {visible(exc.hint, lines=False)}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("fmdoctor: interrupted\n")

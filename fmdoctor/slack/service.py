@@ -142,7 +142,7 @@ class SlackService:
         answer = self.assistant(cluster).ask(question, session_id=session)
         text = blocks.escape(answer.answer)
         messages = blocks.pack([[blocks.section(piece)] for piece in blocks.fenced_chunks(text)],
-                               self.settings.max_blocks, answer.answer[:150])
+                               self.settings.max_blocks, text[:150])
         request = answer.approval
         if request is not None:  # approval goes through the Fix dialog and the approver list, never the model
             button = blocks.finding_fix_button(cluster, request.check_id, request.resource)
