@@ -18,6 +18,8 @@ from fmdoctor.remediation.apply import DEFAULT_VERIFY_DELAYS
 from fmdoctor.remediation.audit import local_user, who
 from fmdoctor.remediation.plan import plan_fields
 from fmdoctor.report.fix import plan_lines, result_lines
+from fmdoctor.report.markdown import code_span
+from fmdoctor.safety.text import visible
 
 CHANNEL = "tui"
 _MARK = {"allowed": "✓", "denied": "✗", "failed": "✗", "not-checked": "?", "ignored-dry-run": "!"}
@@ -37,7 +39,7 @@ class ProposedFix:
 
     @property
     def dry_run_ok(self) -> bool:
-        return bool(self.preflight and self.preflight.get("ok"))
+        return bool(self.preflight and self.preflight.get("passed", self.preflight.get("ok")))
 
     @classmethod
     def from_request(cls, request: Any) -> ProposedFix:
@@ -53,12 +55,12 @@ class ProposedFix:
                    plan=plan)
 
     def markdown(self) -> str:
-        lines = [f"**Plan** `{self.digest[:12]}` to fix `{self.target}`", ""]
+        lines = [f"**Plan** `{self.digest[:12]}` to fix {code_span(self.target)}", ""]
         for number, call in enumerate(self.calls, 1):
-            summary = f": {call['summary']}" if call.get("summary") else ""
+            summary = f": {visible(call['summary'], lines=False)}" if call.get("summary") else ""
             lines += [f"{number}. `{call.get('service')}.{call.get('operation')}`{summary}", "",
                       "```json", json.dumps(call.get("params"), indent=2, sort_keys=True), "```", ""]
-        lines += list(self.notes)
+        lines += [visible(note, lines=False) for note in self.notes]
         lines += ["", "**Dry run** (nothing is changed):", ""] + dry_run_lines(self.preflight)
         return "\n".join(lines)
 
@@ -70,11 +72,15 @@ def dry_run_lines(preflight: dict[str, Any] | None) -> list[str]:
     for check in preflight.get("checks") or []:
         call = check.get("call") or {}
         mark = _MARK.get(check.get("status"), "?")
-        lines.append(f"- {mark} `{call.get('operation')}`: {check.get('status')}: {check.get('detail') or ''}")
+        detail = visible(check.get("detail") or "", lines=False)
+        lines.append(f"- {mark} `{call.get('operation')}`: {check.get('status')}: {detail}")
     denied = preflight.get("denied_actions") or []
     if denied:
         lines.append(f"- missing permission: {', '.join(denied)}")
-    lines.append("- every call would succeed" if preflight.get("ok") else "- **the dry run says this would fail**")
+    if preflight.get("note"):
+        lines.append(f"- {visible(preflight['note'], lines=False)}")
+    lines.append("- every call would succeed" if preflight.get("ok") else "- nothing is known to fail"
+                 if preflight.get("passed") else "- **the dry run says this would fail**")
     return lines
 
 

@@ -9,25 +9,32 @@ approve anything: a digest proves which plan the client saw, not that anyone agr
 
 # No `from __future__ import annotations`: the SDK reads `Annotated[..., Resolve(fn)]` hints at registration,
 # and `fn` here is a local of _fix_tools that a string annotation could not name.
+import json
 import secrets
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
+import anyio
 from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, model_validator
 
 from fmdoctor import __version__
-from fmdoctor.assistant.safety import strip_invisible
 from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.mcp.service import McpService, Prepared, confirmation_message
+from fmdoctor.remediation.actions import ACTIONS
+from fmdoctor.safety.redact import redact_data
+from fmdoctor.safety.text import strip_invisible
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=True)
 PLANS = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=True)
-CHANGES_AWS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                              open_world_hint=True)
+# apply_fix runs whichever action the plan holds, so its hints are those of its most dangerous action: it can
+# replace a HyperPod node or a route (destructive) and a second reboot reboots again (not idempotent). Each
+# call of a plan carries its own action's hints (``destructive``, ``idempotent``, ``dry_run``) for the client.
+CHANGES_AWS = ToolAnnotations(read_only_hint=False, destructive_hint=any(a.destructive for a in ACTIONS.values()),
+                              idempotent_hint=all(a.idempotent for a in ACTIONS.values()), open_world_hint=True)
 NOT_ASKED, NO_ELICITATION = "not-asked", "no-elicitation"
 INSTRUCTIONS = (
     "fmdoctor diagnoses foundation-model training and inference clusters on AWS. Call `check` for findings "
@@ -39,14 +46,50 @@ INSTRUCTIONS = (
 T = TypeVar("T")
 
 
-class FixConfirmation(BaseModel):
-    """The form the person fills in: a boolean, so a client renders it as a checkbox or yes/no."""
+def _only_true(value: Any) -> bool:
+    """JSON ``true`` approves; nothing else does ("yes", "1", 1 and "true" are not a person ticking a box)."""
+    return value is True
 
-    approve: bool = Field(description="Apply exactly the calls listed above to AWS now")
+
+class FixConfirmation(BaseModel):
+    """The form the person fills in: a boolean, so a client renders it as a checkbox or yes/no. Only the
+    boolean ``true`` counts as yes; whatever else came is kept (``received``) for the audit log."""
+
+    approve: Annotated[bool, BeforeValidator(_only_true)] = Field(
+        description="Apply exactly the calls listed above to AWS now")
+    _received: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_what_came(cls, data: Any, handler: Any) -> "FixConfirmation":
+        model = handler(data)
+        model._received = data.get("approve") if isinstance(data, dict) else data
+        return model
+
+    @property
+    def received(self) -> Any:
+        return self._received
+
+
+class _AuditedServer(MCPServer):
+    """The SDK rejects a confirmation it cannot read (accepted with no content, or content that is not the
+    form) before ``apply_fix`` runs; that answer is a decision too, and is audited here before the error
+    goes back to the client. Nothing was applied."""
+
+    service: McpService
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if name == "apply_fix" and "elicitation" in str(exc):
+                await anyio.to_thread.run_sync(self.service.refuse_unreadable_answer, arguments, str(exc))
+            raise
 
 
 def build_server(service: McpService) -> MCPServer:
-    server = MCPServer("fmdoctor", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    server = _AuditedServer("fmdoctor", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    server.service = service
     _read_tools(server, service)
     if service.allow_fixes:
         _fix_tools(server, service)
@@ -55,24 +98,30 @@ def build_server(service: McpService) -> MCPServer:
 
 def guarded(call: Callable[[], T]) -> T:
     """fmdoctor's own errors (bad input, AccessDenied, unknown cluster) reach the model as a tool error with
-    the message and hint, never a traceback. Results are cleaned of invisible characters (see :func:`clean`)."""
+    the message and hint, never a traceback. Results are cleaned (see :func:`clean`)."""
     try:
         return clean(call())
     except FmdoctorError as exc:
-        raise ToolError(strip_invisible(str(exc))) from None
+        raise ToolError(clean(str(exc))) from None
 
 
 def clean(value: T) -> T:
-    """Every string with the characters a person cannot see but a model reads (Unicode tags, zero-width and
-    bidi controls, escape sequences) removed, as the assistant does: tag values and AWS messages are written
-    by whoever controls the account's resources, and reach the client's model as data."""
-    if isinstance(value, str):
-        return strip_invisible(value)  # type: ignore[return-value]
-    if isinstance(value, dict):
-        return {clean(k): clean(v) for k, v in value.items()}  # type: ignore[return-value]
-    if isinstance(value, list | tuple):
-        return type(value)(clean(v) for v in value)  # type: ignore[return-value]
-    return value
+    """What a client's model may read: every string without the characters a person cannot see but a model
+    reads (Unicode tags, zero-width and bidi controls, escape sequences), as the assistant does, and redacted
+    by the one policy for everything sent to a model (secrets, account ids): an MCP client forwards results to
+    its own model, often a remote one. Tag values and AWS messages are written by whoever controls the
+    account's resources, and reach that model as data."""
+
+    def strip(item: Any) -> Any:
+        if isinstance(item, str):
+            return strip_invisible(item)
+        if isinstance(item, dict):
+            return {strip(k): strip(v) for k, v in item.items()}
+        if isinstance(item, list | tuple):
+            return type(item)(strip(v) for v in item)
+        return item
+
+    return redact_data(strip(value))  # type: ignore[no-any-return]
 
 
 def _read_tools(server: MCPServer, service: McpService) -> None:
@@ -141,7 +190,7 @@ def _fix_tools(server: MCPServer, service: McpService) -> None:
             return NOT_ASKED
         if not can_elicit(ctx):
             return NO_ELICITATION
-        return Elicit(strip_invisible(confirmation_message(prepared)), FixConfirmation)
+        return Elicit(clean(confirmation_message(prepared)), FixConfirmation)
 
     @server.tool(annotations=CHANGES_AWS)
     def apply_fix(
@@ -169,7 +218,9 @@ def _fix_tools(server: MCPServer, service: McpService) -> None:
         approver = client_name(ctx)
         data = getattr(answer, "data", None)
         if answer.action != "accept" or not isinstance(data, FixConfirmation) or not data.approve:
-            how = answer.action if answer.action != "accept" else "approve: false"
+            how = answer.action if answer.action != "accept" else (
+                f"approve: {json.dumps(data.received, default=str)[:40]}, not true"
+                if isinstance(data, FixConfirmation) else "no form")
             return guarded(lambda: service.refuse(prepared, f"the person did not approve ({how})",
                                                   event="declined", approver=approver))
         return guarded(lambda: service.apply(prepared, approver))

@@ -148,7 +148,7 @@ class McpService:
             return Prepared(plan, refusal=f"the plan changed since plan_fix ({digest[:12]} -> {plan.digest[:12]}): "
                             "review the new plan with plan_fix")
         checked = preflight(self.doctor, plan, audit=self.audit)
-        if not checked.ok:
+        if not checked.passed:
             return Prepared(plan, checked.to_json_dict(),
                             refusal="the pre-flight shows it would fail: " + ", ".join(checked.denied_actions))
         return Prepared(plan, checked.to_json_dict())
@@ -163,6 +163,15 @@ class McpService:
                               outcome="declined" if event == "declined" else "refused", reason=reason, **extra)
         return {"applied": False, "reason": reason, "plan": plan.to_json_dict() if plan else None,
                 "preflight": prepared.preflight, "audit_log": str(self.audit.path)}
+
+    def refuse_unreadable_answer(self, arguments: dict[str, Any], problem: str) -> None:
+        """Audit a confirmation the client answered with no form or the wrong one (nothing was applied)."""
+        digest = arguments.get("digest")
+        self.audit.record("approval-refused", cluster=arguments.get("cluster") or self.cluster,
+                          check=arguments.get("check"), resource=arguments.get("resource"),
+                          plan_digest=digest if isinstance(digest, str) else None, who=who(None), channel="mcp",
+                          outcome="refused", reason=f"the client's answer could not be read as approve: true "
+                          f"({problem})")
 
     def apply(self, prepared: Prepared, approver: str) -> dict[str, Any]:
         """Apply after a person confirmed this exact plan through the client (the caller checked that)."""

@@ -1,9 +1,16 @@
-"""Plain-text forms of a fix's plan, pre-flight and result, for the CLI and any chat front end."""
+"""Plain-text forms of a fix's plan, pre-flight and result, for the CLI and any chat front end.
+
+Summaries and details carry AWS's own words (error messages, names): every line is shown through
+:func:`fmdoctor.safety.text.visible`, so none of it can act on a terminal."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import wraps
 from typing import TYPE_CHECKING
+
+from fmdoctor.safety.text import visible
 
 if TYPE_CHECKING:
     from fmdoctor.remediation import FixPlan, FixResult, PreflightResult
@@ -12,6 +19,15 @@ _PREFLIGHT_MARK = {"allowed": "✓", "denied": "✗", "failed": "✗", "not-chec
 _OUTCOME_MARK = {"applied": "✓", "already-present": "=", "failed": "✗", "not-attempted": "-"}
 
 
+def _shown(lines: Callable[..., list[str]]) -> Callable[..., list[str]]:
+    @wraps(lines)
+    def shown(*args: object) -> list[str]:
+        return [visible(line, lines=False) for line in lines(*args)]
+
+    return shown
+
+
+@_shown
 def plan_lines(plan: FixPlan) -> list[str]:
     account = f", account {plan.account}" if plan.account else ""
     scope = f" on {plan.resource}" if plan.resource else ""
@@ -41,17 +57,21 @@ def plan_lines(plan: FixPlan) -> list[str]:
     return lines
 
 
+@_shown
 def preflight_lines(result: PreflightResult) -> list[str]:
     lines = ["pre-flight (EC2 DryRun, nothing is changed):"]
     for number, check in enumerate(result.checks, 1):
         mark = _PREFLIGHT_MARK.get(check.status, "?")
         lines.append(f"  {mark} {number}. {check.call.operation}: {check.status}: {check.detail}")
+    if result.note:
+        lines.append(result.note)
     if result.denied_actions:
         lines.append(f"missing permission: {', '.join(result.denied_actions)} (see 'fmdoctor iam-policy "
                      "--remediation')")
     return lines
 
 
+@_shown
 def result_lines(result: FixResult) -> list[str]:
     lines = ["apply:"]
     for number, outcome in enumerate(result.outcomes, 1):

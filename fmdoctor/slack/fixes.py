@@ -44,7 +44,7 @@ def plan_view(plan: FixPlan, checked: PreflightResult | None, metadata: dict[str
         body += blocks.code_sections("\n".join(preflight_lines(checked)))
     if plan.empty:
         return _view("fmdoctor fix", body + [blocks.context("Nothing to apply.")])
-    if checked is None or not checked.ok:
+    if checked is None or not checked.passed:
         return _view("fmdoctor fix", body + [blocks.context("Not applicable: the pre-flight shows it would fail.")])
     body.append(blocks.context(f"Applying changes {plan.cluster} ({plan.region}) with plan "
                                f"`{plan.digest[:12]}`. Your approval is audited with your Slack user id."))
@@ -110,7 +110,7 @@ class FixFlow:
                         "left to apply); nothing was changed: press Fix again", digest)
             return
         checked = preflight(service.doctor, plan, audit=service.audit)
-        if not checked.ok:
+        if not checked.passed:
             service.post(where, blocks.text_messages(
                 ":x: not applying: the pre-flight shows it would fail", "\n".join(preflight_lines(checked))))
             return
