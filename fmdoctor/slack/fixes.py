@@ -16,7 +16,15 @@ import logging
 from typing import Any
 
 from fmdoctor.engine.errors import FmdoctorError
-from fmdoctor.remediation import Approval, FixPlan, PreflightResult, apply_fix, plan_fix, preflight
+from fmdoctor.remediation import (
+    Approval,
+    FixPlan,
+    PreflightResult,
+    apply_fix,
+    plan_fix,
+    preflight,
+    record_decision,
+)
 from fmdoctor.remediation.audit import who
 from fmdoctor.report.fix import plan_lines, preflight_lines, result_lines
 from fmdoctor.slack import blocks
@@ -111,6 +119,8 @@ class FixFlow:
             return
         checked = preflight(service.doctor, plan, audit=service.audit)
         if not checked.passed:
+            record_decision(service.doctor, "refused", "the pre-flight shows it would fail", plan=plan, approver=user,
+                            channel="slack", audit=service.audit)
             service.post(where, blocks.text_messages(
                 ":x: not applying: the pre-flight shows it would fail", "\n".join(preflight_lines(checked))))
             return
