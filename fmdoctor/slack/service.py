@@ -20,6 +20,7 @@ from fmdoctor.remediation import AuditLog
 from fmdoctor.slack import blocks
 from fmdoctor.slack.auth import Approvers, pick_cluster
 from fmdoctor.slack.commands import USAGE, Command
+from fmdoctor.slack.outbound import redacting
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ class SlackService:
                  assistant_factory: Callable[[Doctor, str], Any] | None = None):
         self.doctor = doctor
         self.settings = settings
-        self.client = client
+        self.client = redacting(client)  # every post, dialog and reply: secrets redacted on the way out
         self.audit = audit or AuditLog()
         self.approvers = Approvers(settings, client)
         self._assistant_factory = assistant_factory
