@@ -36,11 +36,15 @@ def add_target_args(parser: argparse.ArgumentParser) -> None:
                         help="run against the embedded demo cluster (moto in-process; no AWS account needed)")
 
 
-def split_ids(values: list[str] | None) -> list[str] | None:
-    """'--only a,b --only c' -> ['a', 'b', 'c']."""
-    if not values:
+def split_ids(values: list[str] | None, flag: str = "--only") -> list[str] | None:
+    """'--only a,b --only c' -> ['a', 'b', 'c']; '--only ""' is a mistake, not 'every check'."""
+    if values is None:
         return None
-    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+    ids = [v.strip() for value in values for v in value.split(",") if v.strip()]
+    if not ids:
+        raise UsageError(f"{flag} was given nothing: it needs at least one value",
+                         hint="leave it out to mean 'all'" if flag == "--only" else f"see '{flag}' in --help")
+    return ids
 
 
 @dataclass
@@ -53,6 +57,9 @@ class Target:
 @contextlib.contextmanager
 def open_target(args: argparse.Namespace, overrides: dict[str, Any] | None = None) -> Iterator[Target]:
     """Settings + connection + cluster name from flags/env/config; with --demo, the seeded demo cluster."""
+    named = getattr(args, "cluster", None)
+    if named is not None and not named.strip():
+        raise UsageError("--cluster needs a name", hint="leave it out to use FMDOCTOR_CLUSTER or the configured one")
     if getattr(args, "demo", False):
         from fmdoctor.demo.runtime import demo_environment, demo_settings
 

@@ -69,6 +69,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except RecursionError:
+        sys.stderr.write("fmdoctor: error: the input is nested too deeply to read\n")
+        return 3
+    except Exception as exc:  # a bug, or input nothing anticipated: one line, never a traceback with its data
+        logging.getLogger("fmdoctor").debug("unexpected error", exc_info=True)
+        sys.stderr.write(f"fmdoctor: error: {type(exc).__name__}: {visible(str(exc), lines=False)[:300]}\n"
+                         "  hint: this is a bug in fmdoctor or input it does not handle; run with -vv for the "
+                         "traceback and report it\n")
+        return 3
 
 
 def _interactive() -> bool:

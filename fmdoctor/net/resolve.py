@@ -69,9 +69,14 @@ class Resolver:
         named = self._named_instance(query)
         if named is not None:
             return Resolved([named])
-        if _BUCKET.match(query):
-            return Resolved([self._s3(f"s3://{query}")], HTTPS)
         shown = query if len(query) <= 80 else f"{query[:77]}..."
+        if _BUCKET.match(query):
+            try:
+                return Resolved([self._s3(f"s3://{query}")], HTTPS)
+            except TargetNotFound:  # a bare word is as likely a node name as a bucket: say both were looked for
+                raise TargetNotFound(f"{shown!r} is neither an instance named so in cluster {self.inventory.cluster} "
+                                     "nor an S3 bucket", hint="give an instance id, an address, or s3://BUCKET"
+                                     ) from None
         raise TargetNotFound(f"{shown!r} is not an instance, interface, address, file system or bucket of "
                              f"cluster {self.inventory.cluster}")
 
@@ -189,7 +194,11 @@ class Resolver:
         region = self.network.topology.region
         bucket = None
         if text.lower() != "s3":
-            validate = validate_checkpoint_location(text)
+            try:
+                validate = validate_checkpoint_location(text)
+            except ValueError as exc:
+                raise UsageError(str(exc), hint="an S3 endpoint is 's3' (the regional service) or s3://BUCKET") \
+                    from None
             bucket = validate[5:].split("/", 1)[0]
         bucket_region = bucket_region_of(self.clients.get("s3"), bucket) if bucket else region
         endpoint = s3_endpoint(self.network, bucket, bucket_region or region, text)
