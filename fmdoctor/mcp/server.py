@@ -25,7 +25,7 @@ from fmdoctor import __version__
 from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.mcp.service import McpService, Prepared, confirmation_message
 from fmdoctor.remediation.actions import ACTIONS
-from fmdoctor.safety.redact import redact_data
+from fmdoctor.safety.redact import Redactor, redact_data
 from fmdoctor.safety.text import strip_invisible
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=True)
@@ -96,16 +96,16 @@ def build_server(service: McpService) -> MCPServer:
     return server
 
 
-def guarded(call: Callable[[], T]) -> T:
+def guarded(call: Callable[[], T], redactor: Redactor | None = None) -> T:
     """fmdoctor's own errors (bad input, AccessDenied, unknown cluster) reach the model as a tool error with
     the message and hint, never a traceback. Results are cleaned (see :func:`clean`)."""
     try:
-        return clean(call())
+        return clean(call(), redactor)
     except FmdoctorError as exc:
-        raise ToolError(clean(str(exc))) from None
+        raise ToolError(clean(str(exc), redactor)) from None
 
 
-def clean(value: T) -> T:
+def clean(value: T, redactor: Redactor | None = None) -> T:
     """What a client's model may read: every string without the characters a person cannot see but a model
     reads (Unicode tags, zero-width and bidi controls, escape sequences), as the assistant does, and redacted
     by the one policy for everything sent to a model (secrets, account ids): an MCP client forwards results to
@@ -121,7 +121,7 @@ def clean(value: T) -> T:
             return type(item)(strip(v) for v in item)
         return item
 
-    return redact_data(strip(value))  # type: ignore[no-any-return]
+    return redact_data(strip(value), redactor)  # type: ignore[no-any-return]
 
 
 def _read_tools(server: MCPServer, service: McpService) -> None:
@@ -130,12 +130,12 @@ def _read_tools(server: MCPServer, service: McpService) -> None:
         """Run fmdoctor's checks on a cluster and return the report: status, findings (id, check, severity,
         resource, summary, evidence, runbook), errors (what could not be verified) and stats. `only` takes
         check ids or families (efa, inference, ...); `cluster` defaults to the server's."""
-        return guarded(lambda: service.check(cluster, only))
+        return guarded(lambda: service.check(cluster, only), service.redactor)
 
     @server.tool(annotations=READ_ONLY)
     def list_checks() -> list[dict[str, Any]]:
         """The check catalogue: id, family, severity, what it proves, the IAM actions it needs, its runbook."""
-        return guarded(service.list_checks)
+        return guarded(service.list_checks, service.redactor)
 
     @server.tool(annotations=READ_ONLY)
     def why_not(source: str, destination: str, port: str | int | None = None, protocol: str = "tcp",
@@ -144,12 +144,12 @@ def _read_tools(server: MCPServer, service: McpService) -> None:
         gateways and names the blocking component with the rule that fixes it. Endpoints: instance id or Name
         tag ('head'), ENI id, private IP, CIDR, 'internet', FSx id, 's3' or 's3://bucket'. Port: '22',
         '1018-1023' or '988,1018-1023'; protocol tcp, udp, icmp or all."""
-        return guarded(lambda: service.why_not(source, destination, port, protocol, cluster))
+        return guarded(lambda: service.why_not(source, destination, port, protocol, cluster), service.redactor)
 
     @server.tool(annotations=READ_ONLY)
     def list_runbooks() -> list[dict[str, Any]]:
         """Every runbook: id, title, severity, the checks it answers, whether it has an automated fix."""
-        return guarded(service.list_runbooks)
+        return guarded(service.list_runbooks, service.redactor)
 
     @server.tool(annotations=READ_ONLY)
     def get_runbook(runbook_id: str, finding_id: str | None = None, finding: dict[str, Any] | None = None,
@@ -157,7 +157,7 @@ def _read_tools(server: MCPServer, service: McpService) -> None:
         """A runbook as Markdown (what it means, confirm by hand, fix, verify). With `finding_id`
         ('check/resource' from a check report) the check runs again and every command carries that finding's
         real ids; a `finding` object from a report works too; with neither, values are placeholders."""
-        return guarded(lambda: service.get_runbook(runbook_id, finding_id, finding, cluster))
+        return guarded(lambda: service.get_runbook(runbook_id, finding_id, finding, cluster), service.redactor)
 
 
 def _fix_tools(server: MCPServer, service: McpService) -> None:
@@ -178,11 +178,12 @@ def _fix_tools(server: MCPServer, service: McpService) -> None:
         plan's digest and a DryRun pre-flight of the permissions. Changes nothing. Pass the digest to
         apply_fix; the person at the client will be asked to confirm."""
         scope = session_scope(ctx)
-        return guarded(lambda: service.plan(check, resource, cluster, scope))
+        return guarded(lambda: service.plan(check, resource, cluster, scope), service.redactor)
 
     def prepared_fix(check: str, resource: str | None, cluster: str | None, digest: str | None,
                      ctx: Context) -> Prepared:
-        return guarded(lambda: service.prepare(check, resource, cluster, digest, session_scope(ctx)))
+        return guarded(lambda: service.prepare(check, resource, cluster, digest, session_scope(ctx)),
+                       service.redactor)
 
     def confirmation(prepared: Annotated[Prepared, Resolve(prepared_fix)],
                      ctx: Context) -> Elicit[FixConfirmation] | str:
@@ -190,7 +191,7 @@ def _fix_tools(server: MCPServer, service: McpService) -> None:
             return NOT_ASKED
         if not can_elicit(ctx):
             return NO_ELICITATION
-        return Elicit(clean(confirmation_message(prepared)), FixConfirmation)
+        return Elicit(clean(confirmation_message(prepared), service.redactor), FixConfirmation)
 
     @server.tool(annotations=CHANGES_AWS)
     def apply_fix(
@@ -208,13 +209,13 @@ def _fix_tools(server: MCPServer, service: McpService) -> None:
         afterwards and says whether the findings are gone. Every attempt goes to the audit log."""
         if prepared.nothing_to_do:
             return clean({"applied": False, "reason": "nothing to fix: no current finding needs an automated call",
-                          "plan": prepared.plan.to_json_dict() if prepared.plan else None})
+                          "plan": prepared.plan.to_json_dict() if prepared.plan else None}, service.redactor)
         if prepared.refusal is not None:
-            return guarded(lambda: service.refuse(prepared, prepared.refusal or ""))
+            return guarded(lambda: service.refuse(prepared, prepared.refusal or ""), service.redactor)
         if getattr(answer, "data", None) == NO_ELICITATION:
             return guarded(lambda: service.refuse(
                 prepared, "this MCP client cannot ask its user (no form elicitation): approve the plan with "
-                "'fmdoctor fix' on a terminal instead"))
+                "'fmdoctor fix' on a terminal instead"), service.redactor)
         approver = client_name(ctx)
         data = getattr(answer, "data", None)
         if answer.action != "accept" or not isinstance(data, FixConfirmation) or not data.approve:
@@ -222,8 +223,8 @@ def _fix_tools(server: MCPServer, service: McpService) -> None:
                 f"approve: {json.dumps(data.received, default=str)[:40]}, not true"
                 if isinstance(data, FixConfirmation) else "no form")
             return guarded(lambda: service.refuse(prepared, f"the person did not approve ({how})",
-                                                  event="declined", approver=approver))
-        return guarded(lambda: service.apply(prepared, approver))
+                                                  event="declined", approver=approver), service.redactor)
+        return guarded(lambda: service.apply(prepared, approver), service.redactor)
 
 
 def can_elicit(ctx: Context) -> bool:

@@ -23,6 +23,7 @@ from fmdoctor.remediation.apply import DEFAULT_VERIFY_DELAYS
 from fmdoctor.remediation.audit import who
 from fmdoctor.remediation.plan import plan_fields
 from fmdoctor.runbooks import get_runbook, list_runbooks
+from fmdoctor.safety.redact import Redactor, redactor_for
 
 PLAN_TTL_S = 15 * 60  # a digest from plan_fix is good for this long (then plan again: state moves on)
 MAX_PLANS = 256  # per ledger scope; the oldest are forgotten first
@@ -74,6 +75,11 @@ class McpService:
     audit: AuditLog = field(default_factory=AuditLog)
     ledger: PlanLedger = field(default_factory=PlanLedger)
     verify_delays: Sequence[float] = DEFAULT_VERIFY_DELAYS
+
+    @property
+    def redactor(self) -> Redactor:
+        """The one policy plus this configuration's ``agent.redact``: results reach the client's model."""
+        return redactor_for(self.doctor.settings)
 
     # --- read-only tools ---------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ key, and bare).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -99,6 +100,17 @@ def _replace(pattern: Pattern, text: str) -> str:
 
 
 DEFAULT = Redactor()
+
+
+def redactor_for(settings: Any) -> Redactor:
+    """The policy with the patterns these settings add (``agent.redact``): the same for every way out."""
+    extra = tuple(getattr(getattr(settings, "agent", None), "redact", None) or ())
+    return _with_extra(extra) if extra else DEFAULT
+
+
+@functools.lru_cache(maxsize=8)
+def _with_extra(extra: tuple[str, ...]) -> Redactor:
+    return Redactor(extra)
 
 
 def redact_data(value: Any, redactor: Redactor | None = None, keys: frozenset[str] | None = None) -> Any:

@@ -52,7 +52,7 @@ def build_app(service: SlackService, tokens: SlackTokens, seen: SeenEvents | Non
     fixes = FixFlow(service)
 
     def ack_command(ack: Callable[..., Any], command: dict[str, Any]) -> None:
-        ack = redacted_reply(ack)
+        ack = redacted_reply(ack, service.redactor)
         try:
             parsed = service.resolve(parse_command(command.get("text", "")), command.get("channel_id"))
         except FmdoctorError as exc:
@@ -64,7 +64,7 @@ def build_app(service: SlackService, tokens: SlackTokens, seen: SeenEvents | Non
         ack(text=f":hourglass_flowing_sand: running `{blocks.escape(parsed.describe())}`…")
 
     def run_command(command: dict[str, Any], respond: Callable[..., Any]) -> None:
-        respond = redacted_reply(respond)
+        respond = redacted_reply(respond, service.redactor)
         where = Where(command["channel_id"])
         try:
             parsed = service.resolve(parse_command(command.get("text", "")), command.get("channel_id"))
@@ -103,7 +103,7 @@ def build_app(service: SlackService, tokens: SlackTokens, seen: SeenEvents | Non
     app.event("app_mention")(ack=lambda ack: ack(), lazy=[on_mention])
 
     def show_runbook(body: dict[str, Any], respond: Callable[..., Any]) -> None:
-        respond = redacted_reply(respond)
+        respond = redacted_reply(respond, service.redactor)
         value = json.loads(body["actions"][0]["value"])
         channel = (body.get("channel") or {}).get("id")
         try:

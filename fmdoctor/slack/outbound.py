@@ -14,18 +14,19 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from fmdoctor.safety.redact import redact_data
+from fmdoctor.safety.redact import Redactor, redact_data
 
 SHOWN_KEYS = frozenset({"text", "title", "alt_text", "fallback", "pretext", "placeholder"})
 _WRAPPED = "_fmdoctor_redacting"
 
 
-def redacted(payload: Any) -> Any:
-    return redact_data(payload, keys=SHOWN_KEYS)
+def redacted(payload: Any, redactor: Redactor | None = None) -> Any:
+    return redact_data(payload, redactor, keys=SHOWN_KEYS)
 
 
-def redacting(client: Any) -> Any:
-    """The same client, whose every Web API call is redacted first (idempotent; works on any WebClient)."""
+def redacting(client: Any, redactor: Redactor | None = None) -> Any:
+    """The same client, whose every Web API call is redacted first (idempotent; works on any WebClient).
+    ``redactor``: the policy with the configured patterns (:func:`~fmdoctor.safety.redact.redactor_for`)."""
     if getattr(client, _WRAPPED, False) or not hasattr(client, "api_call"):
         return client
     api_call = client.api_call
@@ -34,7 +35,7 @@ def redacting(client: Any) -> Any:
     def call(api_method: str, **kwargs: Any) -> Any:
         for part in ("json", "data", "params"):
             if isinstance(kwargs.get(part), dict):
-                kwargs[part] = redacted(kwargs[part])
+                kwargs[part] = redacted(kwargs[part], redactor)
         return api_call(api_method, **kwargs)
 
     client.api_call = call
@@ -42,11 +43,11 @@ def redacting(client: Any) -> Any:
     return client
 
 
-def redacted_reply(reply: Callable[..., Any]) -> Callable[..., Any]:
+def redacted_reply(reply: Callable[..., Any], redactor: Redactor | None = None) -> Callable[..., Any]:
     """bolt's ``ack`` or ``respond``, redacting what it sends."""
 
     def send(*args: Any, **kwargs: Any) -> Any:
-        args = tuple(redacted({"text": a})["text"] if isinstance(a, str) else a for a in args)
-        return reply(*args, **redacted(kwargs))
+        args = tuple(redacted({"text": a}, redactor)["text"] if isinstance(a, str) else a for a in args)
+        return reply(*args, **redacted(kwargs, redactor))
 
     return send

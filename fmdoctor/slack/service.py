@@ -17,6 +17,7 @@ from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.engine.model import Finding, Report
 from fmdoctor.remediation import AuditLog
+from fmdoctor.safety.redact import redactor_for
 from fmdoctor.slack import blocks
 from fmdoctor.slack.auth import Approvers, pick_cluster
 from fmdoctor.slack.commands import USAGE, Command
@@ -40,7 +41,9 @@ class SlackService:
                  assistant_factory: Callable[[Doctor, str], Any] | None = None):
         self.doctor = doctor
         self.settings = settings
-        self.client = redacting(client)  # every post, dialog and reply: secrets redacted on the way out
+        # every post, dialog and reply: secrets (and the configured agent.redact patterns) redacted on the way out
+        self.redactor = redactor_for(getattr(doctor, "settings", None))
+        self.client = redacting(client, self.redactor)
         self.audit = audit or AuditLog()
         self.approvers = Approvers(settings, client)
         self._assistant_factory = assistant_factory

@@ -13,10 +13,14 @@ bare 12-digit account ids as EC2 writes OwnerId.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from fmdoctor.safety.redact import Redactor, redact_data
+from fmdoctor.config import Settings
+from fmdoctor.engine.api import Connection, Doctor
+from fmdoctor.safety.redact import Redactor, redact_data, redactor_for
 
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 KEY_ID = "AKIAIOSFODNN7EXAMPLE"
@@ -109,3 +113,53 @@ def test_only_the_named_keys_are_redacted_when_asked():
     clean = redact_data(message, keys=frozenset({"text"}))
     assert ACCOUNT not in clean["text"] and SLACK not in json.dumps(clean)
     assert clean["blocks"][1]["value"] == message["blocks"][1]["value"]
+
+
+def _ways_out(settings: Settings | None = None) -> dict[str, Callable[[str], str]]:
+    """Each way text leaves the process towards a model or a chat, as its front end applies the policy."""
+    from langchain_core.messages import ToolMessage
+
+    from fmdoctor.assistant.guard import redact_message
+    from fmdoctor.mcp.server import clean
+    from fmdoctor.mcp.service import McpService
+    from fmdoctor.slack.outbound import redacted_reply, redacting
+
+    settings = settings or Settings()
+    mcp = McpService(Doctor(settings=settings, connection=Connection(region="us-west-2")))
+    posted: list[dict[str, Any]] = []
+
+    class Client:
+        def api_call(self, method: str, **kwargs: Any) -> None:
+            posted.append(kwargs["json"])
+
+    def slack_post(text: str) -> str:
+        redacting(Client(), redactor_for(settings)).api_call("chat.postMessage", json={"text": text})
+        return posted[-1]["text"]
+
+    def slack_ack(text: str) -> str:
+        sent: list[str] = []
+        redacted_reply(sent.append, redactor_for(settings))(text)
+        return sent[0]
+
+    return {
+        "assistant": lambda text: redact_message(ToolMessage(text, tool_call_id="1"),
+                                                 Redactor(settings.agent.redact)).content,
+        "mcp": lambda text: clean({"findings": [{"evidence": {"tag": text}}]}, mcp.redactor)[
+            "findings"][0]["evidence"]["tag"],
+        "slack-post": slack_post,
+        "slack-ack": slack_ack,
+    }
+
+
+@pytest.mark.parametrize("way", ["assistant", "mcp", "slack-post", "slack-ack"])
+@pytest.mark.parametrize(("kind", "secret", "text"), CORPUS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(CORPUS)])
+def test_every_way_out_applies_the_one_policy(way, kind, secret, text):
+    sent = _ways_out()[way](text)
+    assert secret not in sent and f"[REDACTED:{kind}]" in sent
+
+
+@pytest.mark.parametrize("way", ["assistant", "mcp", "slack-post", "slack-ack"])
+def test_configured_patterns_apply_on_every_way_out(way):
+    settings = Settings(agent={"redact": [r"\bllm-prod-\w+\b"]})
+    sent = _ways_out(settings)[way]("endpoint llm-prod-chat7 is slow")
+    assert "llm-prod-chat7" not in sent and "[REDACTED:configured]" in sent
