@@ -94,8 +94,9 @@ class _Forward(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[tuple[_Proxy, dict[str, Any]]]:
-    """A small healthy cluster in moto behind the proxy: EFA nodes with GPU metrics, fresh checkpoints, a Spot
-    queue, and a SageMaker endpoint tagged with the cluster, with traffic."""
+    """A small healthy cluster in moto behind the proxy: EFA nodes with GPU metrics, an FSx for Lustre file
+    system they reach, fresh checkpoints, a Spot queue, and a SageMaker endpoint tagged with the cluster, with
+    traffic."""
     from moto.server import ThreadedMotoServer
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -113,7 +114,15 @@ def world() -> Iterator[tuple[_Proxy, dict[str, Any]]]:
         builder.subnet("private-a", "10.0.0.0/20", f"{REGION}a")
         builder.route_table("private", ["private-a"])
         builder.s3_gateway_endpoint(["private"], REGION)
-        builder.security_group("efa", self_ingress=True, self_egress=True)
+        efa = builder.security_group("efa", self_ingress=True, self_egress=True)
+        lustre = [{"IpProtocol": "tcp", "FromPort": low, "ToPort": high, "UserIdGroupPairs": [{"GroupId": group}]}
+                  for low, high in ((988, 988), (1018, 1023)) for group in [efa]]
+        fsx_group = builder.security_group("fsx", ingress=lustre)
+        builder.ec2.authorize_security_group_ingress(GroupId=efa, IpPermissions=[
+            {**rule, "UserIdGroupPairs": [{"GroupId": fsx_group}]} for rule in lustre])
+        session.client("fsx").create_file_system(FileSystemType="LUSTRE", StorageCapacity=1200,
+                                                 SubnetIds=[builder.subnets["private-a"]],
+                                                 SecurityGroupIds=[fsx_group])
         builder.placement_group("pg")
         ids = builder.launch(["gpu-1", "gpu-2"], "p4d.24xlarge", "private-a", ["efa"], efa_interfaces=4,
                              placement_group="pg")
@@ -155,7 +164,8 @@ def test_the_undamaged_world_is_verified_healthy(world):
     proxy.damage = Damage()
     report = run(proxy, settings)
     assert report.errors == [] and report.findings == [], (report.errors, report.findings)
-    assert {"checkpoint-stale", "inference-errors", "efa-sg-self-reference"} <= set(report.stats.checks_run)
+    assert {"checkpoint-stale", "inference-errors", "efa-sg-self-reference", "fsx-unreachable"} <= set(
+        report.stats.checks_run)
 
 
 # The services a run reads, by signing name, and the checks that must then say they could not verify.
@@ -165,6 +175,7 @@ READERS = {
     "tagging": ["endpoint-unhealthy", "inference-latency-slo", "inference-errors", "inference-idle"],
     "s3": ["checkpoint-missing", "checkpoint-stale", "checkpoint-incomplete"],
     "sqs": ["spot-interruption", "spot-rebalance"],
+    "fsx": ["fsx-unreachable"],
     "monitoring": ["gpu-idle", "gpu-straggler", "gpu-memory-pressure", "inference-errors", "inference-latency-slo"],
 }
 
