@@ -110,6 +110,9 @@ class Assistant:
         with session.lock:
             waiting = self._interrupts(session)
             if waiting:  # a plan was waiting for approval: a new question declines it
+                for interrupt in waiting:
+                    self._audit(session, self._request(session, interrupt), "declined",
+                                "a new question was asked instead of approving it")
                 for _ in self._drive(Command(resume={i.id: _DECLINED for i in waiting}), session, cancel):
                     pass
             session.turn = Turn(question)
@@ -131,9 +134,29 @@ class Assistant:
             decisions = {i.id: _DECLINED for i in waiting}  # one plan at a time; others are declined
             if approval is not None and getattr(approval, "plan_digest", None) == request.plan_digest:
                 session.grant(approval)
-                decisions[request.interrupt_id] = {"type": "approve"}
+                decisions[request.interrupt_id] = {"type": "approve"}  # apply_fix records the approval
+            elif approval is not None:
+                self._audit(session, request, "refused", "the approval names another plan "
+                            f"({str(getattr(approval, 'plan_digest', None))[:16]}): a forged or stale digest",
+                            approver=getattr(approval, "approver", None))
+            else:
+                self._audit(session, request, "declined", "the person did not approve")
+            for interrupt in waiting:
+                other = self._request(session, interrupt)
+                if other is not None and other.interrupt_id != request.interrupt_id:
+                    self._audit(session, other, "declined", "another plan was decided first")
             session.turn = session.turn or Turn("(approval)")
             yield from self._drive(Command(resume=decisions), session, cancel)
+
+    def _audit(self, session: SessionState, request: ApprovalRequest | None, decision: str, reason: str,
+               approver: str | None = None) -> None:
+        """Every decision about a plan is one audit record, whichever front end asked (ask, the TUI, Slack)."""
+        if request is None:
+            return
+        pending = session.plans.get(request.plan_digest)
+        self.backends.record(self.doctor, decision, reason, plan=pending.plan if pending else None,
+                             approver=approver, session=session.id, plan_digest=request.plan_digest,
+                             check=request.check_id, resource=request.resource)
 
     def reset(self, session_id: str) -> None:
         with self._lock:

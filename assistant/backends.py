@@ -31,6 +31,9 @@ class Backends:
     preflight: Callable[..., Any] | None = None
     # apply_fix(doctor, plan, approval) -> FixResult; refuses a missing or mismatched approval
     apply_fix: Callable[..., Any] | None = None
+    # record_decision(doctor, decision, reason, plan=None, approver=None, channel=None, **fields): one audit
+    # record for a decline or a refusal (an approval is recorded by apply_fix)
+    record_decision: Callable[..., Any] | None = None
 
     @property
     def remediation(self) -> bool:
@@ -44,7 +47,13 @@ class Backends:
             plan_fix=_load("fmdoctor.remediation", "plan_fix"),
             preflight=_load("fmdoctor.remediation", "preflight"),
             apply_fix=_load("fmdoctor.remediation", "apply_fix"),
+            record_decision=_load("fmdoctor.remediation", "record_decision"),
         )
+
+    def record(self, doctor: Any, decision: str, reason: str, **fields: Any) -> None:
+        """Audit a decision that changed nothing (no-op when remediation is not installed: nothing can change)."""
+        if self.record_decision is not None:
+            self.record_decision(doctor, decision, reason, channel=fields.pop("channel", "assistant"), **fields)
 
 
 def _load(module: str, name: str) -> Callable[..., Any] | None:

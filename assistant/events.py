@@ -47,9 +47,11 @@ class ApprovalRequest:
 
 
 def _dry_run(preflight: Any) -> str:
+    if isinstance(preflight, dict) and preflight.get("ok") is None and preflight.get("passed"):
+        return str(preflight.get("note") or "no dry run exists for some calls")
     if isinstance(preflight, dict) and isinstance(preflight.get("ok"), bool):
         if preflight["ok"]:
-            return "every call would succeed (or has no dry run)"
+            return "every call would succeed"
         denied = ", ".join(preflight.get("denied_actions") or []) or "see the plan"
         return f"would fail: denied {denied}"
     return str(preflight)

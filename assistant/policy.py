@@ -48,6 +48,13 @@ def refuse(request: ToolCallRequest, message: str, reason: str) -> ToolMessage:
                        name=name, tool_call_id=request.tool_call["id"], status="error")
 
 
+def _audit_refusal(ctx: AssistantContext, request: ToolCallRequest, reason: str) -> None:
+    """A refused tool call is a decision too: one audit record (the arguments are the model's, kept short)."""
+    args = {k: str(v)[:200] for k, v in dict(request.tool_call.get("args") or {}).items()}
+    ctx.backends.record(ctx.doctor, "refused", reason, cluster=ctx.cluster, session=ctx.session.id,
+                        tool=request.tool_call["name"], arguments=args)
+
+
 class ToolGate(AgentMiddleware):
     """Per-question cap on tool calls and the approval requirement for mutating tools."""
 
@@ -60,9 +67,11 @@ class ToolGate(AgentMiddleware):
         if access == MUTATE:
             digest = request.tool_call["args"].get("plan_digest")
             if not ctx.session.has_approval(digest):
+                _audit_refusal(ctx, request, "the model asked to apply a plan no person approved")
                 return refuse(request, "refused: a person has not approved this plan, so nothing was changed",
                               "not-approved")
         elif access != READ:
+            _audit_refusal(ctx, request, "the model asked for a tool the policy does not allow")
             return refuse(request, f"refused: {request.tool_call['name']!r} is not an allowed tool", "not-allowed")
         if turn is None:
             return handler(request)

@@ -1,4 +1,8 @@
-"""Durations as people write them in flags and YAML: '90s', '30m', '2h', '1d', '1h30m' (or bare seconds)."""
+"""Durations as people write them in flags and YAML: '90s', '30m', '2h', '1d', '1h30m'.
+
+Every number carries its unit: '5' could be seconds or minutes, and '5 m' reads as two words, so both are
+refused with a message saying how to write them. A duration is at most ``MAX_DAYS`` days.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from datetime import timedelta
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+MAX_DAYS = 3650
+_EXAMPLES = "e.g. '90s', '30m', '2h' or '1h30m'"
 
 
 def parse_duration(value: object) -> timedelta:
@@ -15,14 +21,14 @@ def parse_duration(value: object) -> timedelta:
     if isinstance(value, bool):
         raise ValueError("a duration such as '90s', '30m' or '2h' is expected, not a boolean")
     if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError("a duration cannot be negative")
-        return timedelta(seconds=value)
+        raise ValueError(f"{value!r} has no unit: write it with one, {_EXAMPLES}")
     if not isinstance(value, str):
         raise ValueError(f"a duration such as '90s', '30m' or '2h' is expected, not {type(value).__name__}")
-    text = value.strip().lower().replace(" ", "")
-    if text.isdigit():
-        return timedelta(seconds=int(text))
+    text = value.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        raise ValueError(f"{value!r} has no unit: write {text}s, {text}m or {text}h")
+    if re.search(r"\s", text):
+        raise ValueError(f"{value!r}: write a duration without spaces, {_EXAMPLES}")
     position, seconds = 0, 0.0
     for match in _PART.finditer(text):
         if match.start() != position:
@@ -30,7 +36,9 @@ def parse_duration(value: object) -> timedelta:
         seconds += float(match.group(1)) * _UNITS[match.group(2)]
         position = match.end()
     if not text or position != len(text):
-        raise ValueError(f"{value!r} is not a duration; use e.g. '90s', '30m', '2h' or '1h30m'")
+        raise ValueError(f"{value!r} is not a duration; use {_EXAMPLES}")
+    if seconds > MAX_DAYS * 86400:
+        raise ValueError(f"{value!r} is longer than {MAX_DAYS} days")
     return timedelta(seconds=seconds)
 
 

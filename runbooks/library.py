@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fmdoctor.engine.errors import UsageError
+from fmdoctor.runbooks.commands import lint_commands
 from fmdoctor.runbooks.errors import RunbookError
 from fmdoctor.runbooks.model import REQUIRED_SECTIONS, Runbook, parse_runbook
 
@@ -79,7 +80,8 @@ def get_runbook(runbook_id: str, settings: Settings | None = None) -> Runbook:
 
 
 def lint_runbooks(runbooks: Iterable[Runbook], registry: Registry) -> list[str]:
-    """Problems a reviewer would flag: unknown check ids, missing sections, checks without a runbook."""
+    """Problems a reviewer would flag: unknown check ids, missing sections, checks without a runbook, values
+    a command cannot carry as written (:func:`~fmdoctor.runbooks.commands.lint_commands`)."""
     runbooks = list(runbooks)
     known = set(registry.ids())
     problems = []
@@ -90,6 +92,7 @@ def lint_runbooks(runbooks: Iterable[Runbook], registry: Registry) -> list[str]:
         for section in REQUIRED_SECTIONS:
             if f"\n{section}\n" not in f"\n{runbook.body}":
                 problems.append(f"{runbook.source}: no '{section}' section")
+        problems += [f"{runbook.source}: {p}" for p in lint_commands(runbook.body, runbook.body_line)]
     by_id = {r.id: r for r in runbooks}
     for check in registry:
         runbook = by_id.get(check.runbook_id())

@@ -4,12 +4,18 @@ Strict: a variable the body uses but the finding lacks raises, so a runbook neve
 where a group id should be. Sandboxed (immutable): evidence is data from AWS (tag values, names) and a
 user runbook is code from a directory; neither may reach Python internals or mutate anything.
 
+Quoted by policy, not by the author's care: every ``{{ ... }}`` renders as a token that
+:mod:`fmdoctor.runbooks.commands` then writes for where it stands: one quoted shell word in a command (or
+``⟨refused: why⟩`` when it cannot be what the command needs), visible escapes in prose and code. A runbook
+that forgets ``| sh`` is as safe as one that remembers it (``sh`` no longer quotes twice).
+
 Without a finding, the body renders over :class:`Placeholder` values that print where each value
 comes from (``⟨evidence.security_group⟩``), so a runbook can be read before any check has run.
 """
 
 from __future__ import annotations
 
+import contextvars
 import re
 import shlex
 from typing import TYPE_CHECKING, Any
@@ -20,7 +26,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import ValidationError
 
 from fmdoctor.engine.model import Finding
+from fmdoctor.runbooks.commands import ShellVar, ShellWord, Values, place_values
 from fmdoctor.runbooks.errors import RunbookRenderError
+from fmdoctor.safety.text import visible
 
 if TYPE_CHECKING:
     from fmdoctor.runbooks.model import Runbook
@@ -70,17 +78,22 @@ class Placeholder:
     __repr__ = __str__
 
 
-class ShellVar(str):
-    """A shell variable reference (``$AWS_REGION``) standing for a value fmdoctor does not know."""
+def shell_quote(value: Any) -> ShellWord:
+    """The ``sh`` filter: mark a value as a shell word. Commands quote every value anyway (once); in prose a
+    marked value is shown quoted too."""
+    return value if isinstance(value, ShellWord) else ShellWord(value)
 
 
-def shell_quote(value: Any) -> str:
-    """The ``sh`` filter: quote a value for a POSIX shell command line (ids pass through unchanged)."""
-    if isinstance(value, ShellVar):
-        return f'"{value}"'  # expanded by the shell, as one word
-    if isinstance(value, Placeholder):
-        return str(value)
-    return shlex.quote(str(value))
+_RENDERING: contextvars.ContextVar[Values | None] = contextvars.ContextVar("fmdoctor_runbook_values", default=None)
+
+
+def _token(value: Any) -> Any:
+    """Jinja's ``finalize``: each printed value becomes a token of this rendering (outside one, e.g. when
+    Jinja folds a constant at compile time, the value is the author's own text and prints as it is)."""
+    values = _RENDERING.get()
+    if values is None or (isinstance(value, str) and values.owns(value)):  # a macro's output: text already
+        return value
+    return values.token(value)
 
 
 def _length(value: Any) -> Any:
@@ -99,6 +112,7 @@ def _environment() -> ImmutableSandboxedEnvironment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        finalize=_token,
     )
     env.filters["sh"] = shell_quote
     env.filters["length"] = env.filters["count"] = _length
@@ -139,17 +153,21 @@ def render_runbook(runbook: Runbook, finding: Finding | dict[str, Any] | None, c
         "cluster": cluster or ShellVar("$FMDOCTOR_CLUSTER"),
         "region": region or ShellVar("$AWS_REGION"),
     }
-    body = _render(runbook, context)
-    where = f" · cluster `{cluster}`" if cluster else ""
-    where += f" ({region})" if region else ""
+    body, refused = _render(runbook, context, Placeholder)
+    where = f" · cluster `{_code(cluster)}`" if cluster else ""
+    where += f" ({visible(region, lines=False)})" if region else ""
     lines = [
         f"# {runbook.title}",
         "",
-        f"**{data['severity']}** · `{data['check']}` on `{data['resource']}`{where}",
+        f"**{_code(data['severity'])}** · `{_code(data['check'])}` on `{_code(data['resource'])}`{where}",
         "",
-        f"> {data['summary']}",
+        f"> {visible(data['summary'], lines=False)}",
         "",
     ]
+    if refused:
+        lines += [f"**Some values of this finding cannot go into a shell command** ({'; '.join(sorted(set(refused)))}):"
+                  " they are marked ⟨refused: …⟩ below. Read them in the finding's JSON, where they are escaped, "
+                  "before acting on them.", ""]
     unknown = [name for name, value in (("cluster", cluster), ("region", region)) if not value]
     if unknown:
         variables = " and ".join("$FMDOCTOR_CLUSTER" if n == "cluster" else "$AWS_REGION" for n in unknown)
@@ -158,10 +176,14 @@ def render_runbook(runbook: Runbook, finding: Finding | dict[str, Any] | None, c
     return "\n".join(lines) + "\n" + body
 
 
-def _render(runbook: Runbook, context: dict[str, Any]) -> str:
+def _render(runbook: Runbook, context: dict[str, Any], raw: type) -> tuple[str, list[str]]:
+    """The body with every value placed by the quoting policy, and the reasons of values it refused."""
     assert runbook.template is not None
+    values = Values()
+    reset = _RENDERING.set(values)
     try:
-        return runbook.template.render(context)
+        text = runbook.template.render(context)
+        return place_values(text, values, raw), values.refused
     except UndefinedError as exc:
         raise RunbookRenderError(
             f"runbook {runbook.id} ({runbook.source}) needs a value this finding lacks: {exc.message}",
@@ -171,6 +193,13 @@ def _render(runbook: Runbook, context: dict[str, Any]) -> str:
         raise RunbookRenderError(f"runbook {runbook.id} ({runbook.source}) did something unsafe: {exc}") from None
     except (TemplateError, TypeError, ValueError, KeyError, AttributeError) as exc:
         raise RunbookRenderError(f"runbook {runbook.id} ({runbook.source}) failed to render: {exc}") from None
+    finally:
+        _RENDERING.reset(reset)
+
+
+def _code(value: Any) -> str:
+    """A value shown inside a one-backtick code span of a header line."""
+    return visible(value, lines=False).replace("`", "'")
 
 
 def _render_template_view(runbook: Runbook, cluster: str | None, region: str | None) -> str:
@@ -184,7 +213,7 @@ def _render_template_view(runbook: Runbook, cluster: str | None, region: str | N
         "> No finding given: each ⟨…⟩ below is a value taken from a finding. To fill them in with your "
         "cluster's real values:",
         ">",
-        f"> `fmdoctor check --cluster {target} --only {check} --format json | "
+        f"> `fmdoctor check --cluster {shlex.quote(visible(target, lines=False))} --only {check} --format json | "
         f"fmdoctor runbook show {runbook.id} --finding -`",
         "",
     ]
@@ -197,7 +226,7 @@ def _render_template_view(runbook: Runbook, cluster: str | None, region: str | N
         "region": region or Placeholder("region"),
     }
     try:
-        body = runbook.template.render(context) if runbook.template else runbook.body
+        body = _render(runbook, context, Placeholder)[0] if runbook.template else runbook.body
     except Exception:  # a body that needs real values (arithmetic, comparisons): show its source instead
         body = ("The template needs real values to render; its source follows.\n\n```jinja\n"
                 + runbook.body.strip("\n") + "\n```\n")

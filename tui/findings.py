@@ -11,6 +11,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Input, Static
 
 from fmdoctor.engine.model import Finding, Report
+from fmdoctor.safety.text import visible
 from fmdoctor.tui.messages import FindingChosen
 from fmdoctor.tui.progress import ChecksProgress
 
@@ -125,18 +126,18 @@ class FindingsPanel(Vertical):
             table.clear()
         for finding in self.shown:
             style = SEVERITY_STYLE.get(finding.severity.value, "")
-            # Text, not str: a str cell is read as markup, and findings carry text from AWS
+            # Text, not str: a str cell is read as markup, and findings carry text from AWS (shown, never obeyed)
             table.add_row(Text(finding.severity.value, style=style),
                           Text(shorten(finding.check, widths["check"], middle=True)),
-                          Text(shorten(finding.resource, widths["resource"], middle=True)),
-                          Text(shorten(finding.summary, widths["summary"])), key=finding.id)
+                          Text(shorten(visible(finding.resource, lines=False), widths["resource"], middle=True)),
+                          Text(shorten(visible(finding.summary, lines=False), widths["summary"])), key=finding.id)
         self._title()
 
     def _title(self) -> None:
         total = len(self.report.findings) if self.report else 0
         shown = f"{len(self.shown)} of {total}" if self.query_text else str(total)
         arrow = "↓" if not self.sort_reverse else "↑"
-        where = f" · {self.report.cluster}" if self.report else ""
+        where = f" · {visible(self.report.cluster, lines=False)}" if self.report else ""
         title = f"Findings{where}: {shown} · sorted by {self.sort_key} {arrow}"
         if self.query_text:
             title += f" · filter: {self.query_text}"

@@ -18,6 +18,8 @@ from fmdoctor.remediation.apply import DEFAULT_VERIFY_DELAYS
 from fmdoctor.remediation.audit import local_user, who
 from fmdoctor.remediation.plan import plan_fields
 from fmdoctor.report.fix import plan_lines, result_lines
+from fmdoctor.report.markdown import code_span
+from fmdoctor.safety.text import visible
 
 CHANNEL = "tui"
 _MARK = {"allowed": "✓", "denied": "✗", "failed": "✗", "not-checked": "?", "ignored-dry-run": "!"}
@@ -37,7 +39,7 @@ class ProposedFix:
 
     @property
     def dry_run_ok(self) -> bool:
-        return bool(self.preflight and self.preflight.get("ok"))
+        return bool(self.preflight and self.preflight.get("passed", self.preflight.get("ok")))
 
     @classmethod
     def from_request(cls, request: Any) -> ProposedFix:
@@ -54,28 +56,31 @@ class ProposedFix:
 
     def markdown(self) -> str:
         """The exact calls (scrolls when long); the dry run is :meth:`dry_run_text`, shown beside the buttons."""
-        lines = [f"**Plan** `{self.digest[:12]}` to fix `{self.target}`", ""]
+        lines = [f"**Plan** `{self.digest[:12]}` to fix {code_span(self.target)}", ""]
         for number, call in enumerate(self.calls, 1):
-            summary = f": {call['summary']}" if call.get("summary") else ""
+            summary = f": {visible(call['summary'], lines=False)}" if call.get("summary") else ""
             lines += [f"{number}. `{call.get('service')}.{call.get('operation')}`{summary}", "",
                       "```json", json.dumps(call.get("params"), indent=2, sort_keys=True), "```", ""]
-        lines += list(self.notes)
+        lines += [visible(note, lines=False) for note in self.notes]
         return "\n".join(lines).rstrip()
 
     def dry_run_text(self) -> str:
-        """The dry run in a few plain lines: what each call would do, then the verdict first of all."""
+        """The dry run in a few plain lines: the verdict first of all, then what each call would do."""
         if not self.preflight:
             return "Dry run: none was made (nothing was checked)"
         checks = self.preflight.get("checks") or []
-        verdict = "every call would succeed" if self.preflight.get("ok") else "THIS WOULD FAIL"
+        verdict = ("every call would succeed" if self.preflight.get("ok") else
+                   "nothing is known to fail" if self.preflight.get("passed") else "THIS WOULD FAIL")
         lines = [f"Dry run (nothing is changed): {verdict}"]
         for check in checks:
             mark = _MARK.get(check.get("status"), "?")
-            detail = f": {check['detail']}" if check.get("detail") else ""
+            detail = f": {visible(check['detail'], lines=False)}" if check.get("detail") else ""
             lines.append(f"  {mark} {(check.get('call') or {}).get('operation')} {check.get('status')}{detail}")
         denied = self.preflight.get("denied_actions") or []
         if denied:
             lines.append(f"  missing permission: {', '.join(denied)}")
+        if self.preflight.get("note"):
+            lines.append(f"  {visible(self.preflight['note'], lines=False)}")
         return "\n".join(lines)
 
 

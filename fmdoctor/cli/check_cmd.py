@@ -60,7 +60,7 @@ def settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     if args.spot_queue:
         overrides["spot"] = {"queue_url": args.spot_queue}
     if getattr(args, "endpoint", None):
-        overrides.setdefault("inference", {})["endpoints"] = split_ids(args.endpoint)
+        overrides.setdefault("inference", {})["endpoints"] = split_ids(args.endpoint, "--endpoint")
     return overrides
 
 

@@ -48,11 +48,15 @@ def add_target_args(parser: argparse.ArgumentParser) -> None:
                         help="run against the embedded demo cluster (moto in-process; no AWS account needed)")
 
 
-def split_ids(values: list[str] | None) -> list[str] | None:
-    """'--only a,b --only c' -> ['a', 'b', 'c']."""
-    if not values:
+def split_ids(values: list[str] | None, flag: str = "--only") -> list[str] | None:
+    """'--only a,b --only c' -> ['a', 'b', 'c']; '--only ""' is a mistake, not 'every check'."""
+    if values is None:
         return None
-    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+    ids = [v.strip() for value in values for v in value.split(",") if v.strip()]
+    if not ids:
+        raise UsageError(f"{flag} was given nothing: it needs at least one value",
+                         hint="leave it out to mean 'all'" if flag == "--only" else f"see '{flag}' in --help")
+    return ids
 
 
 @dataclass
@@ -68,6 +72,9 @@ def open_target(args: argparse.Namespace, overrides: dict[str, Any] | None = Non
 
     A --region botocore does not know is refused here, before the demo is seeded or AWS is called.
     """
+    named = getattr(args, "cluster", None)
+    if named is not None and not named.strip():
+        raise UsageError("--cluster needs a name", hint="leave it out to use FMDOCTOR_CLUSTER or the configured one")
     if getattr(args, "region", None) and not getattr(args, "endpoint_url", None):
         check_region(args.region, "--region")
     if getattr(args, "demo", False):

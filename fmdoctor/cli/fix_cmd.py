@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
             return out.done(FIXED if nothing_left else NOT_FIXED)
         checked = preflight(doctor, plan, audit=audit)
         out.section("preflight", checked.to_json_dict(), preflight_lines(checked))
-        if not checked.ok:
+        if not checked.passed:
             out.say("not applying: the pre-flight shows it would fail")
             return out.done(NOT_FIXED)
         if args.dry_run:

@@ -87,8 +87,9 @@ def _doctor_and_plan(args: argparse.Namespace) -> Iterator[tuple[Doctor, FleetPl
         return
     settings = _with_flags(load_settings(args.config), args)
     region = args.region or os.environ.get("FMDOCTOR_REGION")
-    plan = build_plan(settings, connection_region=region, regions=split_ids(args.regions),
-                      accounts_file=args.accounts, accounts=split_ids(args.account_ids), organization=args.org,
+    plan = build_plan(settings, connection_region=region, regions=split_ids(args.regions, "--regions"),
+                      accounts_file=args.accounts, accounts=split_ids(args.account_ids, "--account-ids"),
+                      organization=args.org,
                       role_name=args.role_name, external_id=args.external_id, shard=args.shard, home_region=region)
     yield Doctor(settings=settings, connection=Connection(profile=args.profile, endpoint_url=args.endpoint_url)), plan
 

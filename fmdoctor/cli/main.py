@@ -30,6 +30,7 @@ from fmdoctor.cli import (
 )
 from fmdoctor.cli.common import ArgumentParser
 from fmdoctor.engine.errors import FmdoctorError
+from fmdoctor.safety.text import visible
 
 COMMANDS = (check_cmd, checks_cmd, why_not_cmd, runbook_cmd, fix_cmd, iam_policy_cmd, ask_cmd, eval_cmd,
             fleet_cmd, export_cmd, mcp_cmd, slack_cmd, serve_cmd, chat_cmd)
@@ -64,15 +65,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(["chat"])  # a person at a terminal gets the app
         return int(args.func(args))
     except FmdoctorError as exc:
-        sys.stderr.write(f"fmdoctor: error: {exc.message}\n")
+        sys.stderr.write(f"fmdoctor: error: {visible(exc.message, lines=False)}\n")
         if exc.hint:
-            sys.stderr.write(f"  hint: {exc.hint}\n")
+            sys.stderr.write(f"  hint: {visible(exc.hint, lines=False)}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("fmdoctor: interrupted\n")
         return 130
     except BrokenPipeError:
         return 0
+    except RecursionError:
+        sys.stderr.write("fmdoctor: error: the input is nested too deeply to read\n")
+        return 3
+    except Exception as exc:  # a bug, or input nothing anticipated: one line, never a traceback with its data
+        logging.getLogger("fmdoctor").debug("unexpected error", exc_info=True)
+        sys.stderr.write(f"fmdoctor: error: {type(exc).__name__}: {visible(str(exc), lines=False)[:300]}\n"
+                         "  hint: this is a bug in fmdoctor or input it does not handle; run with -vv for the "
+                         "traceback and report it\n")
+        return 3
 
 
 def _interactive() -> bool:

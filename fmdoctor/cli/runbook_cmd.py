@@ -13,6 +13,7 @@ from fmdoctor.cli.json_input import read_json_arg
 from fmdoctor.config import Settings, load_settings
 from fmdoctor.engine.errors import UsageError
 from fmdoctor.runbooks import Runbook, get_runbook, list_runbooks
+from fmdoctor.safety.text import dumps_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -68,7 +69,7 @@ def run_show(args: argparse.Namespace) -> int:
     else:
         texts = [runbook.render(f, cluster=cluster, region=region) for f in findings]
     if args.format == "json":
-        sys.stdout.write(json.dumps({**runbook.to_json_dict(), "markdown": texts}, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(dumps_json({**runbook.to_json_dict(), "markdown": texts}, indent=2) + "\n")
     else:
         sys.stdout.write("\n---\n\n".join(texts))
     return 0

@@ -33,7 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="socket: Socket Mode (SLACK_APP_TOKEN); http: Request URLs (SLACK_SIGNING_SECRET)")
     serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "3000")),
                        help="http mode: port to listen on (default: $PORT, else 3000)")
-    serve.add_argument("--host", default="0.0.0.0", help="http mode: address to listen on (default 0.0.0.0)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="http mode: address to listen on (default 127.0.0.1; 0.0.0.0 to listen on every "
+                       "interface, behind TLS)")
     serve.add_argument("--demo", action="store_true",
                        help="answer about the embedded demo cluster (moto in-process; no AWS account needed)")
     serve.add_argument("--audit-log", metavar="FILE", help="JSONL audit log for fixes (default as 'fmdoctor fix')")
@@ -103,7 +105,7 @@ def run_serve(args: argparse.Namespace) -> int:
         if args.mode == "http":
             from fmdoctor.slack.server import EVENTS_PATH, HEALTH_PATH, SlackHTTPServer
 
-            server = SlackHTTPServer(app, args.host, args.port)
+            server = SlackHTTPServer(app, args.host, args.port, tokens.signing_secret)
             sys.stderr.write(f"fmdoctor slack: listening on {server.url}{EVENTS_PATH} (health: {HEALTH_PATH})\n")
             try:
                 server.serve_forever()

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target
 from fmdoctor.net.reachability import PROTOCOLS, parse_flow, why_not
 from fmdoctor.report.reachability import write_reachability
 from fmdoctor.report.text import make_console
+from fmdoctor.safety.text import dumps_json
 
 EXIT = {True: 0, False: 2, None: 3}
 
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         result = why_not(target.doctor, target.cluster, args.source, args.destination, args.port, args.protocol)
         cluster = target.cluster
     if args.format == "json":
-        sys.stdout.write(json.dumps(result.to_json_dict(), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(dumps_json(result.to_json_dict(), indent=2) + "\n")
     else:
         write_reachability(result, make_console(sys.stdout), cluster)
     return EXIT[result.reachable]

@@ -1,7 +1,8 @@
 """One boto3 session per run, with standard retries, bounded timeouts and a count of every API call.
 
 Checks never build clients themselves: they ask :meth:`Aws.client`, so tests inject moto or a Stubber
-and the report can show ``stats.api_calls`` by ``service.Operation``.
+and the report can show ``stats.api_calls`` by ``service.Operation``. Every answer is checked whole
+before botocore parses it (:mod:`fmdoctor.engine.responses`).
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
+import botocore.handlers
 from botocore.client import BaseClient
 from botocore.config import Config
 
 from fmdoctor import __version__
 from fmdoctor.engine import timestamps
 from fmdoctor.engine.errors import Cancelled, ConfigError, remember_call
+from fmdoctor.engine.responses import check_response
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,8 @@ class Aws:
         # Registered before any client exists: clients copy the session's handlers and parser defaults.
         session.events.register("before-call", self._on_before_call)
         timestamps.install(session._session)
+        # A 200 whose body is cut off or unreadable is an error for the checks reading it, never empty data.
+        session.events.register_first("before-parse", check_response)
 
     @classmethod
     def from_options(cls, options: AwsOptions) -> Aws:
@@ -92,6 +97,8 @@ class Aws:
                 if self.options.endpoint_url:
                     kwargs["endpoint_url"] = self.options.endpoint_url
                 client = self.session.client(service, **kwargs)  # type: ignore[call-overload]
+                if service == "s3":
+                    _check_s3_first(client)
                 self._clients[service] = client
             return client
 
@@ -101,3 +108,14 @@ class Aws:
         service = model.service_model.service_name
         self.calls.record(service, model.name)
         remember_call(service, model.name)
+
+
+def _check_s3_first(client: BaseClient) -> None:
+    """botocore's S3 handler (first on ``before-parse.s3.*``) turns a 200 it cannot read into a bare "500
+    Internal Server Error"; the body check goes ahead of it so the error says what was wrong."""
+    handler = getattr(botocore.handlers, "_handle_200_error", None)
+    if handler is None:
+        return
+    client.meta.events.unregister("before-parse.s3.*", handler)
+    client.meta.events.register_first("before-parse.s3.*", check_response)
+    client.meta.events.register("before-parse.s3.*", handler)

@@ -8,11 +8,16 @@ as a traceback.
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import re
 import threading
 from dataclasses import dataclass
 
 from botocore import exceptions as bex
+from botocore.parsers import ResponseParserError
+from urllib3.exceptions import ProtocolError
+
+from fmdoctor.engine.responses import CorruptResponse
 
 
 class FmdoctorError(Exception):
@@ -115,7 +120,7 @@ class AwsFailure:
     code: str
     message: str
     iam_action: str | None = None
-    kind: str = "error"  # access-denied | throttled | timeout | credentials | not-found | bad-input | error
+    kind: str = "error"  # access-denied | throttled | timeout | credentials | not-found | bad-input | corrupt | error
 
     @property
     def fatal_for_run(self) -> bool:
@@ -187,11 +192,34 @@ def describe_aws_failure(exc: BaseException) -> AwsFailure | None:
         return AwsFailure("ConnectionError", str(exc), None, "timeout")
     if isinstance(exc, bex.ParamValidationError):
         return AwsFailure("ParamValidationError", str(exc), None, "bad-input")
+    if isinstance(exc, ResponseParserError):  # its text carries the whole raw body: never repeat that
+        first = str(exc).split("\n", 1)[0][:200]
+        return AwsFailure("CorruptResponse", f"{_call_name()}the response could not be parsed ({first})",
+                          _last_action(), "corrupt")
+    if isinstance(exc, CorruptResponse):
+        return AwsFailure("CorruptResponse", str(exc), _last_action(), "corrupt")
     if isinstance(exc, bex.BotoCoreError):
-        return AwsFailure(type(exc).__name__, str(exc), None, "error")
+        return AwsFailure(type(exc).__name__, _bounded(str(exc)), None, "error")
+    if isinstance(exc, ProtocolError | http.client.IncompleteRead):  # the body ended before its Content-Length
+        return AwsFailure("CorruptResponse", f"{_call_name()}the response ended before its Content-Length "
+                          f"({type(exc).__name__})", _last_action(), "corrupt")
     if isinstance(exc, NotImplementedError):
         # moto (the demo and tests) raises this for APIs it does not emulate.
         last = getattr(_last_call, "value", None)
         action = iam_action_for(*last) if last else None
         return AwsFailure("NotImplemented", str(exc) or "API not implemented by this endpoint", action, "error")
     return None
+
+
+def _last_action() -> str | None:
+    last = getattr(_last_call, "value", None)
+    return iam_action_for(*last) if last else None
+
+
+def _call_name() -> str:
+    last = getattr(_last_call, "value", None)
+    return f"{last[0]}.{last[1]}: " if last else ""
+
+
+def _bounded(message: str, limit: int = 1000) -> str:
+    return message if len(message) <= limit else message[:limit] + f"… ({len(message) - limit} more characters)"

@@ -9,26 +9,33 @@ approve anything: a digest proves which plan the client saw, not that anyone agr
 
 # No `from __future__ import annotations`: the SDK reads `Annotated[..., Resolve(fn)]` hints at registration,
 # and `fn` here is a local of _fix_tools that a string annotation could not name.
+import json
 import secrets
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
+import anyio
 from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, model_validator
 
 from fmdoctor import __version__
 from fmdoctor.assistant.results import report_text
-from fmdoctor.assistant.safety import strip_invisible
 from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.mcp.service import McpService, Prepared, confirmation_message
+from fmdoctor.remediation.actions import ACTIONS
+from fmdoctor.safety.redact import Redactor, redact_data
+from fmdoctor.safety.text import strip_invisible
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=True)
 PLANS = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=True)
-CHANGES_AWS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                              open_world_hint=True)
+# apply_fix runs whichever action the plan holds, so its hints are those of its most dangerous action: it can
+# replace a HyperPod node or a route (destructive) and a second reboot reboots again (not idempotent). Each
+# call of a plan carries its own action's hints (``destructive``, ``idempotent``, ``dry_run``) for the client.
+CHANGES_AWS = ToolAnnotations(read_only_hint=False, destructive_hint=any(a.destructive for a in ACTIONS.values()),
+                              idempotent_hint=all(a.idempotent for a in ACTIONS.values()), open_world_hint=True)
 NOT_ASKED, NO_ELICITATION = "not-asked", "no-elicitation"
 INSTRUCTIONS = (
     "fmdoctor diagnoses foundation-model training and inference clusters on AWS. Call `check` for findings "
@@ -40,40 +47,82 @@ INSTRUCTIONS = (
 T = TypeVar("T")
 
 
-class FixConfirmation(BaseModel):
-    """The form the person fills in: a boolean, so a client renders it as a checkbox or yes/no."""
+def _only_true(value: Any) -> bool:
+    """JSON ``true`` approves; nothing else does ("yes", "1", 1 and "true" are not a person ticking a box)."""
+    return value is True
 
-    approve: bool = Field(description="Apply exactly the calls listed above to AWS now")
+
+class FixConfirmation(BaseModel):
+    """The form the person fills in: a boolean, so a client renders it as a checkbox or yes/no. Only the
+    boolean ``true`` counts as yes; whatever else came is kept (``received``) for the audit log."""
+
+    approve: Annotated[bool, BeforeValidator(_only_true)] = Field(
+        description="Apply exactly the calls listed above to AWS now")
+    _received: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_what_came(cls, data: Any, handler: Any) -> "FixConfirmation":
+        model = handler(data)
+        model._received = data.get("approve") if isinstance(data, dict) else data
+        return model
+
+    @property
+    def received(self) -> Any:
+        return self._received
+
+
+class _AuditedServer(MCPServer):
+    """The SDK rejects a confirmation it cannot read (accepted with no content, or content that is not the
+    form) before ``apply_fix`` runs; that answer is a decision too, and is audited here before the error
+    goes back to the client. Nothing was applied."""
+
+    service: McpService
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if name == "apply_fix" and "elicitation" in str(exc):
+                await anyio.to_thread.run_sync(self.service.refuse_unreadable_answer, arguments, str(exc))
+            raise
 
 
 def build_server(service: McpService) -> MCPServer:
-    server = MCPServer("fmdoctor", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    server = _AuditedServer("fmdoctor", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    server.service = service
     _read_tools(server, service)
     if service.allow_fixes:
         _fix_tools(server, service)
     return server
 
 
-def guarded(call: Callable[[], T]) -> T:
+def guarded(call: Callable[[], T], redactor: Redactor | None = None) -> T:
     """fmdoctor's own errors (bad input, AccessDenied, unknown cluster) reach the model as a tool error with
-    the message and hint, never a traceback. Results are cleaned of invisible characters (see :func:`clean`)."""
+    the message and hint, never a traceback. Results are cleaned (see :func:`clean`)."""
     try:
-        return clean(call())
+        return clean(call(), redactor)
     except FmdoctorError as exc:
-        raise ToolError(strip_invisible(str(exc))) from None
+        raise ToolError(clean(str(exc), redactor)) from None
 
 
-def clean(value: T) -> T:
-    """Every string with the characters a person cannot see but a model reads (Unicode tags, zero-width and
-    bidi controls, escape sequences) removed, as the assistant does: tag values and AWS messages are written
-    by whoever controls the account's resources, and reach the client's model as data."""
-    if isinstance(value, str):
-        return strip_invisible(value)  # type: ignore[return-value]
-    if isinstance(value, dict):
-        return {clean(k): clean(v) for k, v in value.items()}  # type: ignore[return-value]
-    if isinstance(value, list | tuple):
-        return type(value)(clean(v) for v in value)  # type: ignore[return-value]
-    return value
+def clean(value: T, redactor: Redactor | None = None) -> T:
+    """What a client's model may read: every string without the characters a person cannot see but a model
+    reads (Unicode tags, zero-width and bidi controls, escape sequences), as the assistant does, and redacted
+    by the one policy for everything sent to a model (secrets, account ids): an MCP client forwards results to
+    its own model, often a remote one. Tag values and AWS messages are written by whoever controls the
+    account's resources, and reach that model as data."""
+
+    def strip(item: Any) -> Any:
+        if isinstance(item, str):
+            return strip_invisible(item)
+        if isinstance(item, dict):
+            return {strip(k): strip(v) for k, v in item.items()}
+        if isinstance(item, list | tuple):
+            return type(item)(strip(v) for v in item)
+        return item
+
+    return redact_data(strip(value), redactor)  # type: ignore[no-any-return]
 
 
 def _read_tools(server: MCPServer, service: McpService) -> None:
@@ -83,16 +132,16 @@ def _read_tools(server: MCPServer, service: McpService) -> None:
         """Run fmdoctor's checks on a cluster and return the report: status, findings (id, check, severity,
         resource, summary, evidence, runbook), errors (what could not be verified) and stats. `only` takes
         check ids or families (efa, inference, ...); `cluster` defaults to the server's."""
-        report = guarded(lambda: service.check(cluster, only))
+        report = guarded(lambda: service.check(cluster, only), service.redactor)
         # The text a client's model reads: every finding as one line, evidence digested, within the same
-        # limit as the assistant's tool output; the structured content stays the whole report.
+        # limit as the assistant's tool output; the structured content stays the whole (cleaned) report.
         text = report_text(report, service.doctor.settings.agent.max_tool_output_chars)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=report)
 
     @server.tool(annotations=READ_ONLY)
     def list_checks() -> list[dict[str, Any]]:
         """The check catalogue: id, family, severity, what it proves, the IAM actions it needs, its runbook."""
-        return guarded(service.list_checks)
+        return guarded(service.list_checks, service.redactor)
 
     @server.tool(annotations=READ_ONLY)
     def why_not(source: str, destination: str, port: str | int | None = None, protocol: str = "tcp",
@@ -101,12 +150,12 @@ def _read_tools(server: MCPServer, service: McpService) -> None:
         gateways and names the blocking component with the rule that fixes it. Endpoints: instance id or Name
         tag ('head'), ENI id, private IP, CIDR, 'internet', FSx id, 's3' or 's3://bucket'. Port: '22',
         '1018-1023' or '988,1018-1023'; protocol tcp, udp, icmp or all."""
-        return guarded(lambda: service.why_not(source, destination, port, protocol, cluster))
+        return guarded(lambda: service.why_not(source, destination, port, protocol, cluster), service.redactor)
 
     @server.tool(annotations=READ_ONLY)
     def list_runbooks() -> list[dict[str, Any]]:
         """Every runbook: id, title, severity, the checks it answers, whether it has an automated fix."""
-        return guarded(service.list_runbooks)
+        return guarded(service.list_runbooks, service.redactor)
 
     @server.tool(annotations=READ_ONLY)
     def get_runbook(runbook_id: str, finding_id: str | None = None, finding: dict[str, Any] | None = None,
@@ -114,7 +163,7 @@ def _read_tools(server: MCPServer, service: McpService) -> None:
         """A runbook as Markdown (what it means, confirm by hand, fix, verify). With `finding_id`
         ('check/resource' from a check report) the check runs again and every command carries that finding's
         real ids; a `finding` object from a report works too; with neither, values are placeholders."""
-        return guarded(lambda: service.get_runbook(runbook_id, finding_id, finding, cluster))
+        return guarded(lambda: service.get_runbook(runbook_id, finding_id, finding, cluster), service.redactor)
 
 
 def _fix_tools(server: MCPServer, service: McpService) -> None:
@@ -135,11 +184,12 @@ def _fix_tools(server: MCPServer, service: McpService) -> None:
         plan's digest and a DryRun pre-flight of the permissions. Changes nothing. Pass the digest to
         apply_fix; the person at the client will be asked to confirm."""
         scope = session_scope(ctx)
-        return guarded(lambda: service.plan(check, resource, cluster, scope))
+        return guarded(lambda: service.plan(check, resource, cluster, scope), service.redactor)
 
     def prepared_fix(check: str, resource: str | None, cluster: str | None, digest: str | None,
                      ctx: Context) -> Prepared:
-        return guarded(lambda: service.prepare(check, resource, cluster, digest, session_scope(ctx)))
+        return guarded(lambda: service.prepare(check, resource, cluster, digest, session_scope(ctx)),
+                       service.redactor)
 
     def confirmation(prepared: Annotated[Prepared, Resolve(prepared_fix)],
                      ctx: Context) -> Elicit[FixConfirmation] | str:
@@ -147,7 +197,7 @@ def _fix_tools(server: MCPServer, service: McpService) -> None:
             return NOT_ASKED
         if not can_elicit(ctx):
             return NO_ELICITATION
-        return Elicit(strip_invisible(confirmation_message(prepared)), FixConfirmation)
+        return Elicit(clean(confirmation_message(prepared), service.redactor), FixConfirmation)
 
     @server.tool(annotations=CHANGES_AWS)
     def apply_fix(
@@ -165,20 +215,22 @@ def _fix_tools(server: MCPServer, service: McpService) -> None:
         afterwards and says whether the findings are gone. Every attempt goes to the audit log."""
         if prepared.nothing_to_do:
             return clean({"applied": False, "reason": "nothing to fix: no current finding needs an automated call",
-                          "plan": prepared.plan.to_json_dict() if prepared.plan else None})
+                          "plan": prepared.plan.to_json_dict() if prepared.plan else None}, service.redactor)
         if prepared.refusal is not None:
-            return guarded(lambda: service.refuse(prepared, prepared.refusal or ""))
+            return guarded(lambda: service.refuse(prepared, prepared.refusal or ""), service.redactor)
         if getattr(answer, "data", None) == NO_ELICITATION:
             return guarded(lambda: service.refuse(
                 prepared, "this MCP client cannot ask its user (no form elicitation): approve the plan with "
-                "'fmdoctor fix' on a terminal instead"))
+                "'fmdoctor fix' on a terminal instead"), service.redactor)
         approver = client_name(ctx)
         data = getattr(answer, "data", None)
         if answer.action != "accept" or not isinstance(data, FixConfirmation) or not data.approve:
-            how = answer.action if answer.action != "accept" else "approve: false"
+            how = answer.action if answer.action != "accept" else (
+                f"approve: {json.dumps(data.received, default=str)[:40]}, not true"
+                if isinstance(data, FixConfirmation) else "no form")
             return guarded(lambda: service.refuse(prepared, f"the person did not approve ({how})",
-                                                  event="declined", approver=approver))
-        return guarded(lambda: service.apply(prepared, approver))
+                                                  event="declined", approver=approver), service.redactor)
+        return guarded(lambda: service.apply(prepared, approver), service.redactor)
 
 
 def can_elicit(ctx: Context) -> bool:

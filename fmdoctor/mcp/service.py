@@ -23,6 +23,7 @@ from fmdoctor.remediation.apply import DEFAULT_VERIFY_DELAYS
 from fmdoctor.remediation.audit import who
 from fmdoctor.remediation.plan import plan_fields
 from fmdoctor.runbooks import get_runbook, list_runbooks
+from fmdoctor.safety.redact import Redactor, redactor_for
 
 PLAN_TTL_S = 15 * 60  # a digest from plan_fix is good for this long (then plan again: state moves on)
 MAX_PLANS = 256  # per ledger scope; the oldest are forgotten first
@@ -74,6 +75,11 @@ class McpService:
     audit: AuditLog = field(default_factory=AuditLog)
     ledger: PlanLedger = field(default_factory=PlanLedger)
     verify_delays: Sequence[float] = DEFAULT_VERIFY_DELAYS
+
+    @property
+    def redactor(self) -> Redactor:
+        """The one policy plus this configuration's ``agent.redact``: results reach the client's model."""
+        return redactor_for(self.doctor.settings)
 
     # --- read-only tools ---------------------------------------------------------------------------------
 
@@ -148,7 +154,7 @@ class McpService:
             return Prepared(plan, refusal=f"the plan changed since plan_fix ({digest[:12]} -> {plan.digest[:12]}): "
                             "review the new plan with plan_fix")
         checked = preflight(self.doctor, plan, audit=self.audit)
-        if not checked.ok:
+        if not checked.passed:
             return Prepared(plan, checked.to_json_dict(),
                             refusal="the pre-flight shows it would fail: " + ", ".join(checked.denied_actions))
         return Prepared(plan, checked.to_json_dict())
@@ -163,6 +169,15 @@ class McpService:
                               outcome="declined" if event == "declined" else "refused", reason=reason, **extra)
         return {"applied": False, "reason": reason, "plan": plan.to_json_dict() if plan else None,
                 "preflight": prepared.preflight, "audit_log": str(self.audit.path)}
+
+    def refuse_unreadable_answer(self, arguments: dict[str, Any], problem: str) -> None:
+        """Audit a confirmation the client answered with no form or the wrong one (nothing was applied)."""
+        digest = arguments.get("digest")
+        self.audit.record("approval-refused", cluster=arguments.get("cluster") or self.cluster,
+                          check=arguments.get("check"), resource=arguments.get("resource"),
+                          plan_digest=digest if isinstance(digest, str) else None, who=who(None), channel="mcp",
+                          outcome="refused", reason=f"the client's answer could not be read as approve: true "
+                          f"({problem})")
 
     def apply(self, prepared: Prepared, approver: str) -> dict[str, Any]:
         """Apply after a person confirmed this exact plan through the client (the caller checked that)."""

@@ -221,7 +221,11 @@ class Resolver:
         region = self.network.topology.region
         bucket = None
         if text.lower() != "s3":
-            validate = validate_checkpoint_location(text)
+            try:
+                validate = validate_checkpoint_location(text)
+            except ValueError as exc:
+                raise UsageError(str(exc), hint="an S3 endpoint is 's3' (the regional service) or s3://BUCKET") \
+                    from None
             bucket = validate[5:].split("/", 1)[0]
         if bucket and directory_bucket_zone(bucket):
             return s3express_endpoint(self.network, bucket, text)  # GetBucketLocation does not take it

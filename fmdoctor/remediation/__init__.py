@@ -10,7 +10,7 @@ exact plan (its digest), and approvals come only from front-end code that asked 
 from fmdoctor.remediation.actions import ACTIONS, ActionSpec, PlannedCall, RemediationError
 from fmdoctor.remediation.apply import CallOutcome, FixResult, Verification, apply_fix, verify
 from fmdoctor.remediation.approval import Approval, ApprovalRequired, refusal_reason
-from fmdoctor.remediation.audit import AuditLog, default_audit_path
+from fmdoctor.remediation.audit import AuditError, AuditLog, default_audit_path, record_decision
 from fmdoctor.remediation.plan import FixPlan, plan_fix
 from fmdoctor.remediation.preflight import PreflightCheck, PreflightResult, preflight
 
@@ -19,6 +19,7 @@ __all__ = [
     "ActionSpec",
     "Approval",
     "ApprovalRequired",
+    "AuditError",
     "AuditLog",
     "CallOutcome",
     "FixPlan",
@@ -32,6 +33,7 @@ __all__ = [
     "default_audit_path",
     "plan_fix",
     "preflight",
+    "record_decision",
     "refusal_reason",
     "verify",
 ]

@@ -43,8 +43,11 @@ class PlannedCall:
         return self.service, self.operation, json.dumps(self.params, sort_keys=True)
 
     def to_json_dict(self) -> dict[str, Any]:
+        spec = ACTIONS.get(self.action)
         return {"service": self.service, "operation": self.operation, "params": self.params,
-                "action": self.action, "summary": self.summary, "findings": list(self.findings)}
+                "action": self.action, "summary": self.summary, "findings": list(self.findings),
+                "destructive": spec.destructive if spec else True, "idempotent": spec.idempotent if spec else False,
+                "dry_run": spec.dry_run if spec else False}
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,11 @@ class ActionSpec:
     asynchronous: bool = False  # AWS completes it later (the finding clears minutes after)
     duplicate_codes: frozenset[str] = frozenset()  # error codes meaning "already in place"
     read_actions: tuple[str, ...] = ()  # used to recompute the plan from the current state
+    # MCP's tool hints, per action: destructive = it can change or remove what is there (replace a route or a
+    # node, reboot, overwrite a tag), not only add; idempotent = calling it again with the same arguments
+    # changes nothing more (a rule that exists counts as done; a second reboot reboots again).
+    destructive: bool = False
+    idempotent: bool = True
 
     @property
     def iam_action(self) -> str:
@@ -249,18 +257,21 @@ ACTIONS: dict[str, ActionSpec] = {
                    "arn:aws:ec2:*:*:route-table/*", dry_run=True, duplicate_codes=frozenset({"RouteAlreadyExists"}),
                    read_actions=("ec2:DescribeRouteTables",)),
         ActionSpec("replace-route", "ec2", "ReplaceRoute", _ec2_call("ReplaceRoute", route_params),
-                   "arn:aws:ec2:*:*:route-table/*", dry_run=True, read_actions=("ec2:DescribeRouteTables",)),
+                   "arn:aws:ec2:*:*:route-table/*", dry_run=True, read_actions=("ec2:DescribeRouteTables",),
+                   destructive=True),
         # Authorised on the endpoint and on each route table it adds: no single resource pattern fits.
         ActionSpec("modify-vpc-endpoint", "ec2", "ModifyVpcEndpoint", _ec2_call("ModifyVpcEndpoint", endpoint_params),
                    dry_run=True, read_actions=("ec2:DescribeVpcEndpoints",)),
         ActionSpec("tag-instance", "ec2", "CreateTags", _tag_instance, "arn:aws:ec2:*:*:instance/*",
-                   dry_run=True, read_actions=("ec2:DescribeTags",)),
+                   dry_run=True, read_actions=("ec2:DescribeTags",), destructive=True),  # overwrites a value
         ActionSpec("reboot-hyperpod-node", "sagemaker", "BatchRebootClusterNodes",
                    _hyperpod_node("BatchRebootClusterNodes", "reboot"), "arn:aws:sagemaker:*:*:cluster/*",
-                   asynchronous=True, duplicate_codes=_HYPERPOD_BUSY, read_actions=("sagemaker:ListClusterNodes",)),
+                   asynchronous=True, duplicate_codes=_HYPERPOD_BUSY, read_actions=("sagemaker:ListClusterNodes",),
+                   destructive=True, idempotent=False),
         ActionSpec("replace-hyperpod-node", "sagemaker", "BatchReplaceClusterNodes",
                    _hyperpod_node("BatchReplaceClusterNodes", "replace"), "arn:aws:sagemaker:*:*:cluster/*",
-                   asynchronous=True, duplicate_codes=_HYPERPOD_BUSY, read_actions=("sagemaker:ListClusterNodes",)),
+                   asynchronous=True, duplicate_codes=_HYPERPOD_BUSY, read_actions=("sagemaker:ListClusterNodes",),
+                   destructive=True, idempotent=False),
     )
 }
 

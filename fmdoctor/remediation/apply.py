@@ -21,7 +21,7 @@ from fmdoctor.engine.aws import Aws
 from fmdoctor.engine.errors import describe_aws_failure
 from fmdoctor.remediation.actions import CallStatus, PlannedCall, RemediationError, spec_for
 from fmdoctor.remediation.approval import Approval, ApprovalRequired, refusal_reason
-from fmdoctor.remediation.audit import AuditLog, caller_identity, who
+from fmdoctor.remediation.audit import AuditError, AuditLog, caller_identity, who
 from fmdoctor.remediation.current import reconcile
 from fmdoctor.remediation.plan import FixPlan, audit_log_for, plan_fields
 from fmdoctor.remediation.preflight import connect_for
@@ -103,7 +103,10 @@ def apply_fix(
         raise RemediationError(f"the plan is for account {plan.account}, but these credentials are for "
                                f"{identity['account']}")
     actor = who(identity)
-    log.record("approval", **plan_fields(plan), who=actor, outcome="granted", approval=approval.to_json_dict())
+    # The approval and the intent (the exact calls, in plan_fields) are on disk before the first call; if they
+    # cannot be written, AuditError stops here and nothing is applied.
+    log.record("approval", **plan_fields(plan), who=actor, outcome="granted", approval=approval.to_json_dict(),
+               intent=f"apply {len(plan.steps)} call(s) in order")
 
     outcomes: list[CallOutcome] = []
     completed = False
@@ -116,14 +119,24 @@ def apply_fix(
     finally:  # also on Ctrl-C: the log says what was applied before it stopped
         outcomes += [CallOutcome(s, NOT_ATTEMPTED) for s in plan.steps[len(outcomes):]]
         failed = any(o.status == FAILED for o in outcomes)
-        log.record("apply", **plan_fields(plan), who=actor,
-                   outcome=FAILED if failed else APPLIED if completed else "interrupted",
-                   results=[o.to_json_dict() for o in outcomes])
+        _record_after_the_fact(log, "apply", outcomes, **plan_fields(plan), who=actor,
+                               outcome=FAILED if failed else APPLIED if completed else "interrupted",
+                               results=[o.to_json_dict() for o in outcomes])
 
     verification = verify(doctor, plan, verify_delays if not failed else (), sleep, applied=not failed)
-    log.record("verify", **plan_fields(plan), who=actor, outcome=verification.status,
-               remaining=list(verification.remaining), detail=verification.detail)
+    _record_after_the_fact(log, "verify", outcomes, **plan_fields(plan), who=actor, outcome=verification.status,
+                           remaining=list(verification.remaining), detail=verification.detail)
     return FixResult(plan, approval, tuple(outcomes), verification, aws.calls.snapshot())
+
+
+def _record_after_the_fact(log: AuditLog, event: str, outcomes: Sequence[CallOutcome], **fields: Any) -> None:
+    """A record of what already happened in AWS: when it cannot be written, say exactly what was done."""
+    try:
+        log.record(event, **fields)
+    except AuditError as exc:
+        done = [f"{o.call.operation} {o.status}" for o in outcomes if o.status in (APPLIED, ALREADY, FAILED)]
+        raise AuditError(f"{exc.message}; AWS was already changed: {', '.join(done) or 'no call succeeded'}",
+                         hint="record this change by hand, then fix the audit log") from None
 
 
 def _apply_one(aws: Aws, step: PlannedCall) -> CallOutcome:

@@ -2,7 +2,9 @@
 
 EC2 calls run with ``DryRun=True``: ``DryRunOperation`` means the caller has the permission,
 ``UnauthorizedOperation`` names the action it lacks. APIs without DryRun (SageMaker's Batch*ClusterNodes)
-are reported as not checked rather than assumed allowed.
+are reported as not checked rather than assumed allowed: a pre-flight is ``ok`` (true) only when every call
+was proven; with a call AWS cannot dry-run it says so (``ok`` null, ``note``) and only ``passed`` (nothing
+known to fail) lets the front ends ask for approval.
 """
 
 from __future__ import annotations
@@ -36,16 +38,36 @@ class PreflightResult:
     checks: tuple[PreflightCheck, ...]
 
     @property
-    def ok(self) -> bool:
-        """Nothing is known to fail (calls without DryRun are not held against it)."""
+    def passed(self) -> bool:
+        """Nothing is known to fail (calls without DryRun are not held against it): a person may be asked."""
         return all(c.status in (ALLOWED, NOT_CHECKED) for c in self.checks)
+
+    @property
+    def ok(self) -> bool | None:
+        """True: every call proven by DryRun; False: one would fail; None: nothing known to fail, but some call
+        has no DryRun, so its permission is proven only when it runs."""
+        if not self.passed:
+            return False
+        return None if self.not_checked else True
+
+    @property
+    def not_checked(self) -> list[str]:
+        return [c.call.iam_action for c in self.checks if c.status == NOT_CHECKED]
+
+    @property
+    def note(self) -> str:
+        if not self.not_checked:
+            return ""
+        return (f"no dry run exists for {', '.join(sorted(set(self.not_checked)))}: AWS offers none, so its "
+                "permission and effect are proven only when it runs")
 
     @property
     def denied_actions(self) -> list[str]:
         return sorted({c.iam_action or c.call.iam_action for c in self.checks if c.status == DENIED})
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {"plan_digest": self.plan_digest, "ok": self.ok, "denied_actions": self.denied_actions,
+        return {"plan_digest": self.plan_digest, "ok": self.ok, "passed": self.passed,
+                "denied_actions": self.denied_actions, "not_checked": self.not_checked, "note": self.note,
                 "checks": [c.to_json_dict() for c in self.checks]}
 
 
@@ -61,8 +83,8 @@ def preflight(doctor: Doctor, plan: FixPlan, audit: AuditLog | None = None) -> P
     aws = connect_for(doctor, plan)
     checks = tuple(_dry_run(aws, step) for step in plan.steps)
     result = PreflightResult(plan.digest, checks)
-    outcome = "ok" if result.ok else ("denied: " + ", ".join(result.denied_actions) if result.denied_actions
-                                      else "failed")
+    outcome = ("ok" if result.ok else "no dry run" if result.passed else
+               "denied: " + ", ".join(result.denied_actions) if result.denied_actions else "failed")
     audit_log_for(doctor, audit).record("preflight", **plan_fields(plan), who=who(caller_identity(aws)),
                                         outcome=outcome, results=[c.to_json_dict() for c in checks])
     return result

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fmdoctor.engine.model import Finding
+from fmdoctor.safety.text import visible
 
 _SKIP = {"fix"}  # machine-oriented; shown by 'fmdoctor fix --dry-run'
 
@@ -14,7 +15,7 @@ def evidence_lines(finding: Finding, limit: int = 4, width: int = 72) -> list[st
     for key, value in finding.evidence.items():
         if key in _SKIP or value == finding.resource:
             continue
-        text = f"{key}: {brief(value)}"
+        text = visible(f"{key}: {brief(value)}", lines=False)
         lines.append(text if len(text) <= width else text[: width - 1] + "…")
         if len(lines) == limit:
             break

@@ -1,11 +1,16 @@
-"""Plain-text forms of a fix's plan, pre-flight and result, for the CLI and any chat front end."""
+"""Plain-text forms of a fix's plan, pre-flight and result, for the CLI and any chat front end.
+
+Summaries and details carry AWS's own words (error messages, names): every line is shown through
+:func:`fmdoctor.safety.text.visible`, so none of it can act on a terminal."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import wraps
 from typing import TYPE_CHECKING, Any
 
+from fmdoctor.safety.text import visible
 from fmdoctor.words import plural
 
 if TYPE_CHECKING:
@@ -15,11 +20,21 @@ _PREFLIGHT_MARK = {"allowed": "✓", "denied": "✗", "failed": "✗", "not-chec
 _OUTCOME_MARK = {"applied": "✓", "already-present": "=", "failed": "✗", "not-attempted": "-"}
 
 
+def _shown(lines: Callable[..., list[str]]) -> Callable[..., list[str]]:
+    """Every line as a terminal may show it: account text with control and invisible characters escaped."""
+    @wraps(lines)
+    def shown(*args: object) -> list[str]:
+        return [visible(line, lines=False) for line in lines(*args)]
+
+    return shown
+
+
 def _plain(value: Any) -> dict[str, Any]:
     """A plan or pre-flight, or its JSON form (what the assistant's approval request carries)."""
     return value.to_json_dict() if hasattr(value, "to_json_dict") else dict(value or {})
 
 
+@_shown
 def plan_lines(plan: FixPlan | Mapping[str, Any]) -> list[str]:
     """The plan as ``fmdoctor fix`` prints it: the target, then each exact call with its parameters."""
     p = _plain(plan)
@@ -66,6 +81,7 @@ def call_lines(calls: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+@_shown
 def preflight_lines(result: PreflightResult | Mapping[str, Any]) -> list[str]:
     checked = _plain(result)
     lines = ["pre-flight (EC2 DryRun, nothing is changed):"]
@@ -73,12 +89,15 @@ def preflight_lines(result: PreflightResult | Mapping[str, Any]) -> list[str]:
         mark = _PREFLIGHT_MARK.get(check.get("status"), "?")
         operation = (check.get("call") or {}).get("operation")
         lines.append(f"  {mark} {number}. {operation}: {check.get('status')}: {check.get('detail')}")
+    if checked.get("note"):
+        lines.append(checked["note"])
     if checked.get("denied_actions"):
         lines.append(f"missing permission: {', '.join(checked['denied_actions'])} (see 'fmdoctor iam-policy "
                      "--remediation')")
     return lines
 
 
+@_shown
 def result_lines(result: FixResult) -> list[str]:
     lines = ["apply:"]
     for number, outcome in enumerate(result.outcomes, 1):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Callable
 
 from rich.console import Console
@@ -12,9 +11,10 @@ from rich.text import Text
 
 from fmdoctor.engine.model import CheckError, Status
 from fmdoctor.fleet.model import ClusterResult, FleetReport
-from fmdoctor.report.markdown import _cell
+from fmdoctor.report.markdown import _cell, code_span
 from fmdoctor.report.prometheus import render_fleet_prometheus
 from fmdoctor.report.text import STATUS_STYLE, make_console
+from fmdoctor.safety.text import dumps_json, visible
 from fmdoctor.words import plural
 
 _RANK = {Status.UNKNOWN: 0, Status.CRITICAL: 1, Status.WARNING: 2, Status.OK: 3}
@@ -52,8 +52,9 @@ def write_fleet_text(fleet: FleetReport, console: Console) -> None:
                              ("WORST FINDINGS", {"overflow": "fold", "ratio": 1})):
             table.add_column(name, **kwargs)  # type: ignore[arg-type]
         for c in worst_first(fleet):
-            table.add_row(c.cluster, c.account, c.region, Text(c.status.value, style=STATUS_STYLE[c.status]),
-                          c.worst_findings())
+            # Text, not str: a str cell is read as rich markup, and a cluster is named by whoever tags it
+            table.add_row(Text(visible(c.cluster, lines=False)), Text(c.account), Text(c.region),
+                          Text(c.status.value, style=STATUS_STYLE[c.status]), Text(visible(c.worst_findings(), False)))
         console.print()
         console.print(table)
     failed = fleet.failed_scopes()
@@ -75,7 +76,7 @@ def render_fleet_text(fleet: FleetReport, color: bool = False) -> str:
 
 
 def render_fleet_json(fleet: FleetReport) -> str:
-    return json.dumps(fleet.to_json_dict(), indent=2, ensure_ascii=False)
+    return dumps_json(fleet.to_json_dict(), indent=2)
 
 
 def render_fleet_markdown(fleet: FleetReport) -> str:
@@ -83,8 +84,8 @@ def render_fleet_markdown(fleet: FleetReport) -> str:
            f"Generated {fleet.generated_at.isoformat()} · {_headline(fleet)}", ""]
     if fleet.clusters:
         out += ["| Cluster | Account | Region | Status | Worst findings |", "|---|---|---|---|---|"]
-        out += [f"| `{_cell(c.cluster)}` | {c.account} | {c.region} | {c.status.value} | {_cell(c.worst_findings())} |"
-                for c in worst_first(fleet)]
+        out += [f"| {code_span(c.cluster)} | {c.account} | {c.region} | {c.status.value} | "
+                f"{_cell(c.worst_findings())} |" for c in worst_first(fleet)]
         out.append("")
     failed = fleet.failed_scopes()
     if failed:
@@ -94,8 +95,9 @@ def render_fleet_markdown(fleet: FleetReport) -> str:
     details = [c for c in worst_first(fleet) if c.report and c.report.findings]
     for c in details:
         assert c.report is not None
-        out += [f"## `{_cell(c.cluster)}` ({c.account} {c.region}): {c.status.value}", ""]
-        out += [f"- {f.severity.value} `{f.check}` on `{f.resource}`: {_cell(f.summary)}" for f in c.report.findings]
+        out += [f"## {code_span(c.cluster)} ({c.account} {c.region}): {c.status.value}", ""]
+        out += [f"- {f.severity.value} {code_span(f.check)} on {code_span(f.resource)}: {_cell(f.summary)}"
+                for f in c.report.findings]
         out.append("")
     return "\n".join(out)
 

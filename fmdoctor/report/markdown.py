@@ -1,20 +1,33 @@
-"""Markdown for tickets and chat: a status line, a findings table, then each finding's evidence."""
+"""Markdown for tickets and chat: a status line, a findings table, then each finding's evidence.
+
+Values from the account are shown as text, never as markup or terminal control: escaped characters
+(:func:`fmdoctor.safety.text.visible`), no backtick that could end a code span, the evidence as escaped JSON.
+"""
 
 from __future__ import annotations
 
-import json
+import re
+from typing import Any
 
 from fmdoctor.engine.model import Report, Severity
+from fmdoctor.safety.text import dumps_json, visible
 from fmdoctor.words import plural
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _cell(text: Any) -> str:
+    return visible(text, lines=False).replace("|", "\\|")
+
+
+def code_span(text: Any) -> str:
+    """A code span for a value, wider than any run of backticks in it (so none of them can end it early)."""
+    shown = visible(text, lines=False).replace("|", "\\|")
+    ticks = "`" * (max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
+    return f"{ticks} {shown} {ticks}" if len(ticks) > 1 else f"`{shown}`"
 
 
 def render_markdown(report: Report) -> str:
     out = [
-        f"# fmdoctor: {report.cluster} ({report.region}) is **{report.status.value.upper()}**",
+        f"# fmdoctor: {_cell(report.cluster)} ({_cell(report.region)}) is **{report.status.value.upper()}**",
         "",
         f"Generated {report.generated_at.isoformat()} · {plural(len(report.stats.checks_run), 'check')} · "
         f"{plural(sum(report.stats.api_calls.values()), 'AWS API call')} · {report.stats.duration_s:.1f}s",
@@ -23,20 +36,20 @@ def render_markdown(report: Report) -> str:
     if report.findings:
         out += ["| Severity | Check | Resource | Summary |", "|---|---|---|---|"]
         for f in report.findings:
-            out.append(f"| {f.severity.value} | `{f.check}` | `{f.resource}` | {_cell(f.summary)} |")
+            out.append(f"| {f.severity.value} | {code_span(f.check)} | {code_span(f.resource)} | {_cell(f.summary)} |")
         out.append("")
         for severity in Severity:
             for f in (x for x in report.findings if x.severity == severity):
                 out += [
-                    f"## {severity.value}: `{f.check}` on `{f.resource}`",
+                    f"## {severity.value}: {code_span(f.check)} on {code_span(f.resource)}",
                     "",
-                    f.summary,
+                    _cell(f.summary),
                     "",
                     "```json",
-                    json.dumps(f.evidence, indent=2, ensure_ascii=False, default=str),
+                    dumps_json(f.evidence, indent=2, default=str),
                     "```",
                     "",
-                    f"Runbook: `fmdoctor runbook show {f.runbook}`",
+                    f"Runbook: `fmdoctor runbook show {visible(f.runbook, lines=False)}`",
                     "",
                 ]
     else:
@@ -45,8 +58,8 @@ def render_markdown(report: Report) -> str:
         out += ["## Could not verify", ""]
         for e in report.errors:
             action = f" (needs `{e.iam_action}`)" if e.iam_action else ""
-            out.append(f"- `{e.check}`: {e.code}{action}: {_cell(e.unverified)}")
+            out.append(f"- {code_span(e.check)}: {_cell(e.code)}{action}: {_cell(e.unverified)}")
         out.append("")
     if report.skipped:
-        out += ["## Skipped", ""] + [f"- `{s.check}`: {_cell(s.reason)}" for s in report.skipped] + [""]
+        out += ["## Skipped", ""] + [f"- {code_span(s.check)}: {_cell(s.reason)}" for s in report.skipped] + [""]
     return "\n".join(out)

@@ -1,4 +1,9 @@
-"""The human report: grouped by severity, at most 80 columns, colour only on a terminal without NO_COLOR."""
+"""The human report: grouped by severity, at most 80 columns, colour only on a terminal without NO_COLOR.
+
+Every console made here (:func:`make_console`, shared by the check, why-not and fleet reports) writes text
+through :func:`fmdoctor.safety.text.visible`: whatever a tag, an S3 key or an AWS message holds, no escape
+sequence or control character reaches the terminal and no hidden character goes unseen.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +12,16 @@ import io
 import os
 import sys
 import textwrap
+from collections.abc import Iterable
 from typing import TextIO
 
 from rich.console import Console
+from rich.segment import Segment
 from rich.text import Text
 
 from fmdoctor.engine.model import Report, Severity, Status
 from fmdoctor.report.evidence import evidence_lines
+from fmdoctor.safety.text import visible
 from fmdoctor.words import plural
 
 WIDTH = 80
@@ -21,6 +29,15 @@ STATUS_STYLE = {Status.OK: "bold green", Status.WARNING: "bold yellow", Status.C
                 Status.UNKNOWN: "bold magenta"}
 SEVERITY_STYLE = {Severity.CRITICAL: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 SEVERITY_MARK = {Severity.CRITICAL: "✗", Severity.WARNING: "!", Severity.INFO: "i"}
+
+
+class SafeConsole(Console):
+    """A rich console whose text is shown, never obeyed: control and hidden characters in what it prints are
+    written as escapes (rich's own styling and cursor control are separate segments and stay as they are)."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            Segment(visible(s.text), s.style, s.control) if s.control is None else s for s in buffer)
 
 
 def make_console(file: TextIO | None = None, color: bool | None = None) -> Console:
@@ -33,7 +50,7 @@ def make_console(file: TextIO | None = None, color: bool | None = None) -> Conso
     if is_tty:
         with contextlib.suppress(OSError, ValueError):
             width = min(WIDTH, os.get_terminal_size(file.fileno()).columns)
-    return Console(file=file, width=width, no_color=not color, color_system="auto" if color else None,
+    return SafeConsole(file=file, width=width, no_color=not color, color_system="auto" if color else None,
                    highlight=False, emoji=False, soft_wrap=False)
 
 
@@ -47,7 +64,7 @@ def write_text(report: Report, console: Console) -> None:
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in Severity}
     title = Text()
     title.append("fmdoctor check ", style="bold")
-    title.append(f"{report.cluster} ({report.region}) ")
+    title.append(f"{visible(report.cluster, lines=False)} ({visible(report.region, lines=False)}) ")
     title.append(report.status.value.upper(), style=STATUS_STYLE[report.status])
     console.print(title)
     summary = ", ".join(f"{n} {s.value}" for s, n in counts.items() if n) or "no findings"
@@ -67,9 +84,9 @@ def write_text(report: Report, console: Console) -> None:
             head = Text("  ")
             head.append(SEVERITY_MARK[severity] + " ", style=SEVERITY_STYLE[severity])
             head.append(finding.check, style="bold")
-            head.append(f"  {finding.resource}")
+            head.append(f"  {visible(finding.resource, lines=False)}")
             console.print(head, overflow="fold")
-            _indented(console, finding.summary, 4)
+            _indented(console, visible(finding.summary, lines=False), 4)
             for line in evidence_lines(finding, width=console.width - 6):
                 _indented(console, line, 6, style="dim")
             _indented(console, f"runbook: fmdoctor runbook show {finding.runbook}", 4, style="dim")
@@ -94,5 +111,6 @@ def write_text(report: Report, console: Console) -> None:
 
 def _indented(console: Console, text: str, indent: int, style: str = "") -> None:
     width = max(20, console.width - indent)
+    text = visible(text, lines=False)  # measured as it will be shown
     for line in textwrap.wrap(text, width=width, break_long_words=True, break_on_hyphens=False) or [""]:
         console.print(Text(" " * indent + line, style=style), overflow="crop", no_wrap=True)

@@ -27,8 +27,8 @@ Redact = Callable[[str], str]
 
 
 def redactor(extra: Iterable[str] = ()) -> Redact:
-    """The assistant's secret patterns (not its account-id ones) and the configured extra regexes."""
-    from fmdoctor.assistant.safety import Redactor
+    """The one redaction policy's secret patterns (not its account-id ones) and the configured extra regexes."""
+    from fmdoctor.safety.redact import Redactor
 
     base = Redactor(extra)
     base.patterns = [p for p in base.patterns if p.name != "account-id"]

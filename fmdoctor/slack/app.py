@@ -1,7 +1,9 @@
 """The slack-bolt app: listeners for ``/fmdoctor``, mentions, and the Runbook/Fix buttons and dialog.
 
-Each listener acknowledges at once (Slack allows 3 seconds) and does its work in a bolt *lazy* listener
-(a thread), then posts where the request came from. Errors become a message in Slack, never a traceback.
+Each listener acknowledges at once (Slack allows 3 seconds), in the thread that received the request
+(``process_before_response``), and does its work in a bolt *lazy* listener on a pool of its own
+(``WORKERS``), then posts where the request came from: an ack never waits behind running checks. Errors
+become a message in Slack, never a traceback. Everything sent is redacted (:mod:`fmdoctor.slack.outbound`).
 Requests are verified with the signing secret by bolt (v0 HMAC-SHA256, 5-minute window) before any
 listener or the event de-duplication sees them.
 """
@@ -12,6 +14,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from slack_bolt import App
@@ -20,14 +23,16 @@ from slack_sdk import WebClient
 from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.slack import blocks
 from fmdoctor.slack.auth import NotAllowed, pick_cluster
-from fmdoctor.slack.commands import is_command, parse_command
+from fmdoctor.slack.commands import USAGE, is_command, parse_command
 from fmdoctor.slack.dedupe import SeenEvents, dedupe_middleware
 from fmdoctor.slack.fixes import FixFlow
+from fmdoctor.slack.outbound import redacted_reply
 from fmdoctor.slack.service import SlackService, Where
 from fmdoctor.slack.tokens import RedactSecrets, SlackTokens
 
 log = logging.getLogger(__name__)
 SLASH_COMMAND = "/fmdoctor"
+WORKERS = 8  # checks, questions and fixes running at once; acks do not use this pool
 _MENTION = re.compile(r"<@[A-Z0-9]+(\|[^>]*)?>")
 
 
@@ -41,30 +46,34 @@ def build_app(service: SlackService, tokens: SlackTokens, seen: SeenEvents | Non
     logger = logging.getLogger("fmdoctor.slack.bolt")
     logger.addFilter(RedactSecrets(tokens.secrets()))
     app = App(client=service.client, signing_secret=tokens.signing_secret or "", logger=logger,
-              token_verification_enabled=token_verification, name="fmdoctor")
+              token_verification_enabled=token_verification, name="fmdoctor", process_before_response=True,
+              listener_executor=ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="fmdoctor-slack-work"))
     app.middleware(dedupe_middleware(seen or SeenEvents()))
     fixes = FixFlow(service)
 
     def ack_command(ack: Callable[..., Any], command: dict[str, Any]) -> None:
+        ack = redacted_reply(ack, service.redactor)
         try:
             parsed = service.resolve(parse_command(command.get("text", "")), command.get("channel_id"))
         except FmdoctorError as exc:
             ack(text=_error_text(exc))
             return
-        ack(text=f":hourglass_flowing_sand: running `{blocks.escape(parsed.describe())}`…"
-            if parsed.verb != "help" else None)
+        if parsed.verb == "help":  # `/fmdoctor help` and a bare `/fmdoctor`: the answer is the ack itself
+            ack(text=USAGE, response_type="ephemeral")
+            return
+        ack(text=f":hourglass_flowing_sand: running `{blocks.escape(parsed.describe())}`…")
 
     def run_command(command: dict[str, Any], respond: Callable[..., Any]) -> None:
+        respond = redacted_reply(respond, service.redactor)
         where = Where(command["channel_id"])
         try:
             parsed = service.resolve(parse_command(command.get("text", "")), command.get("channel_id"))
         except FmdoctorError:
             return  # already answered in the ack
+        if parsed.verb == "help":
+            return  # answered in the ack
         messages = _guarded(service, where, lambda: service.run_command(parsed, where))
         if messages is None:
-            return
-        if parsed.verb == "help":
-            respond(**messages[0], response_type="ephemeral")
             return
         try:
             service.post(where, messages)
@@ -94,6 +103,7 @@ def build_app(service: SlackService, tokens: SlackTokens, seen: SeenEvents | Non
     app.event("app_mention")(ack=lambda ack: ack(), lazy=[on_mention])
 
     def show_runbook(body: dict[str, Any], respond: Callable[..., Any]) -> None:
+        respond = redacted_reply(respond, service.redactor)
         value = json.loads(body["actions"][0]["value"])
         channel = (body.get("channel") or {}).get("id")
         try:

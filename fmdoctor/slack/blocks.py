@@ -15,6 +15,7 @@ from typing import Any
 from fmdoctor.engine.model import Finding, Report, Severity
 from fmdoctor.remediation.actions import ACTIONS
 from fmdoctor.report.evidence import evidence_lines
+from fmdoctor.safety.text import visible
 
 Block = dict[str, Any]
 Message = dict[str, Any]  # {"text": fallback, "blocks": [...]}
@@ -30,8 +31,9 @@ SEVERITY_ICON = {Severity.CRITICAL: ":red_circle:", Severity.WARNING: ":large_ye
 
 
 def escape(text: str) -> str:
-    """Slack's three control characters; everything we show from AWS or a model is data, not markup."""
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Slack's three control characters; everything we show from AWS or a model is data, not markup. Control
+    and hidden characters are shown as escapes (``\\u202e``), as in every other human-facing format."""
+    return visible(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def section(text: str) -> Block:
@@ -127,7 +129,7 @@ def report_messages(report: Report, max_blocks: int = 40, title: str = "") -> li
         units += [[section(piece)] for piece in chunks(text)]
     if report.skipped:
         units.append([context("skipped: " + escape(", ".join(s.check for s in report.skipped)))])
-    fallback = f"fmdoctor: {report.cluster} is {status} ({summary})"
+    fallback = f"fmdoctor: {escape(report.cluster)} is {status} ({summary})"
     return pack(units, max_blocks, fallback)
 
 

@@ -16,7 +16,15 @@ import logging
 from typing import Any
 
 from fmdoctor.engine.errors import FmdoctorError
-from fmdoctor.remediation import Approval, FixPlan, PreflightResult, apply_fix, plan_fix, preflight
+from fmdoctor.remediation import (
+    Approval,
+    FixPlan,
+    PreflightResult,
+    apply_fix,
+    plan_fix,
+    preflight,
+    record_decision,
+)
 from fmdoctor.remediation.audit import who
 from fmdoctor.report.fix import plan_lines, preflight_lines, result_lines
 from fmdoctor.slack import blocks
@@ -44,7 +52,7 @@ def plan_view(plan: FixPlan, checked: PreflightResult | None, metadata: dict[str
         body += blocks.code_sections("\n".join(preflight_lines(checked)))
     if plan.empty:
         return _view("fmdoctor fix", body + [blocks.context("Nothing to apply.")])
-    if checked is None or not checked.ok:
+    if checked is None or not checked.passed:
         return _view("fmdoctor fix", body + [blocks.context("Not applicable: the pre-flight shows it would fail.")])
     body.append(blocks.context(f"Applying changes {plan.cluster} ({plan.region}) with plan "
                                f"`{plan.digest[:12]}`. Your approval is audited with your Slack user id."))
@@ -110,7 +118,9 @@ class FixFlow:
                         "left to apply); nothing was changed: press Fix again", digest)
             return
         checked = preflight(service.doctor, plan, audit=service.audit)
-        if not checked.ok:
+        if not checked.passed:
+            record_decision(service.doctor, "refused", "the pre-flight shows it would fail", plan=plan, approver=user,
+                            channel="slack", audit=service.audit)
             service.post(where, blocks.text_messages(
                 ":x: not applying: the pre-flight shows it would fail", "\n".join(preflight_lines(checked))))
             return

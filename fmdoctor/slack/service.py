@@ -17,9 +17,11 @@ from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.engine.model import Finding, Report
 from fmdoctor.remediation import AuditLog
+from fmdoctor.safety.redact import redactor_for
 from fmdoctor.slack import blocks
 from fmdoctor.slack.auth import Approvers, pick_cluster
 from fmdoctor.slack.commands import USAGE, Command
+from fmdoctor.slack.outbound import redacting
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,9 @@ class SlackService:
                  assistant_factory: Callable[[Doctor, str], Any] | None = None):
         self.doctor = doctor
         self.settings = settings
-        self.client = client
+        # every post, dialog and reply: secrets (and the configured agent.redact patterns) redacted on the way out
+        self.redactor = redactor_for(getattr(doctor, "settings", None))
+        self.client = redacting(client, self.redactor)
         self.audit = audit or AuditLog()
         self.approvers = Approvers(settings, client)
         self._assistant_factory = assistant_factory
@@ -142,7 +146,7 @@ class SlackService:
         answer = self.assistant(cluster).ask(question, session_id=session)
         text = blocks.escape(answer.answer)
         messages = blocks.pack([[blocks.section(piece)] for piece in blocks.fenced_chunks(text)],
-                               self.settings.max_blocks, answer.answer[:150])
+                               self.settings.max_blocks, text[:150])
         request = answer.approval
         if request is not None:  # approval goes through the Fix dialog and the approver list, never the model
             button = blocks.finding_fix_button(cluster, request.check_id, request.resource)

@@ -17,7 +17,9 @@ from typing import Any
 from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.engine.model import Report, Severity
+from fmdoctor.safety.redact import redactor_for
 from fmdoctor.slack import blocks
+from fmdoctor.slack.outbound import redacting
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +75,8 @@ class Watcher:
     def __init__(self, doctor: Doctor, cluster: str, client: Any, channel: str, every: timedelta,
                  only: Sequence[str] | None = None, max_blocks: int = 40,
                  sleep: Callable[[float], None] | None = None):
-        self.doctor, self.cluster, self.client, self.channel = doctor, cluster, client, channel
+        self.doctor, self.cluster, self.channel = doctor, cluster, channel
+        self.client = redacting(client, redactor_for(getattr(doctor, "settings", None)))
         self.every, self.only, self.max_blocks, self.sleep = every, list(only or []) or None, max_blocks, sleep
         self.last: Snapshot | None = None
 

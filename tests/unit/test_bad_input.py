@@ -64,7 +64,9 @@ def test_a_cluster_nobody_tagged_is_one_message_and_exit_3(small, capsys, cluste
     ("节点-1", TargetNotFound, "节点-1"),
     ("x" * 5000, TargetNotFound, "is not an instance"),
     ("   ", UsageError, "empty endpoint"),
-], ids=["instance", "bare-i-", "eni", "security-group", "bucket", "unicode-name", "5000-chars", "blank"])
+    ("gpu-node-9", TargetNotFound, "'gpu-node-9' is neither an instance named so in cluster"),
+], ids=["instance", "bare-i-", "eni", "security-group", "bucket", "unicode-name", "5000-chars", "blank",
+        "node-name-not-bucket"])
 def test_why_not_endpoints_that_do_not_exist(small, endpoint, error, message):
     doctor = Doctor(settings=Settings(), connection=Connection(region=REGION))
     with pytest.raises(error) as caught:
@@ -126,3 +128,55 @@ def test_a_known_instance_type_compares_the_counts():
 def test_every_bad_input_error_is_an_fmdoctor_error():
     """The classes front ends catch for exit 3 (a guard for the tests above)."""
     assert issubclass(TargetNotFound, FmdoctorError) and issubclass(UsageError, FmdoctorError)
+
+
+# --- hardening (issue 19, item 11): each of these was a traceback, a silent default or minutes of parsing ---
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["why-not", "--from", "gpu-1", "--to", "s3://"], "not a valid S3 URI"),
+    (["check", "--checkpoint", "s3://b-ckpt/x/", "--checkpoint-max-age", "99999999999999999999"], "has no unit"),
+    (["check", "--checkpoint", "s3://b-ckpt/x/", "--checkpoint-max-age", "99999999999999999999d"],
+     "longer than 3650 days"),
+    (["check", "--checkpoint", "s3://b-ckpt/x/", "--checkpoint-max-age", "5"], "write 5s, 5m or 5h"),
+    (["check", "--checkpoint", "s3://b-ckpt/x/", "--checkpoint-max-age", "5 m"], "without spaces"),
+    (["check", "--only", ""], "--only was given nothing"),
+    (["check", "--only", " , "], "--only was given nothing"),
+    (["check", "--cluster", "", "--only", "efa"], "--cluster needs a name"),
+], ids=["empty-bucket", "huge-bare-number", "huge-duration", "no-unit", "spaced-unit", "empty-only",
+        "blank-only", "empty-cluster"])
+def test_bad_flags_are_one_message_and_exit_3(small, capsys, argv, message):
+    base = ["--region", REGION] + ([] if "--cluster" in argv else ["--cluster", CLUSTER])
+    code, out, err = cli(capsys, *argv, *base)
+    assert code == 3 and out == "" and message in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 2
+
+
+def test_the_documented_duration_forms_still_work(small, capsys):
+    code, out, _ = cli(capsys, "check", "--cluster", CLUSTER, "--region", REGION, "--only", "checkpoint-stale",
+                       "--checkpoint", "s3://no-such-ckpt-bucket/x/", "--checkpoint-max-age", "1h30m",
+                       "--format", "json")
+    assert code in (1, 3) and json.loads(out)["cluster"] == CLUSTER  # it ran (the bucket does not exist)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("a: " + "[" * 3000 + "]" * 3000 + "\n", "nested more than 32 levels"),
+    ("".join(" " * i + f"k{i}:\n" for i in range(40)) + " " * 40 + "v: 1\n", "nested more than 32 levels"),
+    ("".join(f"k{i}: 1\n" for i in range(700_000)), "a configuration is at most 256 KiB"),
+    ("clusters:\n" + "".join(f"  c{i}: {{}}\n" for i in range(21_000)), "more than 20000 keys"),
+], ids=["flow-3000-deep", "block-40-deep", "700k-keys", "21k-clusters"])
+def test_huge_or_deep_configs_are_refused_before_they_are_parsed(tmp_path, capsys, text, message):
+    path = tmp_path / "fmdoctor.yaml"
+    path.write_text(text)
+    code, out, err = cli(capsys, "iam-policy", "--remediation", "--config", str(path))
+    assert code == 3 and message in err and "Traceback" not in err
+
+
+def test_an_unexpected_error_is_one_line_not_a_traceback(capsys, monkeypatch):
+    import fmdoctor.cli.checks_cmd as checks_cmd
+
+    def broken(args):
+        raise RuntimeError("boom\x1b[2J")
+
+    monkeypatch.setattr(checks_cmd, "run_list", broken)
+    code, out, err = cli(capsys, "checks", "list")
+    assert code == 3 and "RuntimeError: boom\\x1b[2J" in err and "Traceback" not in err

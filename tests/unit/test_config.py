@@ -89,13 +89,14 @@ def test_config_discovery_order(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     "text, seconds",
-    [("90s", 90), ("30m", 1800), ("2h", 7200), ("1h30m", 5400), ("1d", 86400), ("45", 45), (120, 120)],
+    [("90s", 90), ("30m", 1800), ("2h", 7200), ("1h30m", 5400), ("1d", 86400), ("1.5h", 5400), ("500ms", 0.5)],
 )
 def test_durations(text, seconds):
     assert parse_duration(text).total_seconds() == seconds
 
 
-@pytest.mark.parametrize("text", ["", "soon", "5x", "h", "-5m", "1h 30", True])
+@pytest.mark.parametrize("text", ["", "soon", "5x", "h", "-5m", "1h 30", True, "45", "5", "5 m", "1h 30m", 120,
+                                  "99999999999999999999d"])
 def test_bad_durations(text):
     with pytest.raises(ValueError):
         parse_duration(text)

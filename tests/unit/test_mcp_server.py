@@ -236,3 +236,61 @@ def test_invisible_characters_in_cluster_data_do_not_reach_the_model(builder, se
     text = json.dumps(data(result), ensure_ascii=False) + result.content[0].text
     assert "gpu-1 (" in text  # the tag reached the summary, without what was hidden in it
     assert not any(0xE0000 <= ord(c) <= 0xE007F or c == "\u202e" for c in text)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("truthy", ["yes", "1", 1, "true", "True", 1.0])
+def test_only_boolean_true_approves(builder, efa_egress_fault, service, mode, truthy):
+    """A client (or a model answering for it) sending a truthy string is not a person ticking the box."""
+    svc = service(allow_fixes=True)
+    before = egress_rules(builder.ec2, efa_egress_fault)
+    result = call(build_server(svc), "apply_fix", {"check": CHECK}, mode=mode,
+                  elicitation_callback=answering("accept", {"approve": truthy}))
+    assert egress_rules(builder.ec2, efa_egress_fault) == before
+    records = svc.audit.read()
+    assert "approval" not in [r["event"] for r in records] and "apply" not in [r["event"] for r in records]
+    assert records[-1]["event"] in ("declined", "approval-refused")
+    if not result.is_error:
+        assert data(result)["applied"] is False and "not true" in data(result)["reason"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("content", [None, {}, {"approve_all": True}])
+def test_an_empty_or_wrong_form_is_refused_and_audited(builder, efa_egress_fault, service, mode, content):
+    svc = service(allow_fixes=True)
+    before = egress_rules(builder.ec2, efa_egress_fault)
+    result = call(build_server(svc), "apply_fix", {"check": CHECK}, mode=mode,
+                  elicitation_callback=answering("accept", content))
+    assert result.is_error or data(result)["applied"] is False
+    assert egress_rules(builder.ec2, efa_egress_fault) == before
+    last = svc.audit.read()[-1]
+    assert last["event"] in ("approval-refused", "declined") and last["check"] == CHECK
+    assert "apply" not in [r["event"] for r in svc.audit.read()]
+
+
+def test_apply_fix_is_annotated_as_its_most_dangerous_action_and_each_call_says_its_own(service):
+    async def tools(client):
+        return {tool.name: tool for tool in (await client.list_tools()).tools}
+
+    listed = session(build_server(service(allow_fixes=True)))(tools)
+    hints = listed["apply_fix"].annotations
+    assert hints.destructive_hint is True and hints.idempotent_hint is False and hints.read_only_hint is False
+    assert listed["plan_fix"].annotations.read_only_hint is True
+
+
+def test_plan_calls_carry_their_action_hints(builder, efa_egress_fault, service):
+    plan = data(call(build_server(service(allow_fixes=True)), "plan_fix", {"check": CHECK}, mode="legacy"))
+    [egress] = plan["plan"]["calls"]
+    assert (egress["destructive"], egress["idempotent"], egress["dry_run"]) == (False, True, True)
+    assert plan["preflight"]["ok"] is True and plan["preflight"]["note"] == ""
+
+
+def test_results_reach_the_client_model_redacted(builder, service):
+    """MCP clients forward tool results to their model: a secret someone put in a tag is redacted there too."""
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    builder.security_group("efa", self_ingress=True)
+    [node] = builder.launch(["gpu-1"], "p4d.24xlarge", "private-a", ["efa"], efa_interfaces=4)
+    builder.ec2.create_tags(Resources=[node], Tags=[{"Key": "Name", "Value": f"gpu-1 {secret}"}])
+    result = call(build_server(service()), "check", {"only": ["efa-sg-self-reference"]})
+    text = json.dumps(data(result)) + result.content[0].text
+    assert secret not in text and "[REDACTED:aws-secret]" in text

@@ -86,7 +86,7 @@ def doctor(extras=None, aws_factory=new_aws) -> Doctor:
 
 def fix(d, check, audit):
     plan = plan_fix(d, CLUSTER, check, audit=audit)
-    assert preflight(d, plan, audit=audit).ok
+    assert preflight(d, plan, audit=audit).passed
     return plan, apply_fix(d, plan, Approval.grant(plan, "alice", "test"), audit=audit, verify_delays=())
 
 
@@ -180,7 +180,10 @@ def test_hyperpod_node_fix_is_one_batched_call(sagemaker, audit, action, operati
     stubber.add_response("list_cluster_nodes", nodes("Pending", "Pending"), listing)  # verification
     d = doctor({"hyperpod_action": action}, aws_factory=lambda options: StubbedAws(options, client))
     plan, result = fix(d, "test-hyperpod", audit)
+    checked = [r for r in audit.read() if r["event"] == "preflight"][-1]
+    assert checked["outcome"] == "no dry run"  # SageMaker has no DryRun: the pre-flight says so, never "ok"
     [call] = plan.calls
+    assert (call["destructive"], call["idempotent"], call["dry_run"]) == (True, False, False)
     assert call["params"] == {"ClusterName": "hp", "NodeIds": [NODE, OTHER]} and len(call["findings"]) == 2
     assert result.ok and [o.status for o in result.outcomes] == ["applied"]
 

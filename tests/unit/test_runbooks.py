@@ -132,7 +132,7 @@ def test_evidence_is_shell_quoted_and_the_sandbox_holds():
 def test_unknown_cluster_and_region_become_shell_variables(demo_report):
     [finding] = demo_report.findings_for("efa-subnet-spread")
     text = get_runbook("efa-subnet-spread").render(finding)
-    assert "--region $AWS_REGION" in text and 'Values="$FMDOCTOR_CLUSTER"' in text
+    assert '--region "$AWS_REGION"' in text and 'Values="$FMDOCTOR_CLUSTER"' in text  # one word each
     assert "are not known" in text
 
 

@@ -12,7 +12,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Markdown, Static
 
 from fmdoctor.engine.model import Finding
+from fmdoctor.report.markdown import code_span
 from fmdoctor.runbooks import get_runbook
+from fmdoctor.safety.text import visible
 from fmdoctor.tui.errors import explain
 
 
@@ -28,8 +30,10 @@ def runbook_for(finding: Finding, settings: Any, cluster: str, region: str | Non
 
 def finding_markdown(finding: Finding, runbook: str | None, runbook_error: str | None = None) -> str:
     evidence = {k: v for k, v in finding.evidence.items() if k != "fix"}
-    lines = [f"**{finding.severity.value}** `{finding.id}`", "", finding.summary, "", "**Evidence**", ""]
-    lines += [f"- {key}: `{json.dumps(value, default=str)}`" for key, value in sorted(evidence.items())] + [""]
+    lines = [f"**{finding.severity.value}** {code_span(finding.id)}", "", visible(finding.summary, lines=False), "",
+             "**Evidence**", ""]
+    lines += [f"- {visible(key, lines=False)}: {code_span(json.dumps(value, default=str))}"
+              for key, value in sorted(evidence.items())] + [""]
     if runbook:
         lines += ["---", "", runbook]
     elif runbook_error:
@@ -48,7 +52,8 @@ class FindingScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="finding", classes="dialog"):
-            yield Static(f"{self.finding.check} on {self.finding.resource}", classes="dialog-title", markup=False)
+            yield Static(visible(f"{self.finding.check} on {self.finding.resource}", lines=False),
+                         classes="dialog-title", markup=False)
             with VerticalScroll(classes="dialog-body"):
                 yield Markdown(finding_markdown(self.finding, self.runbook, self.runbook_error), id="runbook")
             with Horizontal(classes="buttons"):

@@ -105,6 +105,7 @@ class FakeRemediation:
 
     applied: list[tuple[Any, Any]] = field(default_factory=list)
     planned: list[tuple[str, str | None]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
 
     def plan_fix(self, doctor: Doctor, cluster: str, check_id: str, resource: str | None = None,
                  report: Any = None) -> FakePlan:
@@ -126,6 +127,11 @@ class FakeRemediation:
         self.applied.append((plan, approval))
         return {"verified": True, "applied": len(plan.calls)}
 
+    def record_decision(self, doctor: Doctor, decision: str, reason: str, **fields: Any) -> dict[str, Any]:
+        record = {"decision": decision, "reason": reason, **fields}
+        self.decisions.append(record)
+        return record
+
 
 @pytest.fixture
 def remediation() -> FakeRemediation:
@@ -134,4 +140,5 @@ def remediation() -> FakeRemediation:
 
 @pytest.fixture
 def fix_backends(remediation: FakeRemediation) -> Backends:
-    return Backends(plan_fix=remediation.plan_fix, preflight=remediation.preflight, apply_fix=remediation.apply_fix)
+    return Backends(plan_fix=remediation.plan_fix, preflight=remediation.preflight, apply_fix=remediation.apply_fix,
+                    record_decision=remediation.record_decision)

@@ -87,8 +87,11 @@ def test_at_a_terminal_y_or_yes_applies(capsys, monkeypatch, with_remediation, r
         approval = remediation.applied[0][1]
         assert approval.channel == "cli" and approval.plan_digest == remediation.applied[0][0].digest
         assert "Fix applied" in out
+        assert remediation.decisions == []  # the approval is recorded by apply_fix itself
     else:
         assert "Not applied" in out
+        [decision] = remediation.decisions  # answering anything but 'yes' is on the record
+        assert decision["decision"] == "declined" and decision["plan_digest"]
 
 
 def test_eval_command_prints_the_pass_rate(capsys):

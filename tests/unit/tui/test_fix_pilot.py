@@ -56,6 +56,8 @@ async def test_rejecting_the_assistants_plan_changes_nothing(app_for, sg_doctor,
         assert "Not applied" in chat_text(app)
     assert egress_groups(aws, group) == []
     assert "apply" not in [e["event"] for e in audit.read()]
+    [declined] = [e for e in audit.read() if e["event"] == "declined"]  # the rejection is on the record
+    assert declined["outcome"] == "declined" and declined["plan_digest"]
     assert [e.text for e in app.transcript.entries if e.role == "fix"][0].startswith("Rejected plan")
 
 
