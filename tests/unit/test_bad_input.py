@@ -64,7 +64,7 @@ def test_a_cluster_nobody_tagged_is_one_message_and_exit_3(small, capsys, cluste
     ("节点-1", TargetNotFound, "节点-1"),
     ("x" * 5000, TargetNotFound, "is not an instance"),
     ("   ", UsageError, "empty endpoint"),
-    ("gpu-node-9", TargetNotFound, "'gpu-node-9' is neither an instance named so in cluster"),
+    ("gpu-node-9", TargetNotFound, "'gpu-node-9' is not an instance, address, interface, file system or s3:// URI"),
 ], ids=["instance", "bare-i-", "eni", "security-group", "bucket", "unicode-name", "5000-chars", "blank",
         "node-name-not-bucket"])
 def test_why_not_endpoints_that_do_not_exist(small, endpoint, error, message):
@@ -72,6 +72,7 @@ def test_why_not_endpoints_that_do_not_exist(small, endpoint, error, message):
     with pytest.raises(error) as caught:
         why_not(doctor, CLUSTER, "gpu-1", endpoint, 22)
     assert message in str(caught.value) and len(str(caught.value)) < 600  # a 5,000-character id is not echoed whole
+    assert "bucket gpu-node-9" not in str(caught.value)  # a bare word is never looked up as a bucket
 
 
 def test_unicode_cluster_and_256_character_names_survive_every_format(builder, capsys):
