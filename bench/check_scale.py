@@ -45,7 +45,7 @@ import yaml  # noqa: E402
 from scale_world import EFA_INTERFACES, GPUS, REGION, SPOT_EVERY, seed_world  # noqa: E402
 
 # op -> (page size, items(nodes)): the listings whose pages grow with the cluster.
-GPU_METRICS = 3
+GPU_METRICS = 5  # utilization, memory used and total, power, SM clock
 PAGED = {
     "ec2.DescribeInstances": (1000, lambda n: n),
     "ec2.DescribeSpotInstanceRequests": (200, lambda n: max(1, n // SPOT_EVERY)),

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
+from typing import Any
 
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import NotApplicable
 from fmdoctor.engine.context import CheckContext
-from fmdoctor.engine.inventory import Instance
-from fmdoctor.metrics.cluster import GPU, ClusterMetrics, NodeMetrics, kind_of, load_cluster_metrics
+from fmdoctor.metrics.cluster import GPU, ClusterMetrics, NodeMetrics, load_cloudwatch
+from fmdoctor.metrics.model import TENSOR_ACTIVE
 from fmdoctor.metrics.nodes import shared_lister
+from fmdoctor.metrics.targets import MetricNode, ec2_nodes
 
 from ._common import id_list, plural
 
@@ -19,9 +22,14 @@ IAM_ACTIONS = ("ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "cloudwatch
 MISSING_CHECK = "gpu-metrics-missing"
 
 
-def accelerated_running(ctx: CheckContext) -> list[Instance]:
+def accelerated_running(ctx: CheckContext) -> list[MetricNode]:
+    return ctx.shared("metrics.nodes", lambda: ec2_nodes(ctx.inventory, ctx.settings.gpu.hostname_tags))
+
+
+def efa_interfaces(ctx: CheckContext) -> dict[str, str]:
+    """Every EFA interface of a running compute instance -> that instance."""
     inv = ctx.inventory
-    return [i for i in inv.accelerated_nodes() if i.state == "running" and kind_of(inv.type_of(i))]
+    return {e.id: i.id for i in inv.compute_nodes() if i.state == "running" for e in inv.interfaces_of(i) if e.is_efa}
 
 
 def cluster_metrics(ctx: CheckContext) -> ClusterMetrics:
@@ -29,12 +37,13 @@ def cluster_metrics(ctx: CheckContext) -> ClusterMetrics:
     def load() -> ClusterMetrics:
         cloudwatch = ctx.client("cloudwatch")
         lister = shared_lister(cloudwatch, ctx.inventory, ctx.settings, ctx.shared)  # inference fleet too
-        return load_cluster_metrics(cloudwatch, ctx.inventory, ctx.settings.gpu, ctx.now, lister)
+        return load_cloudwatch(cloudwatch, accelerated_running(ctx), efa_interfaces(ctx), ctx.settings.gpu,
+                               ctx.now, lister)
 
     return ctx.shared(METRICS_KEY, load)
 
 
-def settled(ctx: CheckContext, node: Instance) -> bool:
+def settled(ctx: CheckContext, node: MetricNode | Any) -> bool:
     """Launched long enough ago for its agent and job to be running (``gpu.startup_grace``)."""
     return node.launch_time is None or node.launch_time <= ctx.now - ctx.settings.gpu.startup_grace
 
@@ -45,11 +54,11 @@ def unit(kind: str, count: int = 1) -> str:
 
 @dataclass(frozen=True)
 class Judged:
-    node: Instance
+    node: MetricNode
     metrics: NodeMetrics
 
 
-def settled_accelerated(ctx: CheckContext) -> list[Instance]:
+def settled_accelerated(ctx: CheckContext) -> list[MetricNode]:
     """Running GPU/Neuron nodes old enough to judge; NotApplicable when there are none."""
     nodes = accelerated_running(ctx)
     if not nodes:
@@ -73,9 +82,9 @@ def judged_nodes(ctx: CheckContext, what: str) -> tuple[ClusterMetrics, list[Jud
     for node in settled_nodes:
         node_metrics = metrics.nodes[node.id]
         if node_metrics.failed_queries and not node_metrics.reporting:
-            failed.append(ctx.inventory.label(node.id))
+            failed.append(node.label)
         elif node_metrics.coverage < floor:
-            missing.append(ctx.inventory.label(node.id))
+            missing.append(node.label)
         else:
             judged.append(Judged(node, node_metrics))
     if missing:
@@ -91,12 +100,9 @@ def judged_nodes(ctx: CheckContext, what: str) -> tuple[ClusterMetrics, list[Jud
     return metrics, judged
 
 
-def utilization_metric(ctx: CheckContext, kind: str) -> dict[str, str]:
-    """Where this kind's utilization is read from, for evidence and the runbook's commands."""
-    gpu = ctx.settings.gpu
-    if kind == GPU:
-        return {"namespace": gpu.namespace, "metric": gpu.utilization_metric}
-    return {"namespace": gpu.neuron_namespace, "metric": gpu.neuron_utilization_metric}
+def utilization_metric(m: NodeMetrics) -> dict[str, str]:
+    """Where this node's utilization was read from, for evidence and the runbook's commands."""
+    return dict(m.where)
 
 
 def window_evidence(ctx: CheckContext, metrics: ClusterMetrics) -> dict[str, str]:
@@ -110,3 +116,37 @@ def window_evidence(ctx: CheckContext, metrics: ClusterMetrics) -> dict[str, str
 
 def rounded(value: float | None, digits: int = 1) -> float | None:
     return None if value is None else round(value, digits)
+
+
+PEERS_COMPUTE_PERCENT = 10.0  # peers' median tensor activity above which a node at ~0 is doing no math
+
+
+def populations(ctx: CheckContext, judged: list[Judged]) -> dict[tuple[str, str], dict[str, Judged]]:
+    """Busy nodes (mean utilization at or above gpu.idle_percent), grouped so that only nodes of one job's kind
+    are compared: the same accelerator kind and the same group (the EC2 cluster, or one HyperPod cluster)."""
+    groups: dict[tuple[str, str], dict[str, Judged]] = {}
+    for j in judged:
+        utilization = j.metrics.utilization
+        if utilization is not None and utilization >= ctx.settings.gpu.idle_percent:
+            groups.setdefault((j.node.group, j.metrics.kind), {})[j.node.id] = j
+    return groups
+
+
+def no_tensor_work(ctx: CheckContext, busy: dict[str, Judged]) -> dict[str, tuple[float, float]]:
+    """Busy nodes whose tensor pipes were idle (DCGM profiling, at or under gpu.no_tensor_work_percent) while
+    the median of their peers' was at least PEERS_COMPUTE_PERCENT: node -> (its activity, the peers' median).
+
+    Kernels that keep a GPU 'busy' without tensor work while its peers compute are, on a training job, spinning
+    collectives (NCCL waiting for a rank that never arrives) or a stuck loop. Judged against peers, so a job
+    that does not use tensor cores at all is never reported."""
+    activity = {n: j.metrics.mean(TENSOR_ACTIVE) for n, j in busy.items()}
+    known = {n: v for n, v in activity.items() if v is not None}
+    found = {}
+    for node, value in known.items():
+        peers = [v for n, v in known.items() if n != node]
+        if len(peers) < 2 or value > ctx.settings.gpu.no_tensor_work_percent:
+            continue
+        median = statistics.median(peers)
+        if median >= PEERS_COMPUTE_PERCENT:
+            found[node] = (value, median)
+    return found

@@ -6,7 +6,7 @@ from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.metrics.cluster import ClusterMetrics, EfaCounters
 
 from ._common import id_list, plural
-from ._gpu import IAM_ACTIONS, cluster_metrics, settled, window_evidence
+from ._gpu import IAM_ACTIONS, cluster_metrics, efa_interfaces, settled, window_evidence
 
 READABLE = {
     "efa_retrans_timeout_events": "retransmit timeouts",
@@ -33,7 +33,7 @@ class EfaErrors(Check):
         gpu = ctx.settings.gpu
         inv = ctx.inventory
         running = [i for i in inv.compute_nodes() if i.state == "running"]
-        if not any(e.is_efa for i in running for e in inv.interfaces_of(i)):
+        if not efa_interfaces(ctx):
             raise NotApplicable("no running compute node has EFA interfaces")
         metrics = cluster_metrics(ctx)
         if not metrics.efa:

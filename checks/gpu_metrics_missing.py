@@ -3,7 +3,7 @@ from __future__ import annotations
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
-from fmdoctor.metrics.cluster import NodeMetrics
+from fmdoctor.metrics.cluster import GPU, ClusterMetrics, NodeMetrics
 from fmdoctor.metrics.series import missing_devices
 
 from ._common import id_list, plural
@@ -21,12 +21,15 @@ JUDGED_ELSEWHERE = ["gpu-idle", "gpu-straggler", "gpu-memory-pressure"]
 
 
 class GpuMetricsMissing(Check):
-    """Every running GPU/Neuron node publishes utilization for all its accelerators to CloudWatch, covering
-    at least gpu.min_coverage_percent of the window.
+    """Every running GPU/Neuron node publishes utilization for all its accelerators under a name fmdoctor can
+    match to it, covering at least gpu.min_coverage_percent of the window.
 
     A node without them (agent not installed, stopped, or configured without the nvidia_gpu section) is a
     node whose idleness, straggling and memory nobody can see; one that reports 7 of its 8 GPUs has usually
-    lost one (Xid 79, fallen off the bus).
+    lost one (Xid 79, fallen off the bus). Series are matched by every name the agents publish (the CloudWatch
+    agent's InstanceId and host, per aws/amazon-cloudwatch-agent plugins/inputs/nvidia_smi; Container Insights'
+    InstanceId and NodeName, per translator/translate/otel/exporter/awsemf/kubernetes.go), so when series exist
+    under a hostname nothing maps (a Slurm node name) the finding says so instead of blaming the agent.
     """
 
     id = "gpu-metrics-missing"
@@ -41,13 +44,14 @@ class GpuMetricsMissing(Check):
         findings, failed = [], []
         for node in nodes:
             m = metrics.nodes[node.id]
-            source = utilization_metric(ctx, m.kind)
+            source = utilization_metric(m)
             namespace, metric = source["namespace"], source["metric"]
-            label = ctx.inventory.label(node.id)
+            label = node.label
             if m.failed_queries and not m.reporting:
                 failed.append(label)
                 continue
-            problem, summary = _problem(label, m, gpu.min_coverage_percent, f"{namespace}/{metric}")
+            strangers = unmatched_names(metrics, m)
+            problem, summary = _problem(label, m, gpu.min_coverage_percent, f"{namespace}/{metric}", strangers)
             if problem is None:
                 continue
             findings.append(
@@ -66,7 +70,9 @@ class GpuMetricsMissing(Check):
                         "coverage_percent": rounded(100 * m.coverage),
                         "last_datapoint": m.last_seen.isoformat(timespec="seconds") if m.last_seen else None,
                         "not_verified": JUDGED_ELSEWHERE if problem != "devices-missing" else [],
+                        "source": m.source,
                         "listing": metrics.listings.get(f"{namespace}/{metric}", "namespace"),
+                        "unmatched_series": list(strangers) if problem == "not-matched" else [],
                         "instance_type": node.instance_type,
                         **window_evidence(ctx, metrics),
                     },
@@ -79,12 +85,35 @@ class GpuMetricsMissing(Check):
         return findings
 
 
-def _problem(label: str, m: NodeMetrics, min_coverage: float, metric: str) -> tuple[str | None, str]:
+UNMATCHED_SHOWN = 5
+
+
+def unmatched_names(metrics: ClusterMetrics, m: NodeMetrics) -> tuple[str, ...]:
+    """Names of series of this node's kind of metric that matched no node (a hostname nothing maps)."""
+    found: dict[str, None] = {}
+    for label, names in metrics.unmatched.items():
+        if label.endswith(("_utilization_gpu", "gpu_utilization", "GPU_UTIL")) == (m.kind == GPU):
+            found.update(dict.fromkeys(names))
+    return tuple(found)
+
+
+def _problem(label: str, m: NodeMetrics, min_coverage: float, metric: str,
+             strangers: tuple[str, ...]) -> tuple[str | None, str]:
     what = unit(m.kind, m.expected_devices) if m.expected_devices else "accelerators"
+    node_id = m.instance_id
+    if not m.publishes and strangers:
+        shown = ", ".join(strangers[:UNMATCHED_SHOWN]) + (" ..." if len(strangers) > UNMATCHED_SHOWN else "")
+        return "not-matched", (
+            f"{label}: GPU metrics found but not matched to {node_id}: {len(strangers)} series name a host no "
+            f"node of this cluster answers to ({shown}). If one is this node, add InstanceId to the CloudWatch "
+            "agent's append_dimensions, or tag the instance with its hostname and list that tag key in "
+            "gpu.hostname_tags; until then its idleness, straggling and memory could not be verified."
+        )
     if not m.publishes:
         return "no-series", (
-            f"{label} publishes no {metric} for its {what}: the CloudWatch agent is not running or not "
-            "collecting GPU metrics there, so its idleness, straggling and memory could not be verified."
+            f"{label} publishes no {metric} (nor any other known GPU metric) under a name that identifies "
+            f"{node_id} (instance id, private DNS name, IP or hostname tag): its agent is not publishing GPU "
+            "metrics, so its idleness, straggling and memory could not be verified."
         )
     if 100 * m.coverage < min_coverage:
         return "sparse", (

@@ -91,9 +91,21 @@ class GpuSettings(_Section):
     window: Duration = timedelta(minutes=30)
     period: Duration = timedelta(minutes=5)
     idle_percent: float = Field(10.0, ge=0, le=100)
-    memory_pressure_percent: float = Field(95.0, ge=0, le=100)
+    memory_pressure_percent: float = Field(95.0, ge=0, le=100, description="Memory share that counts as the ceiling.")
+    memory_collapse_percent: float = Field(
+        50.0, gt=0, le=100, description="Utilization drop (share of its earlier level) that is trouble at the ceiling."
+    )
+    memory_growth_percent: float = Field(
+        10.0, gt=0, le=100, description="Points of memory a steady rise over the window must gain to be reported."
+    )
     straggler_robust_z: float = Field(3.5, gt=0, description="Modified z-score (MAD) below the median.")
     straggler_min_gap_percent: float = Field(15.0, ge=0, le=100)
+    straggler_min_drop_percent: float = Field(
+        15.0, ge=0, le=100, description="Power, SM clock or tensor activity this far below the median (relative)."
+    )
+    no_tensor_work_percent: float = Field(
+        1.0, ge=0, le=100, description="Tensor activity at or under this on a busy GPU, while its peers compute."
+    )
     min_coverage_percent: float = Field(
         50.0, gt=0, le=100, description="Share of the window's periods a series must cover to be judged."
     )
@@ -108,8 +120,19 @@ class GpuSettings(_Section):
     neuron_utilization_metric: str = "neuroncore_utilization"
     neuron_memory_used_metric: str | None = Field(None, description="Unset: memory pressure is not checked on Neuron.")
     neuron_memory_total_metric: str | None = None
+    power_metric: str | None = Field(
+        None, description="Unset: the publisher's own (nvidia_smi_power_draw, node_gpu_power_draw)."
+    )
+    sm_clock_metric: str | None = Field(None, description="Unset: the publisher's own (nvidia_smi_clocks_current_sm).")
+    other_publishers: bool = Field(
+        True, description="Look for nodes without series under the CloudWatch agent's and Container Insights' names."
+    )
     instance_dimension: str = Field("InstanceId", description="Dimension naming the instance (agent's append).")
     host_dimension: str = Field("host", description="Fallback: hostname dimension (ip-10-0-1-23...).")
+    hostname_tags: list[str] = Field(
+        default_factory=list,
+        description="Instance tags whose value is the hostname the agent publishes (e.g. a Slurm node name).",
+    )
     device_dimensions: list[str] = Field(
         default_factory=lambda: ["index", "GpuDevice", "uuid", "NeuronCore", "NeuronDevice"],
         description="Dimensions that tell one GPU or NeuronCore from another.",

@@ -47,4 +47,4 @@ def test_results_section_is_replaced_not_appended(tmp_path, monkeypatch):
     bench.write_results(results, "second\n")
     text = results.read_text()
     assert text.count(bench.START) == 1 and "second" in text and "first" not in text
-    assert bench.pages("ec2.DescribeInstances", 2048) == 3 and bench.pages("cloudwatch.ListMetrics", 256) == 15
+    assert bench.pages("ec2.DescribeInstances", 2048) == 3 and bench.pages("cloudwatch.ListMetrics", 256) == 25

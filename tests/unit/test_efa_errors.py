@@ -36,8 +36,9 @@ def test_quiet_counters_pass(efa_nodes, publish, run_checks):
     publish.flush()
     report = run_checks(["efa-errors"], **SETTLED)
     assert report.findings == [] and report.errors == [] and report.status is Status.OK
-    # One snapshot shared with the GPU checks: 4 EFA + 3 GPU metric names listed, 48 EFA queries in one fetch.
-    assert report.stats.api_calls["cloudwatch.ListMetrics"] == 7
+    # One snapshot shared with the GPU checks: 4 EFA + 5 GPU metric names listed, and Container Insights'
+    # utilization for the GPU node that publishes none; 48 EFA queries in one fetch.
+    assert report.stats.api_calls["cloudwatch.ListMetrics"] == 10
     assert report.stats.api_calls["cloudwatch.GetMetricData"] == 1
 
 
