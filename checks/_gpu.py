@@ -1,46 +1,39 @@
-"""What the GPU, Neuron and EFA-counter checks share: the run's CloudWatch snapshot, and which nodes it can judge."""
+"""What the GPU, Neuron and EFA-counter checks share: the run's metrics snapshot, and which nodes it can judge."""
 
 from __future__ import annotations
 
 import statistics
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from fmdoctor.durations import format_duration
-from fmdoctor.engine.check import NotApplicable
+from fmdoctor.engine.check import NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
-from fmdoctor.metrics.cluster import GPU, ClusterMetrics, NodeMetrics, load_cloudwatch
+from fmdoctor.engine.inventory import HYPERPOD, INSTANCES
+from fmdoctor.metrics.cluster import GPU, ClusterMetrics, NodeMetrics
 from fmdoctor.metrics.model import TENSOR_ACTIVE
-from fmdoctor.metrics.nodes import shared_lister
-from fmdoctor.metrics.targets import MetricNode, ec2_nodes
+from fmdoctor.metrics.targets import MetricNode
 
 from ._common import id_list, plural
+from ._gpu_sources import IAM_ACTIONS, METRICS_KEY, cluster_metrics, efa_interfaces, metric_targets
 
-METRICS_KEY = "cloudwatch.cluster-metrics"
-IAM_ACTIONS = ("ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "cloudwatch:ListMetrics",
-               "cloudwatch:GetMetricData")
+__all__ = ["IAM_ACTIONS", "INVENTORY", "METRICS_KEY", "cluster_metrics", "efa_interfaces"]
 MISSING_CHECK = "gpu-metrics-missing"
+INVENTORY = frozenset({INSTANCES, HYPERPOD})  # HyperPod's nodes are no EC2 instances of this account
 
 
 def accelerated_running(ctx: CheckContext) -> list[MetricNode]:
-    return ctx.shared("metrics.nodes", lambda: ec2_nodes(ctx.inventory, ctx.settings.gpu.hostname_tags))
-
-
-def efa_interfaces(ctx: CheckContext) -> dict[str, str]:
-    """Every EFA interface of a running compute instance -> that instance."""
-    inv = ctx.inventory
-    return {e.id: i.id for i in inv.compute_nodes() if i.state == "running" for e in inv.interfaces_of(i) if e.is_efa}
-
-
-def cluster_metrics(ctx: CheckContext) -> ClusterMetrics:
-    """The run's one CloudWatch snapshot (ListMetrics + batched GetMetricData), shared by every check."""
-    def load() -> ClusterMetrics:
-        cloudwatch = ctx.client("cloudwatch")
-        lister = shared_lister(cloudwatch, ctx.inventory, ctx.settings, ctx.shared)  # inference fleet too
-        return load_cloudwatch(cloudwatch, accelerated_running(ctx), efa_interfaces(ctx), ctx.settings.gpu,
-                               ctx.now, lister)
-
-    return ctx.shared(METRICS_KEY, load)
+    """Running GPU/Neuron nodes: the cluster's EC2 compute instances and its HyperPod cluster's Running nodes.
+    A HyperPod cluster that could not be listed is recorded as not verified."""
+    targets = metric_targets(ctx)
+    if targets.hyperpod_failure is not None:
+        failure = targets.hyperpod_failure
+        ctx.unverified(f"the GPUs of HyperPod cluster {targets.hyperpod_name}'s nodes", failure.code, failure.message,
+                       failure.iam_action)
+        if not targets.nodes:
+            raise Unverified(failure.message)
+    return list(targets.nodes)
 
 
 def settled(ctx: CheckContext, node: MetricNode | Any) -> bool:
@@ -70,6 +63,31 @@ def settled_accelerated(ctx: CheckContext) -> list[MetricNode]:
     return settled_nodes
 
 
+def report_unseen(ctx: CheckContext, what: str, metrics: ClusterMetrics, nodes: list[MetricNode],
+                  require_one: bool = True) -> list[MetricNode]:
+    """Record the nodes no source could be asked about, or whose source failed, as not verified for ``what``;
+    the others are returned. When none is left (and ``require_one``), nothing was verified: :class:`Unverified`."""
+    unseen: dict[str, list[str]] = defaultdict(list)
+    unreadable: dict[Any, list[str]] = defaultdict(list)
+    rest = []
+    for node in nodes:
+        if node.id in metrics.unseen:
+            unseen[metrics.unseen[node.id]].append(node.label)
+        elif node.id in metrics.unreadable:
+            unreadable[metrics.unreadable[node.id]].append(node.label)
+        else:
+            rest.append(node)
+    for why, labels in unseen.items():
+        ctx.unverified(f"{what} of {plural(len(labels), 'node')} no metric source sees ({id_list(labels)})",
+                       code="NoMetricSource", message=why)
+    for failure, labels in unreadable.items():
+        ctx.unverified(f"{what} of {plural(len(labels), 'node')} ({id_list(labels)})", failure.code,
+                       failure.message, failure.iam_action)
+    if require_one and not rest and nodes:
+        raise Unverified(f"no metric source could be read for the {plural(len(nodes), 'node')} to check")
+    return rest
+
+
 def judged_nodes(ctx: CheckContext, what: str) -> tuple[ClusterMetrics, list[Judged]]:
     """The snapshot, and the settled nodes whose metrics cover enough of the window to judge.
 
@@ -79,7 +97,7 @@ def judged_nodes(ctx: CheckContext, what: str) -> tuple[ClusterMetrics, list[Jud
     metrics = cluster_metrics(ctx)
     floor = ctx.settings.gpu.min_coverage_percent / 100
     judged, missing, failed = [], [], []
-    for node in settled_nodes:
+    for node in report_unseen(ctx, what, metrics, settled_nodes):
         node_metrics = metrics.nodes[node.id]
         if node_metrics.failed_queries and not node_metrics.reporting:
             failed.append(node.label)

@@ -8,6 +8,7 @@ from fmdoctor.metrics.model import TENSOR_ACTIVE
 
 from ._gpu import (
     IAM_ACTIONS,
+    INVENTORY,
     PEERS_COMPUTE_PERCENT,
     Judged,
     judged_nodes,
@@ -37,6 +38,7 @@ class GpuIdle(Check):
     family = "gpu"
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
+    inventory = INVENTORY
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         metrics, judged_list = judged_nodes(ctx, "GPU idleness")

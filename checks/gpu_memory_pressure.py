@@ -8,7 +8,7 @@ from fmdoctor.metrics.memory import CEILING_AND_COLLAPSE, MemoryTrouble, memory_
 from fmdoctor.metrics.targets import MetricNode
 
 from ._common import id_list, plural
-from ._gpu import IAM_ACTIONS, judged_nodes, rounded, unit, utilization_metric, window_evidence
+from ._gpu import IAM_ACTIONS, INVENTORY, judged_nodes, rounded, unit, utilization_metric, window_evidence
 
 BASIS_TEXT = {
     CEILING_AND_COLLAPSE: "memory at the ceiling together with falling utilization",
@@ -38,6 +38,7 @@ class GpuMemoryPressure(Check):
     family = "gpu"
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
+    inventory = INVENTORY
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         gpu = ctx.settings.gpu

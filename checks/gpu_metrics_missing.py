@@ -9,7 +9,9 @@ from fmdoctor.metrics.series import missing_devices
 from ._common import id_list, plural
 from ._gpu import (
     IAM_ACTIONS,
+    INVENTORY,
     cluster_metrics,
+    report_unseen,
     rounded,
     settled_accelerated,
     unit,
@@ -36,13 +38,14 @@ class GpuMetricsMissing(Check):
     family = "gpu"
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
+    inventory = INVENTORY
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         nodes = settled_accelerated(ctx)
         metrics = cluster_metrics(ctx)
         gpu = ctx.settings.gpu
         findings, failed = [], []
-        for node in nodes:
+        for node in report_unseen(ctx, "GPU metrics", metrics, nodes):
             m = metrics.nodes[node.id]
             source = utilization_metric(m)
             namespace, metric = source["namespace"], source["metric"]
@@ -51,7 +54,8 @@ class GpuMetricsMissing(Check):
                 failed.append(label)
                 continue
             strangers = unmatched_names(metrics, m)
-            problem, summary = _problem(label, m, gpu.min_coverage_percent, f"{namespace}/{metric}", strangers)
+            problem, summary = _problem(label, m, gpu.min_coverage_percent, f"{namespace}/{metric}", strangers,
+                                        metrics.prometheus)
             if problem is None:
                 continue
             findings.append(
@@ -97,23 +101,29 @@ def unmatched_names(metrics: ClusterMetrics, m: NodeMetrics) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _problem(label: str, m: NodeMetrics, min_coverage: float, metric: str,
-             strangers: tuple[str, ...]) -> tuple[str | None, str]:
+def _problem(label: str, m: NodeMetrics, min_coverage: float, metric: str, strangers: tuple[str, ...],
+             prometheus: str | None) -> tuple[str | None, str]:
     what = unit(m.kind, m.expected_devices) if m.expected_devices else "accelerators"
     node_id = m.instance_id
     if not m.publishes and strangers:
         shown = ", ".join(strangers[:UNMATCHED_SHOWN]) + (" ..." if len(strangers) > UNMATCHED_SHOWN else "")
+        fix = ("have the scraper add a label naming the node (its instance id, or Hostname as the node's "
+               "private DNS name)" if m.source == "prometheus" else
+               "add InstanceId to the CloudWatch agent's append_dimensions, or tag the instance with its hostname "
+               "and list that tag key in gpu.hostname_tags")
         return "not-matched", (
             f"{label}: GPU metrics found but not matched to {node_id}: {len(strangers)} series name a host no "
-            f"node of this cluster answers to ({shown}). If one is this node, add InstanceId to the CloudWatch "
-            "agent's append_dimensions, or tag the instance with its hostname and list that tag key in "
-            "gpu.hostname_tags; until then its idleness, straggling and memory could not be verified."
+            f"node of this cluster answers to ({shown}). If one is this node, {fix}; until then its idleness, "
+            "straggling and memory could not be verified."
         )
     if not m.publishes:
+        publisher = "DCGM exporter is not running there or not scraped" if m.source == "prometheus" else (
+            "agent is not publishing GPU metrics")
+        elsewhere = f" nor in {prometheus}" if prometheus and m.source == "cloudwatch" else ""
         return "no-series", (
-            f"{label} publishes no {metric} (nor any other known GPU metric) under a name that identifies "
-            f"{node_id} (instance id, private DNS name, IP or hostname tag): its agent is not publishing GPU "
-            "metrics, so its idleness, straggling and memory could not be verified."
+            f"{label} publishes no {metric} (nor any other known GPU metric{elsewhere}) under a name that identifies "
+            f"{node_id} (instance id, private DNS name, IP or hostname tag): its {publisher}, so its idleness, "
+            "straggling and memory could not be verified."
         )
     if 100 * m.coverage < min_coverage:
         return "sparse", (

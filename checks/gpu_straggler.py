@@ -10,6 +10,7 @@ from fmdoctor.metrics.robust import MIN_POPULATION, Outlier, low_outliers, relat
 
 from ._gpu import (
     IAM_ACTIONS,
+    INVENTORY,
     Judged,
     judged_nodes,
     no_tensor_work,
@@ -47,6 +48,7 @@ class GpuStraggler(Check):
     family = "gpu"
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
+    inventory = INVENTORY
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         gpu = ctx.settings.gpu

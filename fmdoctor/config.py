@@ -173,6 +173,42 @@ class GpuSettings(_Section):
         return self
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class MetricsSettings(_Section):
+    """Where GPU, EFA and inference-fleet metrics are read: CloudWatch, a Prometheus HTTP API, or both."""
+
+    source: Literal["cloudwatch", "prometheus", "auto"] = Field(
+        "auto", description="auto: CloudWatch, then Prometheus (url, or a HyperPod add-on's AMP) for nodes it lacks.")
+    url: str | None = Field(
+        None, description="Prometheus API base URL; for AMP the workspace's .../workspaces/ws-.../ URL.")
+    auth: Literal["none", "bearer", "sigv4"] | None = Field(
+        None, description="Unset: sigv4 for an AMP (aps-workspaces) URL, else none.")
+    token_env: str | None = Field(None, description="Environment variable holding the bearer token (never the token).")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError(f"{value!r} is not an http(s) URL (e.g. https://aps-workspaces.us-west-2.amazonaws.com/"
+                             "workspaces/ws-.../ or http://prometheus:9090/)")
+        return value
+
+    @field_validator("token_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.match(value):
+            raise ValueError(f"{value!r} is not an environment variable name (the token itself never goes here)")
+        return value
+
+    @model_validator(mode="after")
+    def _complete(self) -> MetricsSettings:
+        if self.auth == "bearer" and not self.token_env:
+            raise ValueError("auth: bearer needs token_env, the environment variable that holds the token")
+        return self
+
+
 class CheckpointSettings(_Section):
     locations: list[CheckpointLocation] = Field(default_factory=list)
     max_age: Duration = timedelta(hours=2)
@@ -234,6 +270,7 @@ class ClusterSettings(_Section):
     spot: SpotSettings = Field(default_factory=SpotSettings)
     hyperpod: HyperPodSettings = Field(default_factory=HyperPodSettings)
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
 
 
 _CLUSTER_KEYS = set(ClusterSettings.model_fields)
@@ -351,6 +388,7 @@ class Settings(_Section):
     spot: SpotSettings = Field(default_factory=SpotSettings)
     hyperpod: HyperPodSettings = Field(default_factory=HyperPodSettings)
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     clusters: dict[str, ClusterSettings] = Field(default_factory=dict)
     max_workers: int = Field(8, ge=1, le=64)
     runbooks_dir: str | None = None
@@ -375,13 +413,17 @@ class Settings(_Section):
         own = self.clusters[name].model_dump(exclude_unset=True) if name in self.clusters else {}
         merged = _deep_merge(_deep_merge(base, own), overrides or {})
         try:
-            return ClusterSettings.model_validate(merged)
+            settings = ClusterSettings.model_validate(merged)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in _yaml_path(e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
                 for e in exc.errors()[:5]
             )
             raise ConfigError(f"invalid setting: {problems}") from None
+        if settings.metrics.source == "prometheus" and not settings.metrics.url:
+            raise ConfigError("invalid setting: metrics.source is prometheus but metrics.url is not set",
+                              hint="set metrics.url (top level or the cluster's section) or pass --metrics-url")
+        return settings
 
     def default_cluster(self) -> str | None:
         return next(iter(self.clusters)) if len(self.clusters) == 1 else None

@@ -38,6 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="newest checkpoint allowed age, e.g. 90s, 30m, 2h (checkpoints.max_age)")
     parser.add_argument("--spot-queue", metavar="URL",
                         help="SQS queue an EventBridge rule feeds with Spot events (spot.queue_url)")
+    parser.add_argument("--metrics-url", metavar="URL",
+                        help="read GPU/EFA metrics from this Prometheus API (an AMP workspace URL is signed with "
+                        "SigV4); overrides metrics.url and implies metrics.source prometheus")
     parser.set_defaults(func=run)
 
 
@@ -49,6 +52,8 @@ def settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
         overrides["checkpoints"] = {k: v for k, v in checkpoints.items() if v is not None}
     if args.spot_queue:
         overrides["spot"] = {"queue_url": args.spot_queue}
+    if getattr(args, "metrics_url", None):
+        overrides["metrics"] = {"url": args.metrics_url, "source": "prometheus"}
     if getattr(args, "endpoint", None):
         overrides.setdefault("inference", {})["endpoints"] = split_ids(args.endpoint)
     return overrides
@@ -62,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
             report = doctor.check_local(split_ids(args.only), progress)
         else:
             with open_target(args, settings_from_flags(args)) as target:
+                for note in getattr(target.doctor.extras.get("demo"), "notes", ()):
+                    sys.stderr.write(note + "\n")
                 report = target.doctor.check(target.cluster, only=split_ids(args.only), progress=progress)
     finally:
         progress.close()

@@ -38,6 +38,19 @@ def jitter(*seed: int) -> float:
     return ((sum((i + 1) * 7919 * s for i, s in enumerate(seed)) % 21) - 10) / 10
 
 
+def gpu_sample(gpu_name: str, total_mib: float, utilization: float, memory_percent: float, index: int, k: int,
+               power_w: float | None = None, sm_clock_mhz: float | None = None) -> dict[str, float]:
+    """One GPU's values for period k (0 = the latest), as a node's agent or exporter would report them: the
+    story's values with a small deterministic wobble; power and SM clock follow utilization unless given."""
+    wobble = jitter(index, k)
+    value = float(round(min(100.0, max(0.0, utilization + (2 * wobble if utilization > 5 else 0.5 * abs(wobble))))))
+    used = float(round(min(total_mib, total_mib * (memory_percent + 0.3 * wobble) / 100)))
+    watts = power_w if power_w is not None else power_for(gpu_name, value)
+    clock = sm_clock_mhz if sm_clock_mhz is not None else (
+        BOOST_SM_CLOCK_MHZ.get(gpu_name, 1980.0) if value > 5 else IDLE_SM_CLOCK_MHZ)
+    return {"utilization": value, "memory_used": used, "power": round(watts + wobble, 2), "sm_clock": clock}
+
+
 @dataclass
 class MetricsPublisher:
     cloudwatch: Any
@@ -95,20 +108,15 @@ class MetricsPublisher:
             if append_instance_id:
                 dims = {"InstanceId": instance_id, "InstanceType": instance_type, **dims}
             for k in periods:
-                wobble = jitter(index, k)
                 oldest_first = self.periods - 1 - k
                 u = trend["utilization"][oldest_first] if "utilization" in trend else util
                 m = trend["memory_percent"][oldest_first] if "memory_percent" in trend else memory
-                value = min(100.0, max(0.0, u + (2 * wobble if u > 5 else 0.5 * abs(wobble))))
-                self._add(namespace, "nvidia_smi_utilization_gpu", dims, round(value), k, "Percent")
-                used = min(total, total * (m + 0.3 * wobble) / 100)
-                self._add(namespace, "nvidia_smi_memory_used", dims, round(used), k, "Megabytes")
+                sample = gpu_sample(name, total, u, m, index, k, power_w, sm_clock_mhz)
+                self._add(namespace, "nvidia_smi_utilization_gpu", dims, sample["utilization"], k, "Percent")
+                self._add(namespace, "nvidia_smi_memory_used", dims, sample["memory_used"], k, "Megabytes")
                 self._add(namespace, "nvidia_smi_memory_total", dims, total, k, "Megabytes")
-                watts = power_w if power_w is not None else power_for(name, value)
-                self._add(namespace, "nvidia_smi_power_draw", dims, round(watts + wobble, 2), k, "None")
-                clock = sm_clock_mhz if sm_clock_mhz is not None else (
-                    BOOST_SM_CLOCK_MHZ.get(name, 1980.0) if value > 5 else IDLE_SM_CLOCK_MHZ)
-                self._add(namespace, "nvidia_smi_clocks_current_sm", dims, clock, k, "None")
+                self._add(namespace, "nvidia_smi_power_draw", dims, sample["power"], k, "None")
+                self._add(namespace, "nvidia_smi_clocks_current_sm", dims, sample["sm_clock"], k, "None")
 
     def container_insights_node(
         self,

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from fmdoctor.engine.errors import AwsFailure
 from fmdoctor.metrics import percent
 
 GPU = "gpu"
@@ -138,6 +139,10 @@ class ClusterMetrics:
     queries: int = 0  # queries of the sweep(s)
     # Per metric, identities of series that named no node this run knows (a hostname no tag maps...).
     unmatched: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    unseen: dict[str, str] = field(default_factory=dict)  # nodes no source could be asked about -> what to set
+    unreadable: dict[str, AwsFailure] = field(default_factory=dict)  # nodes whose source failed -> why
+    prometheus: str | None = None  # the Prometheus that completed CloudWatch's answer, if one did
+    efa_counters: tuple[str, ...] = ()  # Prometheus EFA counters that count errors (the rest are throughput)
 
 
 def periods_in(start: datetime, end: datetime, period: timedelta) -> int:

@@ -86,10 +86,12 @@ def test_node_without_counters_is_not_verified(efa_nodes, publish, run_checks):
     assert report.status is Status.WARNING
 
 
-def test_no_counters_anywhere_is_skipped_not_passed(efa_nodes, run_checks):
+def test_no_counters_anywhere_is_not_verified_never_passed_nor_not_applicable(efa_nodes, run_checks):
     report = run_checks(["efa-errors"], **SETTLED)
-    [skipped] = report.skipped
-    assert "12 EFA interfaces publish EFA counters" in skipped.reason and report.status is Status.UNKNOWN
+    assert report.skipped == [] and report.findings == []
+    [error] = report.errors
+    assert error.code == "NoMetrics" and all(n.id in error.unverified for n in efa_nodes)
+    assert "no node publishes EFA counters" in error.message and report.status is Status.UNKNOWN
 
 
 def test_no_efa_is_not_applicable(builder, run_checks):
