@@ -7,13 +7,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fmdoctor.engine.context import CheckContext
-from fmdoctor.engine.errors import AwsFailure, describe_aws_failure
-from fmdoctor.engine.hyperpod import HyperPodCluster, describe_hyperpod_cluster, list_hyperpod_nodes
+from fmdoctor.engine.errors import AwsFailure, ConfigError, describe_aws_failure
+from fmdoctor.engine.hyperpod import HyperPodCluster, describe_hyperpod_cluster
 from fmdoctor.metrics.cluster import ClusterMetrics, load_cloudwatch
 from fmdoctor.metrics.nodes import shared_lister
-from fmdoctor.metrics.prometheus import PrometheusClient
-from fmdoctor.metrics.source import load_metrics, plan_sources
+from fmdoctor.metrics.prometheus import PrometheusClient, PrometheusFailed
+from fmdoctor.metrics.source import Sources, load_metrics, plan_sources
 from fmdoctor.metrics.targets import MetricNode, ec2_nodes, hyperpod_nodes, sagemaker_instance_types
+
+from ._common import hyperpod_nodes_of
 
 METRICS_KEY = "cloudwatch.cluster-metrics"
 # Every call a run of the GPU/EFA-counter checks may make: the inventory's, CloudWatch's, the HyperPod node
@@ -47,7 +49,7 @@ def _targets(ctx: CheckContext) -> Targets:
         cluster = ctx.inventory.hyperpod or describe_hyperpod_cluster(ctx.client("sagemaker"), name)
         if cluster is None:
             return Targets(tuple(nodes), hyperpod_name=name)
-        listed = list_hyperpod_nodes(ctx.client("sagemaker"), cluster.name)
+        listed = hyperpod_nodes_of(ctx, cluster.name)
         types = sagemaker_instance_types(ctx.client("ec2"), {n.instance_type for n in listed})
     except Exception as exc:
         failure = describe_aws_failure(exc)
@@ -69,12 +71,24 @@ def cluster_metrics(ctx: CheckContext) -> ClusterMetrics:
     return ctx.shared(METRICS_KEY, lambda: _load(ctx))
 
 
+def metric_sources(ctx: CheckContext) -> Sources:
+    """The run's metric sources (metrics.*; for auto, a HyperPod observability add-on's workspace looked up once)."""
+    return ctx.shared("metrics.sources", lambda: _plan(ctx))
+
+
+def _plan(ctx: CheckContext) -> Sources:
+    aws = ctx.scope.aws
+    try:
+        return plan_sources(ctx.settings, metric_targets(ctx).hyperpod, lambda: ctx.client("eks"),
+                            lambda: aws.session.get_credentials() if aws else None, ctx.region)
+    except ConfigError as exc:  # e.g. auth: bearer with its token_env unset: every check says so, not a crash
+        raise PrometheusFailed(AwsFailure("ConfigError", str(exc), None, "bad-input"), "the metrics settings") from None
+
+
 def _load(ctx: CheckContext) -> ClusterMetrics:
     targets = metric_targets(ctx)
-    aws = ctx.scope.aws
     settings = ctx.settings
-    sources = plan_sources(settings, targets.hyperpod, lambda: ctx.client("eks"),
-                           lambda: aws.session.get_credentials() if aws else None, ctx.region)
+    sources = metric_sources(ctx)
     nodes = list(targets.nodes)
 
     def cloudwatch() -> ClusterMetrics:

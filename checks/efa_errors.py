@@ -4,11 +4,11 @@ from fmdoctor.engine.check import Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.metrics.cluster import ClusterMetrics, EfaCounters
+from fmdoctor.metrics.source import unseen_reason
 
 from ._common import id_list, plural
 from ._gpu import (
     IAM_ACTIONS,
-    INVENTORY,
     accelerated_running,
     cluster_metrics,
     efa_interfaces,
@@ -16,6 +16,7 @@ from ._gpu import (
     settled,
     window_evidence,
 )
+from ._gpu_sources import metric_sources
 
 READABLE = {
     "efa_retrans_timeout_events": "retransmit timeouts",
@@ -44,7 +45,6 @@ class EfaErrors(Check):
     family = "efa"
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
-    inventory = INVENTORY
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         gpu = ctx.settings.gpu
@@ -53,6 +53,12 @@ class EfaErrors(Check):
         with_efa = sorted(set(efa_interfaces(ctx).values()))
         if not with_efa and not hyperpod:
             raise NotApplicable("no running compute node has EFA interfaces")
+        if not with_efa and metric_sources(ctx).prometheus is None:
+            # Only HyperPod nodes: CloudWatch cannot hold their counters (their interfaces are not this account's).
+            why = unseen_reason(metric_sources(ctx))
+            ctx.unverified(f"EFA error counters of {plural(len(hyperpod), 'node')} no metric source sees "
+                           f"({id_list([n.label for n in hyperpod])})", code="NoMetricSource", message=why)
+            raise Unverified(why)
         metrics = cluster_metrics(ctx)
         seen = report_unseen(ctx, "EFA error counters", metrics, [n for n in hyperpod if settled(ctx, n)],
                              require_one=not with_efa)

@@ -64,16 +64,16 @@ def plan_sources(settings: ClusterSettings, hyperpod: HyperPodCluster | None, ek
                        "metrics.url")
     if metrics.source == "cloudwatch" or hyperpod is None:
         return Sources(cloudwatch)
-    url, note = observability_workspace(eks, hyperpod) if eks else (None, "")
+    url, note = observability_workspace(eks, hyperpod)
     if url is None:
         return Sources(cloudwatch, note=note)
     return Sources(cloudwatch, endpoint(url, SIGV4, None, credentials(), region),
                    f"the {OBSERVABILITY_ADDON} add-on of EKS cluster {_eks_name(hyperpod)}")
 
 
-def observability_workspace(eks: Callable[[], Any], hyperpod: HyperPodCluster) -> tuple[str | None, str]:
+def observability_workspace(eks: Callable[[], Any] | None, hyperpod: HyperPodCluster) -> tuple[str | None, str]:
     """The AMP workspace URL the HyperPod observability add-on writes to, or None and why."""
-    if not hyperpod.eks_cluster_arn:
+    if not hyperpod.eks_cluster_arn or eks is None:
         return None, (f"HyperPod cluster {hyperpod.name} is {hyperpod.orchestrator or 'Slurm'}-orchestrated: it has "
                       "no observability add-on to find a workspace in")
     name = _eks_name(hyperpod)
@@ -83,7 +83,7 @@ def observability_workspace(eks: Callable[[], Any], hyperpod: HyperPodCluster) -
         failure = describe_aws_failure(exc)
         if failure is None:
             raise
-        if failure.kind == "not-found":
+        if failure.kind == "not-found" or "NotFound" in failure.code:
             return None, f"EKS cluster {name} has no {OBSERVABILITY_ADDON} add-on"
         return None, f"the {OBSERVABILITY_ADDON} add-on of EKS cluster {name} could not be read ({_said(failure)})"
     try:
@@ -145,6 +145,11 @@ def _empty(node: MetricNode, start: datetime, end: datetime, settings: ClusterSe
 
 
 def _unseen(node: MetricNode, sources: Sources) -> str:
-    why = ("CloudWatch has no GPU series for its nodes (they are not EC2 instances of this account) and no "
+    return unseen_reason(sources)
+
+
+def unseen_reason(sources: Sources) -> str:
+    """Why a HyperPod node's metrics cannot be seen, and what to configure."""
+    why = ("CloudWatch has no series for its nodes (they are not EC2 instances of this account) and no "
            "Prometheus is configured" if sources.cloudwatch else "no Prometheus is configured")
     return f"{why}{f'; {sources.note}' if sources.note else ''}: {CONFIGURE}"

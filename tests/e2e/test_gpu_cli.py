@@ -36,6 +36,11 @@ def test_gpu_checks_over_http_find_the_planted_faults(moto_server, fmdoctor_cli,
     assert calls["cloudwatch.ListMetrics"] == 10 and calls["cloudwatch.GetMetricData"] == 2
     [memory] = [f for f in report["findings"] if f["check"] == "gpu-memory-pressure"]
     assert memory["evidence"]["basis"] == ["steady-growth"] and memory["evidence"]["devices"][0]["device"] == "5"
-    # The agent-down node is reported as not verified by the other checks, never as healthy.
-    assert {e["check"] for e in report["errors"]} == {"gpu-idle", "gpu-straggler", "gpu-memory-pressure",
-                                                      "efa-errors"}
+    # The agent-down node is reported as not verified by the other checks, never as healthy; so are the HyperPod
+    # cluster's nodes, whose GPUs no source here sees (this config names no Prometheus); and Xids, which
+    # CloudWatch does not carry.
+    errors = {(e["check"], e["code"]) for e in report["errors"]}
+    judging = {"gpu-idle", "gpu-straggler", "gpu-memory-pressure", "gpu-xid-metrics"}
+    assert errors == ({(c, "NoMetrics") for c in [*judging, "efa-errors"]}
+                      | {(c, "NoMetricSource") for c in [*judging, "gpu-metrics-missing", "efa-errors"]}
+                      | {("gpu-xid-metrics", "NoXidMetric")})
