@@ -16,7 +16,7 @@ from ._gpu import (
     settled,
     window_evidence,
 )
-from ._gpu_sources import metric_sources
+from ._gpu_sources import metric_sources, metric_targets
 
 READABLE = {
     "efa_retrans_timeout_events": "retransmit timeouts",
@@ -108,10 +108,12 @@ class EfaErrors(Check):
         rising.sort(key=lambda c: -sum(v for k, v in c.totals.items() if k in errors))
         cards = {eni.id: eni.network_card_index for eni in ctx.inventory.interfaces.values()
                  if eni.instance_id == instance_id}
-        counts = ", ".join(f"{v:g} {READABLE.get(name, name)}" for name, v in totals.items())
+        # Whole events: Prometheus's increase() extrapolates a counter to the edges of each period (36.29 for 30).
+        counts = ", ".join(f"{v:.0f} {READABLE.get(name, name)}" for name, v in totals.items())
         first = f"EFA interface {rising[0].eni_id}" if rising[0].eni_id else f"EFA device {rising[0].device}"
         where = first if len(rising) == 1 else f"{len(rising)} of its {len(interfaces)} EFA interfaces"
-        label = next((n.label for n in accelerated_running(ctx) if n.id == instance_id), instance_id)
+        label = next((n.label for n in metric_targets(ctx).nodes if n.id == instance_id), None) or (
+            ctx.inventory.label(instance_id))
         return self.finding(
             resource=instance_id,
             summary=(

@@ -13,6 +13,7 @@ README and etc/default-counters.csv; DCGM_FI_DEV_XID_ERRORS is the value of the 
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -94,3 +95,24 @@ def test_without_a_source_hyperpod_gpus_are_not_verified_never_not_applicable(hy
     assert "of 4 nodes no metric source sees" in error.unverified
     assert "metrics.url" in error.message and "Slurm-orchestrated" in error.message
     assert report.status is Status.UNKNOWN  # nothing was verified
+
+
+def test_a_hyperpod_node_dropping_efa_packets_is_named_by_its_cluster_and_group(hyperpod, prometheus, run_checks):
+    """The EFA exporter scraped by the node's IP (``instance="10.1.0.12:9100"``, as an ec2/Kubernetes service
+    discovery scrape sets it) names the HyperPod node through ListClusterNodes' PrivateDnsHostname."""
+    writer = OpenMetricsWriter(datetime.now(UTC))
+    for n, node in enumerate(hyperpod):
+        drops = {"rdmap16s27": {"rx_drops": 30}} if n == 2 else None
+        writer.efa_node({"instance": f"10.1.0.{10 + n}:9100", "job": "efa_node_exporter"}, ["rdmap16s27"], drops)
+    url = prometheus(writer.text())
+
+    # efa-errors reads EC2 inventory by name; with a HyperPod check selected the name is found as HyperPod's.
+    report = run_checks(["efa-errors", "hyperpod-node-unhealthy"], cluster=HP, metrics={"url": url}, **SETTLED)
+
+    [finding] = report.findings
+    assert finding.resource == hyperpod[2] and finding.evidence["source"] == "prometheus"
+    # increase() extrapolates to each period's edges: at least the 30 drops, shown as whole packets.
+    assert finding.evidence["totals"]["rx_drops"] >= 30
+    assert re.match(rf"{HP}/workers \({hyperpod[2]}\) counted \d+ dropped received packets on EFA device rdmap16s27 ",
+                    finding.summary)
+    assert report.errors == [] and report.status is Status.WARNING
