@@ -6,7 +6,10 @@
   it has no EFA counters for, are then looked up in Prometheus: ``metrics.url`` when set, else the Amazon
   Managed Service for Prometheus workspace that the SageMaker HyperPod observability EKS add-on
   (``amazon-sagemaker-hyperpod-observability``) writes to, read from the add-on's configuration
-  (``ampWorkspace.prometheusEndpoint``) with ``eks:DescribeAddon``.
+  (``ampWorkspace.prometheusEndpoint``, else the URL of ``ampWorkspace.arn``, as an ``AWS::EKS::Addon``'s
+  configurationValues set them) with ``eks:DescribeAddon``. A Slurm HyperPod cluster has no such
+  add-on: its ``sagemaker-observability`` cluster extension (SageMaker developer guide, "Observability extension
+  configuration") writes to ``prometheus.remoteWriteUrl``, whose workspace metrics.url must name.
 
 A node no source could be asked about (a HyperPod node, with no Prometheus configured or discoverable and no
 CloudWatch series) is *unseen*: the checks report it as not verified, with what to configure.
@@ -75,7 +78,9 @@ def observability_workspace(eks: Callable[[], Any] | None, hyperpod: HyperPodClu
     """The AMP workspace URL the HyperPod observability add-on writes to, or None and why."""
     if not hyperpod.eks_cluster_arn or eks is None:
         return None, (f"HyperPod cluster {hyperpod.name} is {hyperpod.orchestrator or 'Slurm'}-orchestrated: it has "
-                      "no observability add-on to find a workspace in")
+                      "no EKS observability add-on to find a workspace in (its sagemaker-observability cluster "
+                      "extension, when installed, names it as prometheus.remoteWriteUrl: the workspace URL is that "
+                      "URL without api/v1/remote_write)")
     name = _eks_name(hyperpod)
     try:
         raw = eks().describe_addon(clusterName=name, addonName=OBSERVABILITY_ADDON)
@@ -87,11 +92,22 @@ def observability_workspace(eks: Callable[[], Any] | None, hyperpod: HyperPodClu
             return None, f"EKS cluster {name} has no {OBSERVABILITY_ADDON} add-on"
         return None, f"the {OBSERVABILITY_ADDON} add-on of EKS cluster {name} could not be read ({_said(failure)})"
     try:
-        values = json.loads((raw.get("addon") or {}).get("configurationValues") or "{}")
-        url = values["ampWorkspace"]["prometheusEndpoint"]
-    except (ValueError, KeyError, TypeError):
-        return None, f"the {OBSERVABILITY_ADDON} add-on of EKS cluster {name} names no ampWorkspace.prometheusEndpoint"
+        workspace = json.loads((raw.get("addon") or {}).get("configurationValues") or "{}")["ampWorkspace"]
+        url = workspace.get("prometheusEndpoint") or _workspace_url(workspace["arn"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        url = None
+    if not url:
+        return None, f"the {OBSERVABILITY_ADDON} add-on of EKS cluster {name} names no ampWorkspace"
     return str(url), ""
+
+
+def _workspace_url(arn: str) -> str | None:
+    """arn:aws:aps:<region>:<account>:workspace/<id> -> its query URL (the AMP user guide's
+    https://aps-workspaces.<region>.amazonaws.com/workspaces/<id>/)."""
+    parts = arn.split(":", 5)
+    if len(parts) != 6 or parts[2] != "aps" or not parts[5].startswith("workspace/"):
+        return None
+    return f"https://aps-workspaces.{parts[3]}.amazonaws.com/workspaces/{parts[5].removeprefix('workspace/')}/"
 
 
 def _eks_name(hyperpod: HyperPodCluster) -> str:

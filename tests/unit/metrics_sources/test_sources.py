@@ -161,6 +161,20 @@ def test_the_observability_add_on_names_the_amp_workspace():
     assert sources.origin == f"the {OBSERVABILITY_ADDON} add-on of EKS cluster hp-eks"
 
 
+@pytest.mark.parametrize("workspace, found", [
+    ({"arn": "arn:aws:aps:us-west-2:123456789012:workspace/ws-0123abcd-4567-89ef-0123-456789abcdef"}, AMP_URL),
+    ({"arn": "arn:aws:iam::123456789012:role/not-a-workspace"}, None),
+    ({}, None),
+])
+def test_an_add_on_naming_its_workspace_only_by_arn_is_queried_at_that_workspaces_url(workspace, found):
+    """An AWS::EKS::Addon may set ampWorkspace.arn alone; the AMP user guide's query URL is built from it."""
+    hyperpod = HyperPodCluster("hp", "arn", "InService", orchestrator="Eks", eks_cluster_arn=EKS_ARN)
+    eks = _eks(lambda s: s.add_response("describe_addon", _addon({"ampWorkspace": workspace})))
+    url, note = observability_workspace(lambda: eks, hyperpod)
+    assert url == found
+    assert note == ("" if found else f"the {OBSERVABILITY_ADDON} add-on of EKS cluster hp-eks names no ampWorkspace")
+
+
 @pytest.mark.parametrize("code, note", [
     ("ResourceNotFoundException", f"EKS cluster hp-eks has no {OBSERVABILITY_ADDON} add-on"),
     ("AccessDeniedException", "could not be read (AccessDeniedException"),
@@ -174,7 +188,9 @@ def test_no_add_on_or_no_permission_leaves_a_note_for_the_not_verified_entries(c
 
 def test_a_slurm_hyperpod_cluster_has_no_add_on_and_cloudwatch_only_never_looks():
     slurm = HyperPodCluster("hp", "arn", "InService", orchestrator="Slurm")
-    assert "Slurm-orchestrated" in plan_sources(Settings().cluster("hp"), slurm, None, lambda: None, "r").note
+    note = plan_sources(Settings().cluster("hp"), slurm, None, lambda: None, "r").note
+    # A Slurm cluster's sagemaker-observability extension names its AMP workspace as a remote-write URL.
+    assert "Slurm-orchestrated" in note and "prometheus.remoteWriteUrl" in note and "api/v1/remote_write" in note
     only = Settings.model_validate({"metrics": {"source": "cloudwatch"}}).cluster("hp")
     eks = HyperPodCluster("hp", "arn", "InService", orchestrator="Eks", eks_cluster_arn=EKS_ARN)
     assert plan_sources(only, eks, lambda: pytest.fail("no add-on lookup with source: cloudwatch"),
