@@ -180,7 +180,7 @@ def run_suite(model: BaseChatModel | str | None = None, settings: AgentSettings 
               only: list[str] | None = None, backends: Backends | None = None,
               registry: Registry | None = None, cases: list[Case] | None = None) -> SuiteResult:
     """Every case (or those named in ``only``, by case id or scenario), on its scenario's cluster in moto."""
-    from fmdoctor.demo.runtime import mocked_aws
+    from fmdoctor.demo.runtime import demo_prometheus, mocked_aws
     from fmdoctor.evals.scenarios import SCENARIOS, facts_of
 
     settings = settings or AgentSettings()
@@ -196,15 +196,17 @@ def run_suite(model: BaseChatModel | str | None = None, settings: AgentSettings 
     with mocked_aws(passthrough) as session:  # one account holding every scenario's cluster
         for name in dict.fromkeys(c.scenario for c in selected):
             world = SCENARIOS[name](session)
-            config = Settings.model_validate({"region": world.region, "clusters": {world.cluster: world.settings},
-                                              "agent": settings.model_dump(exclude_unset=True)})
-            doctor = Doctor(settings=config, connection=Connection(region=world.region), registry=registry)
-            assistant = Assistant(doctor, world.cluster, settings, model=chat, backends=backends)
-            truth = doctor.check(world.cluster)
-            for case in (c for c in selected if c.scenario == name):
-                reason = skip_reason(case, registry, assistant.tool_names)
-                results.append(CaseResult(case.id, name, "skip", [reason]) if reason else
-                               run_case(case, assistant, facts_of(world), truth))
+            with demo_prometheus(world):  # the demo's HyperPod GPU history, as `--demo` serves it
+                config = Settings.model_validate({"region": world.region, **world.defaults,
+                                                  "clusters": {world.cluster: world.settings},
+                                                  "agent": settings.model_dump(exclude_unset=True)})
+                doctor = Doctor(settings=config, connection=Connection(region=world.region), registry=registry)
+                assistant = Assistant(doctor, world.cluster, settings, model=chat, backends=backends)
+                truth = doctor.check(world.cluster)
+                for case in (c for c in selected if c.scenario == name):
+                    reason = skip_reason(case, registry, assistant.tool_names)
+                    results.append(CaseResult(case.id, name, "skip", [reason]) if reason else
+                                   run_case(case, assistant, facts_of(world), truth))
     order = {c.id: i for i, c in enumerate(selected)}
     results.sort(key=lambda r: order[r.case])
     return SuiteResult(describe(chat), results)
