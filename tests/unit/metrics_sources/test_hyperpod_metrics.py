@@ -101,7 +101,7 @@ def test_a_hyperpod_node_dropping_efa_packets_is_named_by_its_cluster_and_group(
     """The EFA exporter scraped by the node's IP (``instance="10.1.0.12:9100"``, as an ec2/Kubernetes service
     discovery scrape sets it) names the HyperPod node through ListClusterNodes' PrivateDnsHostname."""
     writer = OpenMetricsWriter(datetime.now(UTC))
-    for n, node in enumerate(hyperpod):
+    for n in range(len(hyperpod)):
         drops = {"rdmap16s27": {"rx_drops": 30}} if n == 2 else None
         writer.efa_node({"instance": f"10.1.0.{10 + n}:9100", "job": "efa_node_exporter"}, ["rdmap16s27"], drops)
     url = prometheus(writer.text())
