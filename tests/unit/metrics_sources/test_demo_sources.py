@@ -47,3 +47,15 @@ def test_without_the_binary_the_demo_says_how_to_see_hyperpod_gpus(monkeypatch):
     assert {e.check for e in unseen} == set(CHECKS)
     assert all(world.facts["hyperpod"]["idle"] in e.unverified or "3 nodes" in e.unverified for e in unseen)
     assert report.findings_for("gpu-idle")  # the EC2 nodes' CloudWatch findings are still there
+
+
+def test_a_prometheus_that_does_not_start_leaves_the_demo_running_and_says_so(monkeypatch):
+    def fails(_history):
+        raise RuntimeError("prometheus did not become ready in 60s: opening blocks")
+
+    monkeypatch.setattr(prometheus_server, "binaries", lambda: ("/usr/bin/prometheus", "/usr/bin/promtool"))
+    monkeypatch.setattr(prometheus_server, "loopback_prometheus", fails)
+    with demo_environment() as world:
+        [note] = world.notes
+        assert demo_settings(world).cluster(world.cluster).metrics.url is None
+    assert "did not start (prometheus did not become ready" in note and "not verified" in note
