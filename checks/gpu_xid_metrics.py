@@ -81,6 +81,7 @@ class GpuXidMetrics(Check):
                 "xids": [{"gpu": d.device, "xid": c, "meaning": m, "action": a, "first_period_end": w,
                           "held_from_before_window": h} for d, c, m, a, w, h in events],
                 "instance_type": node.instance_type,
+                "hyperpod_cluster": node.group.removeprefix("hyperpod:") if node.hyperpod else None,
                 "source": "prometheus",
                 **where,
                 **window_evidence(ctx, metrics),
