@@ -261,7 +261,7 @@ def run_suite(model: BaseChatModel | str | None = None, settings: AgentSettings 
     """Every case (or those named in ``only``, by case id or scenario), on its scenario's cluster in moto.
     ``observe(case, truth)`` is called before each case runs (a benchmark labels its measurements there);
     ``progress(result, done, total)`` hears of each case as it ends."""
-    from fmdoctor.demo.runtime import mocked_aws
+    from fmdoctor.demo.runtime import demo_prometheus, mocked_aws
     from fmdoctor.evals.scenarios import SCENARIOS, facts_of
 
     settings = settings or AgentSettings()
@@ -277,19 +277,21 @@ def run_suite(model: BaseChatModel | str | None = None, settings: AgentSettings 
     with mocked_aws(passthrough) as session:  # one account holding every scenario's cluster
         for name in dict.fromkeys(c.scenario for c in selected):
             world = SCENARIOS[name](session)
-            config = Settings.model_validate({"region": world.region, "clusters": {world.cluster: world.settings},
-                                              "agent": settings.model_dump(exclude_unset=True)})
-            doctor = Doctor(settings=config, connection=Connection(region=world.region), registry=registry)
-            assistant = Assistant(doctor, world.cluster, settings, model=chat, backends=backends)
-            truth = doctor.check(world.cluster)
-            for case in (c for c in selected if c.scenario == name):
-                reason = skip_reason(case, registry, assistant.tool_names)
-                if reason is None and observe is not None:
-                    observe(case, truth)
-                results.append(CaseResult(case.id, name, "skip", [reason]) if reason else
-                               run_case(case, assistant, facts_of(world), truth))
-                if progress is not None:
-                    progress(results[-1], len(results), len(selected))
+            with demo_prometheus(world):  # the demo's HyperPod GPU history, as `--demo` serves it
+                config = Settings.model_validate({"region": world.region, **world.defaults,
+                                                  "clusters": {world.cluster: world.settings},
+                                                  "agent": settings.model_dump(exclude_unset=True)})
+                doctor = Doctor(settings=config, connection=Connection(region=world.region), registry=registry)
+                assistant = Assistant(doctor, world.cluster, settings, model=chat, backends=backends)
+                truth = doctor.check(world.cluster)
+                for case in (c for c in selected if c.scenario == name):
+                    reason = skip_reason(case, registry, assistant.tool_names)
+                    if reason is None and observe is not None:
+                        observe(case, truth)
+                    results.append(CaseResult(case.id, name, "skip", [reason]) if reason else
+                                   run_case(case, assistant, facts_of(world), truth))
+                    if progress is not None:
+                        progress(results[-1], len(results), len(selected))
     order = {c.id: i for i, c in enumerate(selected)}
     results.sort(key=lambda r: order[r.case])
     return SuiteResult(describe(chat), results, spec or describe(chat))

@@ -17,7 +17,7 @@ from fmdoctor.assistant.scope import HEAD, Named, named_things, path_question, w
 
 EFA_CONFIG = ("efa-sg-self-reference", "efa-subnet-spread", "efa-not-attached", "efa-missing-interfaces",
               "placement-group", "efa-peer-unreachable")
-GPU = ("gpu-straggler", "gpu-idle", "gpu-memory-pressure", "gpu-metrics-missing", "gpu-xid")
+GPU = ("gpu-straggler", "gpu-idle", "gpu-memory-pressure", "gpu-metrics-missing", "gpu-xid", "gpu-xid-metrics")
 CHECKPOINT = ("checkpoint-stale", "checkpoint-missing", "checkpoint-incomplete")
 SPOT = ("spot-interruption", "spot-interruption-unprotected", "spot-rebalance")
 INFERENCE = ("endpoint-unhealthy", "inference-latency-slo", "inference-errors", "accelerator-saturation",

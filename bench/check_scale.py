@@ -54,7 +54,7 @@ from results_file import write_section  # noqa: E402
 from scale_world import EFA_INTERFACES, GPUS, REGION, SPOT_EVERY  # noqa: E402
 
 # op -> (page size, items(nodes)): the listings whose pages grow with the cluster.
-GPU_METRICS = 3
+GPU_METRICS = 5  # utilization, memory used and total, power, SM clock
 PAGED = {
     "ec2.DescribeInstances": (1000, lambda n: n),
     "ec2.DescribeSpotInstanceRequests": (200, lambda n: max(1, n // SPOT_EVERY)),

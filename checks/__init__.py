@@ -21,6 +21,7 @@ from fmdoctor.checks.gpu_memory_pressure import GpuMemoryPressure
 from fmdoctor.checks.gpu_metrics_missing import GpuMetricsMissing
 from fmdoctor.checks.gpu_straggler import GpuStraggler
 from fmdoctor.checks.gpu_xid import GpuXid
+from fmdoctor.checks.gpu_xid_metrics import GpuXidMetrics
 from fmdoctor.checks.hyperpod_node_unhealthy import HyperpodNodeUnhealthy
 from fmdoctor.checks.inference_errors import InferenceErrors
 from fmdoctor.checks.inference_idle import InferenceIdle
@@ -60,6 +61,7 @@ ALL_CHECKS = (
     GpuIdle,
     GpuStraggler,
     GpuMemoryPressure,
+    GpuXidMetrics,
     NodeGpuHealth,
     GpuXid,
     NodeEfaProvider,

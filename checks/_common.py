@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.hyperpod import HyperPodNode, list_hyperpod_nodes
+
 SAMPLE = 10
+
+
+def hyperpod_nodes_of(ctx: CheckContext, cluster: str) -> list[HyperPodNode]:
+    """ListClusterNodes once per run, for every check that reads a HyperPod cluster's nodes."""
+    return ctx.shared(f"hyperpod.nodes:{cluster}", lambda: list_hyperpod_nodes(ctx.client("sagemaker"), cluster))
 
 
 def sample(items: Sequence[str], limit: int = SAMPLE) -> list[str]:

@@ -5,9 +5,11 @@ from collections import Counter
 from fmdoctor.engine.check import Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.errors import describe_aws_failure
-from fmdoctor.engine.hyperpod import HyperPodCluster, HyperPodNode, describe_hyperpod_cluster, list_hyperpod_nodes
+from fmdoctor.engine.hyperpod import HyperPodCluster, HyperPodNode, describe_hyperpod_cluster
 from fmdoctor.engine.inventory import HYPERPOD
 from fmdoctor.engine.model import Finding, Severity
+
+from ._common import hyperpod_nodes_of
 
 # What each non-Running status means for the job, and whether it is a fault or a wait.
 _STATUS = {
@@ -39,7 +41,7 @@ class HyperpodNodeUnhealthy(Check):
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         cluster = self._cluster(ctx)
-        nodes = list_hyperpod_nodes(ctx.client("sagemaker"), cluster.name)
+        nodes = hyperpod_nodes_of(ctx, cluster.name)  # listed once per run, shared with the GPU checks
         counts = Counter(n.status for n in nodes)
         return [self._finding(ctx, cluster, node, counts) for node in nodes if node.status != "Running"]
 

@@ -91,9 +91,21 @@ class GpuSettings(_Section):
     window: Duration = timedelta(minutes=30)
     period: Duration = timedelta(minutes=5)
     idle_percent: float = Field(10.0, ge=0, le=100)
-    memory_pressure_percent: float = Field(95.0, ge=0, le=100)
+    memory_pressure_percent: float = Field(95.0, ge=0, le=100, description="Memory share that counts as the ceiling.")
+    memory_collapse_percent: float = Field(
+        50.0, gt=0, le=100, description="Utilization drop (share of its earlier level) that is trouble at the ceiling."
+    )
+    memory_growth_percent: float = Field(
+        10.0, gt=0, le=100, description="Points of memory a steady rise over the window must gain to be reported."
+    )
     straggler_robust_z: float = Field(3.5, gt=0, description="Modified z-score (MAD) below the median.")
     straggler_min_gap_percent: float = Field(15.0, ge=0, le=100)
+    straggler_min_drop_percent: float = Field(
+        15.0, ge=0, le=100, description="Power, SM clock or tensor activity this far below the median (relative)."
+    )
+    no_tensor_work_percent: float = Field(
+        1.0, ge=0, le=100, description="Tensor activity at or under this on a busy GPU, while its peers compute."
+    )
     min_coverage_percent: float = Field(
         50.0, gt=0, le=100, description="Share of the window's periods a series must cover to be judged."
     )
@@ -108,8 +120,19 @@ class GpuSettings(_Section):
     neuron_utilization_metric: str = "neuroncore_utilization"
     neuron_memory_used_metric: str | None = Field(None, description="Unset: memory pressure is not checked on Neuron.")
     neuron_memory_total_metric: str | None = None
+    power_metric: str | None = Field(
+        None, description="Unset: the publisher's own (nvidia_smi_power_draw, node_gpu_power_draw)."
+    )
+    sm_clock_metric: str | None = Field(None, description="Unset: the publisher's own (nvidia_smi_clocks_current_sm).")
+    other_publishers: bool = Field(
+        True, description="Look for nodes without series under the CloudWatch agent's and Container Insights' names."
+    )
     instance_dimension: str = Field("InstanceId", description="Dimension naming the instance (agent's append).")
     host_dimension: str = Field("host", description="Fallback: hostname dimension (ip-10-0-1-23...).")
+    hostname_tags: list[str] = Field(
+        default_factory=list,
+        description="Instance tags whose value is the hostname the agent publishes (e.g. a Slurm node name).",
+    )
     device_dimensions: list[str] = Field(
         default_factory=lambda: ["index", "GpuDevice", "uuid", "NeuronCore", "NeuronDevice"],
         description="Dimensions that tell one GPU or NeuronCore from another.",
@@ -147,6 +170,42 @@ class GpuSettings(_Section):
             raise ValueError(
                 f"window ({format_duration(self.window)}) is shorter than period ({format_duration(self.period)})"
             )
+        return self
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class MetricsSettings(_Section):
+    """Where GPU, EFA and inference-fleet metrics are read: CloudWatch, a Prometheus HTTP API, or both."""
+
+    source: Literal["cloudwatch", "prometheus", "auto"] = Field(
+        "auto", description="auto: CloudWatch, then Prometheus (url, or a HyperPod add-on's AMP) for nodes it lacks.")
+    url: str | None = Field(
+        None, description="Prometheus API base URL; for AMP the workspace's .../workspaces/ws-.../ URL.")
+    auth: Literal["none", "bearer", "sigv4"] | None = Field(
+        None, description="Unset: sigv4 for an AMP (aps-workspaces) URL, else none.")
+    token_env: str | None = Field(None, description="Environment variable holding the bearer token (never the token).")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError(f"{value!r} is not an http(s) URL (e.g. https://aps-workspaces.us-west-2.amazonaws.com/"
+                             "workspaces/ws-.../ or http://prometheus:9090/)")
+        return value
+
+    @field_validator("token_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.match(value):
+            raise ValueError(f"{value!r} is not an environment variable name (the token itself never goes here)")
+        return value
+
+    @model_validator(mode="after")
+    def _complete(self) -> MetricsSettings:
+        if self.auth == "bearer" and not self.token_env:
+            raise ValueError("auth: bearer needs token_env, the environment variable that holds the token")
         return self
 
 
@@ -254,6 +313,7 @@ class ClusterSettings(_Section):
     hyperpod: HyperPodSettings = Field(default_factory=HyperPodSettings)
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
     training: TrainingSettings = Field(default_factory=TrainingSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
 
 
 _CLUSTER_KEYS = set(ClusterSettings.model_fields)
@@ -459,6 +519,7 @@ class Settings(_Section):
     hyperpod: HyperPodSettings = Field(default_factory=HyperPodSettings)
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
     training: TrainingSettings = Field(default_factory=TrainingSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     clusters: dict[str, ClusterSettings] = Field(default_factory=dict)
     max_workers: int = Field(8, ge=1, le=64)
     runbooks_dir: str | None = None
@@ -484,13 +545,17 @@ class Settings(_Section):
         own = self.clusters[name].model_dump(exclude_unset=True) if name in self.clusters else {}
         merged = _deep_merge(_deep_merge(base, own), overrides or {})
         try:
-            return ClusterSettings.model_validate(merged)
+            settings = ClusterSettings.model_validate(merged)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in _yaml_path(e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
                 for e in exc.errors()[:5]
             )
             raise ConfigError(f"invalid setting: {problems}") from None
+        if settings.metrics.source == "prometheus" and not settings.metrics.url:
+            raise ConfigError("invalid setting: metrics.source is prometheus but metrics.url is not set",
+                              hint="set metrics.url (top level or the cluster's section) or pass --metrics-url")
+        return settings
 
     def default_cluster(self) -> str | None:
         return next(iter(self.clusters)) if len(self.clusters) == 1 else None

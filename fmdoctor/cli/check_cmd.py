@@ -48,6 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="newest checkpoint allowed age, e.g. 90s, 30m, 2h (checkpoints.max_age)")
     parser.add_argument("--spot-queue", metavar="URL",
                         help="SQS queue an EventBridge rule feeds with Spot events (spot.queue_url)")
+    parser.add_argument("--metrics-url", metavar="URL",
+                        help="read GPU/EFA metrics from this Prometheus API (an AMP workspace URL is signed with "
+                        "SigV4); overrides metrics.url and implies metrics.source prometheus")
     parser.set_defaults(func=run)
 
 
@@ -59,6 +62,8 @@ def settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
         overrides["checkpoints"] = {k: v for k, v in checkpoints.items() if v is not None}
     if args.spot_queue:
         overrides["spot"] = {"queue_url": args.spot_queue}
+    if getattr(args, "metrics_url", None):
+        overrides["metrics"] = {"url": args.metrics_url, "source": "prometheus"}
     if getattr(args, "endpoint", None):
         overrides.setdefault("inference", {})["endpoints"] = split_ids(args.endpoint, "--endpoint")
     return overrides
@@ -74,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             default_registry().select(split_ids(args.only))  # an unknown id: exit 3 before the demo is seeded
             with open_target(args, settings_from_flags(args)) as target:
+                for note in getattr(target.doctor.extras.get("demo"), "notes", ()):
+                    sys.stderr.write(note + "\n")
                 report = target.doctor.check(target.cluster, only=split_ids(args.only), progress=progress)
     finally:
         progress.close()

@@ -9,12 +9,14 @@ Two fidelity patches, installed by :func:`fmdoctor.demo.moto_compat.install`:
   get one here (real HyperPod nodes need none: its service pages them).
 - moto names HyperPod nodes ``<instance group>-<n>``; real ListClusterNodes returns EC2 instance ids
   (``i-0123456789abcdef0``, in a SageMaker-owned account), which BatchRebootClusterNodes and
-  BatchReplaceClusterNodes take. Nodes get such ids here, so fix hints built from them are real.
+  BatchReplaceClusterNodes take. Nodes get such ids here, so fix hints built from them are real; and
+  ListClusterNodes' PrivateDnsHostname, which moto leaves out, is returned once the demo sets one.
 
 Helpers play AWS's part in the demo story, things no customer API can do: time passing for objects,
 instances and endpoints that already exist (:func:`backdate_s3_object`, :func:`backdate_launch`,
 :func:`backdate_endpoint`), EC2 marking a Spot request for interruption (:func:`mark_spot_request`),
-HyperPod's health agents failing a node (:func:`set_hyperpod_node_status`) and SageMaker failing an
+HyperPod's health agents failing a node (:func:`set_hyperpod_node_status`), HyperPod naming a node's host
+(:func:`set_hyperpod_node_dns`) and SageMaker failing an
 endpoint's deployment (:func:`fail_endpoint`).
 They touch moto's in-process state only; checks read everything back through the ordinary APIs.
 """
@@ -114,6 +116,8 @@ def _patch_hyperpod_nodes() -> None:
     def summary(self: Any) -> dict[str, Any]:
         data = original_summary(self)
         data["InstanceStatus"]["Message"] = getattr(self, "_fmdoctor_message", "")  # moto says "message"
+        if getattr(self, "_fmdoctor_private_dns", None):  # moto leaves PrivateDnsHostname out
+            data["PrivateDnsHostname"] = self._fmdoctor_private_dns
         return data
 
     ClusterNode.summary = summary
@@ -161,6 +165,13 @@ def set_hyperpod_node_status(session: boto3.Session, region: str, cluster: str, 
     node = sagemaker_backends[_account(session)][region].clusters[cluster].nodes[node_id]
     node.status = status
     node._fmdoctor_message = message
+
+
+def set_hyperpod_node_dns(session: boto3.Session, region: str, cluster: str, node_id: str, hostname: str) -> None:
+    """The PrivateDnsHostname ListClusterNodes reports for a node (ip-10-1-0-10.<region>.compute.internal)."""
+    from moto.sagemaker.models import sagemaker_backends
+
+    sagemaker_backends[_account(session)][region].clusters[cluster].nodes[node_id]._fmdoctor_private_dns = hostname
 
 
 def _endpoint(session: boto3.Session, region: str, name: str) -> Any:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 from collections.abc import Iterator, Sequence
 from unittest import mock
 
 import boto3
 
 from fmdoctor.config import Settings
+from fmdoctor.demo import prometheus_server
 from fmdoctor.demo.scenario import DEMO_CLUSTER, DemoWorld, seed_demo
 from fmdoctor.engine.errors import FmdoctorError
 
@@ -60,14 +62,49 @@ def mocked_aws(
 
 @contextlib.contextmanager
 def demo_environment() -> Iterator[DemoWorld]:
-    """Start moto in-process, seed the demo cluster and yield it; everything is gone on exit."""
+    """Start moto in-process, seed the demo cluster, load its HyperPod metrics into a loopback Prometheus (when
+    the binary is installed) and yield it; everything is gone on exit."""
     with mocked_aws() as session:
-        yield seed_demo(session)
+        world = seed_demo(session)
+        with demo_prometheus(world):
+            yield world
+
+
+@contextlib.contextmanager
+def demo_prometheus(world: DemoWorld) -> Iterator[str | None]:
+    """The HyperPod cluster's DCGM and EFA history in a real Prometheus on 127.0.0.1, set as the demo's
+    ``metrics.url``; without the binary, or when it does not start, a note saying so (and those findings are not
+    verified)."""
+    history = world.facts.get("prometheus_history")
+    if not history:
+        yield None
+        return
+    if prometheus_server.binaries() is None:
+        world.notes.append("demo: the HyperPod cluster's GPU metrics live in Prometheus (DCGM exporter), and no "
+                           f"prometheus binary was found, so they are reported as not verified; "
+                           f"{prometheus_server.INSTALL_HINT} and see its idle node and Xid")
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(prometheus_server.loopback_prometheus(history))
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:  # the demo runs on without it
+            world.notes.append(f"demo: the embedded Prometheus did not start ({str(exc)[:200]}), so the HyperPod "
+                               "cluster's GPU metrics are reported as not verified")
+            yield None
+            return
+        world.defaults["metrics"] = {"url": url}
+        world.facts["prometheus_url"] = url
+        try:
+            yield url
+        finally:
+            world.defaults.pop("metrics", None)
 
 
 def demo_settings(world: DemoWorld) -> Settings:
     """Settings naming only the demo cluster, so ``--cluster`` may be omitted."""
-    return Settings.model_validate({"region": world.region, "clusters": {world.cluster: world.settings}})
+    return Settings.model_validate({"region": world.region, **world.defaults,
+                                    "clusters": {world.cluster: world.settings}})
 
 
 __all__ = ["DEMO_CLUSTER", "demo_environment", "demo_settings", "mocked_aws"]

@@ -17,6 +17,7 @@ from fmdoctor.demo.seed_gpu import seed_gpu_metrics
 from fmdoctor.demo.seed_health import demo_capacity_block, seed_checkpoints, seed_hyperpod, seed_spot
 from fmdoctor.demo.seed_inference import seed_inference
 from fmdoctor.demo.seed_network import seed_network
+from fmdoctor.demo.seed_prometheus import seed_hyperpod_metrics
 from fmdoctor.demo.seed_training import seed_training_logs
 
 DEMO_CLUSTER = "demo-llm-train"
@@ -34,6 +35,8 @@ class DemoWorld:
     builder: ClusterBuilder | None = None
     facts: dict[str, Any] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)  # the demo cluster's fmdoctor.yaml section
+    defaults: dict[str, Any] = field(default_factory=dict)  # fmdoctor.yaml's top level (every demo cluster)
+    notes: list[str] = field(default_factory=list)  # what a front end should tell the person running the demo
 
 
 def seed_network_and_nodes(world: DemoWorld) -> None:
@@ -94,6 +97,7 @@ SEEDERS: tuple[Seeder, ...] = (
     seed_spot,
     seed_hyperpod,
     seed_training_logs,
+    seed_hyperpod_metrics,
     seed_inference,
 )
 

@@ -2,7 +2,8 @@
 
 * gpu-node-1, -2, -5 train at 93-96% utilization (healthy), gpu-node-5 with an agent configured without
   ``append_dimensions`` (only ``host``, ``index``, ``name``: found by hostname, not by guessing dimensions);
-* gpu-node-2's GPU 5 holds 99% of its memory (gpu-memory-pressure);
+* gpu-node-2's GPU 5 grows its memory every period, 79% to 94% in half an hour: a leak heading for an
+  out-of-memory error (gpu-memory-pressure); its other GPUs hold a steady 78%, like the caching allocator;
 * gpu-node-3 sits idle at ~2%: drained from the job, still billing (gpu-idle);
 * gpu-node-4, the node with 4 of its 32 EFA interfaces, waits on the network at ~58% (gpu-straggler);
 * gpu-node-6, the hand-launched replacement, has no CloudWatch agent running (gpu-metrics-missing);
@@ -32,11 +33,10 @@ def seed_gpu_metrics(world: DemoWorld) -> None:
     nodes = {n.name: n for n in describe_nodes(ec2, {i: name for name, i in ids.items() if name.startswith("gpu-")})}
     publish = MetricsPublisher(cloudwatch, datetime.now(UTC), region=world.region)
 
+    leak = {5: {"memory_percent": [79.0, 82.0, 85.0, 88.0, 91.0, 94.0]}}
     for name, utilization in {"gpu-node-1": 96.0, "gpu-node-2": 95.0}.items():
-        memory = [78.0] * 8
-        if name == "gpu-node-2":
-            memory[5] = 99.2
-        publish.gpu_node(ids[name], nodes[name].private_ip, utilization, memory_percent=memory)
+        publish.gpu_node(ids[name], nodes[name].private_ip, utilization, memory_percent=78.0,
+                         by_period=leak if name == "gpu-node-2" else None)
     publish.gpu_node(ids["gpu-node-3"], nodes["gpu-node-3"].private_ip, 2.0, memory_percent=0.6)
     publish.gpu_node(ids["gpu-node-4"], nodes["gpu-node-4"].private_ip, 58.0, memory_percent=77.0)
     publish.gpu_node(ids["gpu-node-5"], nodes["gpu-node-5"].private_ip, 93.0, gpu=A100_40GB,

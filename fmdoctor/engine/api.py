@@ -247,6 +247,7 @@ def _report(scope: RunScope, outcome: RunOutcome, started: float) -> Report:
         skipped=outcome.skipped,
         stats=RunStats(
             api_calls=scope.aws.calls.snapshot() if scope.aws else {},
+            queries=scope.queries.snapshot(),
             duration_s=round(time.perf_counter() - started, 3),
             checks_run=outcome.completed,
         ),

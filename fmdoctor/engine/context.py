@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from fmdoctor.config import ClusterSettings
-from fmdoctor.engine.aws import Aws
+from fmdoctor.engine.aws import ApiCallCounter, Aws
 from fmdoctor.engine.errors import FmdoctorError, describe_aws_failure
 from fmdoctor.engine.host import Host
 from fmdoctor.engine.inventory import Inventory
@@ -58,6 +58,7 @@ class RunScope:
     shared: SharedData = field(default_factory=SharedData)
     host: Host | None = None  # the node itself, in on-node mode (fmdoctor check --local)
     extras: dict[str, Any] = field(default_factory=dict)
+    queries: ApiCallCounter = field(default_factory=ApiCallCounter)  # metric-source calls that are not AWS's
 
 
 @dataclass

@@ -172,6 +172,7 @@ def _instance(raw: dict[str, Any], tags: dict[str, str], enis: list[NetworkInter
         availability_zone=placement.get("AvailabilityZone"),
         private_ip=raw.get("PrivateIpAddress"),
         public_ip=raw.get("PublicIpAddress"),
+        private_dns=raw.get("PrivateDnsName") or None,
         placement_group=placement.get("GroupName") or None,
         lifecycle=raw.get("InstanceLifecycle") or "on-demand",
         spot_request_id=raw.get("SpotInstanceRequestId"),

@@ -35,6 +35,7 @@ class HyperPodCluster:
     orchestrator: str | None = None  # 'Slurm' or 'Eks'
     failure_message: str = ""
     groups: tuple[HyperPodGroup, ...] = ()
+    eks_cluster_arn: str | None = None  # the EKS cluster an Eks-orchestrated HyperPod cluster runs in
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class HyperPodNode:
     status: str
     message: str = ""
     launch_time: datetime | None = None
+    private_dns: str | None = None  # PrivateDnsHostname: ip-10-1-2-3.us-west-2.compute.internal
 
 
 def is_not_found(exc: BaseException) -> bool:
@@ -74,6 +76,7 @@ def describe_hyperpod_cluster(sagemaker: Any, name: str) -> HyperPodCluster | No
         node_recovery=raw.get("NodeRecovery"),
         orchestrator=next(iter(orchestrator), None) if isinstance(orchestrator, dict) else None,
         failure_message=raw.get("FailureMessage") or "",
+        eks_cluster_arn=(orchestrator.get("Eks") or {}).get("ClusterArn") if isinstance(orchestrator, dict) else None,
         groups=tuple(
             HyperPodGroup(g.get("InstanceGroupName", "?"), g.get("InstanceType", "?"), int(g.get("CurrentCount", 0)),
                           int(g.get("TargetCount", 0)))
@@ -109,6 +112,7 @@ def list_hyperpod_nodes(sagemaker: Any, name: str) -> list[HyperPodNode]:
                     status=status.get("Status", "?"),
                     message=status.get("Message") or "",
                     launch_time=raw.get("LaunchTime"),
+                    private_dns=raw.get("PrivateDnsHostname") or None,
                 )
             )
     return nodes

@@ -171,6 +171,7 @@ class Instance:
     availability_zone: str | None
     private_ip: str | None = None
     public_ip: str | None = None
+    private_dns: str | None = None  # ip-10-0-1-23.us-west-2.compute.internal (or i-0abc... with resource naming)
     placement_group: str | None = None
     lifecycle: str = "on-demand"  # InstanceLifecycle: "spot", "scheduled", "capacity-block", ... or "on-demand"
     spot_request_id: str | None = None

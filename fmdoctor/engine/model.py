@@ -77,6 +77,9 @@ class Skipped(BaseModel):
 
 class RunStats(BaseModel):
     api_calls: dict[str, int] = Field(default_factory=dict, description="AWS API calls by 'service.Operation'.")
+    queries: dict[str, int] = Field(
+        default_factory=dict, description="Calls to metric sources that are not AWS APIs ('prometheus.query_range')."
+    )
     duration_s: float = 0.0
     checks_run: list[str] = Field(default_factory=list)
 

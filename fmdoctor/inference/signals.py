@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 
 from fmdoctor.engine.check import NotApplicable
 from fmdoctor.engine.context import CheckContext
-from fmdoctor.engine.discovery import DISCOVERY_IAM_ACTIONS, INSTANCE_TYPES_MAX, instance_type_info
+from fmdoctor.engine.discovery import DISCOVERY_IAM_ACTIONS
 from fmdoctor.engine.endpoint_details import InferenceComponent
 from fmdoctor.engine.endpoints import Endpoint, EndpointVariant
 from fmdoctor.engine.errors import AwsFailure, describe_aws_failure
-from fmdoctor.engine.inventory import ENDPOINTS, INSTANCES, InstanceTypeInfo, chunked
+from fmdoctor.engine.inventory import ENDPOINTS, INSTANCES, InstanceTypeInfo
 from fmdoctor.inference import kinds
 from fmdoctor.inference.metrics import MetricQuery, Window, combine, fetch_metrics, fetch_series, window_ending
 from fmdoctor.metrics.nodes import (
@@ -41,6 +41,7 @@ from fmdoctor.metrics.nodes import (
     plan_queries,
     shared_lister,
 )
+from fmdoctor.metrics.targets import sagemaker_instance_types
 
 # The inventory parts the inference checks read (Check.inventory): the endpoints, and for the checks that
 # also judge an EC2/EKS inference fleet, the instances with their types.
@@ -256,18 +257,9 @@ def instance_types(ctx: CheckContext) -> dict[str, InstanceTypeInfo]:
 
 
 def _load_types(ctx: CheckContext) -> dict[str, InstanceTypeInfo]:
-    wanted = sorted({v.instance_type for e in ctx.inventory.endpoints for v in e.variants if v.instance_type})
+    wanted = {v.instance_type for e in ctx.inventory.endpoints for v in e.variants if v.instance_type}
     infos: dict[str, InstanceTypeInfo] = dict(ctx.inventory.instance_types)
-    ec2 = ctx.client("ec2")
-    for batch in chunked(wanted, INSTANCE_TYPES_MAX):
-        by_ec2_name = {t.removeprefix("ml."): t for t in batch}
-        # A filter, not InstanceTypes=: a SageMaker-only type must not fail the whole batch.
-        for page in ec2.get_paginator("describe_instance_types").paginate(
-            Filters=[{"Name": "instance-type", "Values": sorted(by_ec2_name)}]
-        ):
-            for raw in page.get("InstanceTypes", []):
-                info = instance_type_info(raw)
-                infos[by_ec2_name.get(info.name, info.name)] = info
+    infos.update(sagemaker_instance_types(ctx.client("ec2"), wanted))
     return infos
 
 

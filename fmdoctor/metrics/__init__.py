@@ -1,4 +1,5 @@
-"""Metrics at cluster scale: CloudWatch discovery and batched fetches, robust statistics, per-node views."""
+"""Metrics at cluster scale: CloudWatch discovery and batched fetches, the Prometheus HTTP API (DCGM and EFA
+exporters, Amazon Managed Service for Prometheus), naming nodes, robust statistics, per-node views."""
 
 from __future__ import annotations
 

@@ -62,6 +62,7 @@ class Listing:
     series: tuple[Series, ...]
     mode: str  # "namespace" or "per-<dimension>"
     calls: int
+    unmatched: tuple[str, ...] = ()  # identities of series that named no known node (see ``discover``)
 
 
 def discover(
@@ -72,18 +73,22 @@ def discover(
     narrow_dimension: str | None = None,
     narrow_values: Sequence[str] = (),
     window: timedelta = timedelta(0),
+    unmatched: Callable[[Series], str | None] | None = None,
 ) -> Listing:
     """The series of ``metric`` that ``keep`` accepts.
 
     Lists the namespace first; if that takes as many pages as there are ``narrow_values`` and the series
     kept so far all carry ``narrow_dimension`` (so narrowing would lose none of their kind), it starts over
     with one listing per value. Duplicates (ListMetrics may repeat a series across pages) are dropped.
+    ``unmatched`` names a rejected series whose node could not be told (a hostname nothing maps); those
+    names are kept in the listing, so a node without series can be told apart from one nobody could match.
     """
     base: dict[str, Any] = {"Namespace": namespace, "MetricName": metric}
     if window <= RECENTLY_ACTIVE:
         base["RecentlyActive"] = "PT3H"
     budget = len(narrow_values) if narrow_dimension and narrow_values else math.inf
     kept: dict[Series, None] = {}
+    strangers: dict[str, None] = {}
     calls = 0
     narrowable = narrow_dimension is not None
     for page in cloudwatch.get_paginator("list_metrics").paginate(**base):
@@ -93,9 +98,12 @@ def discover(
             if keep(series):
                 kept[series] = None
                 narrowable = narrowable and series.dim(narrow_dimension or "") is not None
+            elif unmatched is not None and (name := unmatched(series)):
+                strangers[name] = None
         if calls >= budget and narrowable and kept and page.get("NextToken"):
-            return _discover_per_value(cloudwatch, base, keep, narrow_dimension or "", narrow_values, calls)
-    return Listing(tuple(kept), "namespace", calls)
+            listing = _discover_per_value(cloudwatch, base, keep, narrow_dimension or "", narrow_values, calls)
+            return Listing(listing.series, listing.mode, listing.calls, tuple(strangers))
+    return Listing(tuple(kept), "namespace", calls, tuple(strangers))
 
 
 def _discover_per_value(

@@ -1,123 +1,73 @@
 """One CloudWatch snapshot of a cluster's accelerators and EFA links, fetched once per run for every check.
 
-The GPU, Neuron and EFA checks all read :class:`ClusterMetrics`: ListMetrics per metric name (see
-:mod:`fmdoctor.metrics.cloudwatch` for why), one GetMetricData sweep for every series of every node, then
-plain frozen data the checks judge without touching AWS.
+ListMetrics per metric name (see :mod:`fmdoctor.metrics.cloudwatch` for why), one GetMetricData sweep for
+every series of every node, then :mod:`fmdoctor.metrics.model` data the checks judge without touching AWS.
+
+A node with no series under the configured GPU metrics is looked for under the other publishers' names
+(the CloudWatch agent's ``nvidia_smi_*``, Container Insights' ``node_gpu_*``): first their utilization only,
+one ListMetrics each, and their other metrics only when that finds one of the missing nodes, so a cluster
+whose nodes all publish pays nothing for it.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from fmdoctor.config import GpuSettings
-from fmdoctor.engine.inventory import COMPUTE, Instance, InstanceTypeInfo, Inventory
-from fmdoctor.metrics import percent
-from fmdoctor.metrics.cloudwatch import Series, fetch
-from fmdoctor.metrics.nodes import (
+from fmdoctor.engine.inventory import Inventory
+from fmdoctor.metrics.cloudwatch import Fetched, Query, Series, fetch
+from fmdoctor.metrics.model import (
     EFA,
     GPU,
+    MEMORY_TOTAL,
+    MEMORY_USED,
+    UTILIZATION,
+    ClusterMetrics,
+    DeviceMetrics,
+    EfaCounters,
+    NodeMetrics,
+    Point,
+    periods_in,
+)
+from fmdoctor.metrics.nodes import (
     Lister,
     MetricSpec,
     NodeOwners,
+    Publisher,
+    QueryPlan,
     accelerator_specs,
+    gpu_publisher,
     kind_of,
+    other_publishers,
     plan_queries,
 )
+from fmdoctor.metrics.targets import MetricNode, ec2_nodes
 
-SNAPSHOT_STATS = {"utilization": ("Average",), "memory_used": ("Maximum",), "memory_total": ("Maximum",)}
+__all__ = ["GPU", "ClusterMetrics", "DeviceMetrics", "EfaCounters", "NodeMetrics", "kind_of",
+           "load_cloudwatch", "load_cluster_metrics"]
+
+SNAPSHOT_STATS = {UTILIZATION: ("Average",), MEMORY_USED: ("Maximum",), MEMORY_TOTAL: ("Maximum",),
+                  "power": ("Average",), "sm_clock": ("Average",)}
 
 # The agent's EFA counters carry device, port and eniId; ports of one device are summed.
 EFA_DEVICE_DIMENSIONS = ("device",)
 
 
 @dataclass(frozen=True)
-class DeviceMetrics:
-    """One GPU or NeuronCore over the window: utilization per period, peak memory used and total."""
-
+class _Entry:
+    spec: MetricSpec
+    owner: str
     device: str
-    utilization: tuple[float, ...] = ()
-    memory_used: float | None = None
-    memory_total: float | None = None
-    last_seen: datetime | None = None
-
-    @property
-    def mean_utilization(self) -> float | None:
-        return sum(self.utilization) / len(self.utilization) if self.utilization else None
-
-    @property
-    def memory_percent(self) -> float | None:
-        return percent(self.memory_used, self.memory_total)
-
-
-@dataclass(frozen=True)
-class NodeMetrics:
-    instance_id: str
-    kind: str  # GPU or NEURON
-    expected_devices: int
-    periods: int
-    devices: tuple[DeviceMetrics, ...] = ()  # one per utilization series found (by device)
-    per_device: bool = False  # the series tell devices apart (index, NeuronCore...)
-    failed_queries: int = 0  # CloudWatch answered InternalError/Forbidden for these
-
-    @property
-    def publishes(self) -> bool:
-        return bool(self.devices)
-
-    @property
-    def reporting(self) -> list[DeviceMetrics]:
-        return [d for d in self.devices if d.utilization]
-
-    @property
-    def datapoints(self) -> int:
-        return max((len(d.utilization) for d in self.devices), default=0)
-
-    @property
-    def coverage(self) -> float:
-        return min(1.0, self.datapoints / self.periods) if self.periods else 0.0
-
-    @property
-    def utilization(self) -> float | None:
-        means = [d.mean_utilization for d in self.reporting]
-        return sum(means) / len(means) if means else None  # type: ignore[arg-type]
-
-    @property
-    def last_seen(self) -> datetime | None:
-        return max((d.last_seen for d in self.devices if d.last_seen), default=None)
-
-
-@dataclass(frozen=True)
-class EfaCounters:
-    """One EFA interface's error counters summed over the window (the agent publishes them as deltas)."""
-
-    eni_id: str
-    instance_id: str
-    device: str | None
-    totals: dict[str, float] = field(default_factory=dict)
-    datapoints: int = 0
-
-
-@dataclass(frozen=True)
-class ClusterMetrics:
-    start: datetime
-    end: datetime
-    period: timedelta
-    nodes: dict[str, NodeMetrics]  # every running accelerated compute node, with or without series
-    efa_interfaces: dict[str, str]  # every EFA interface of a running compute node -> its instance
-    efa: dict[str, EfaCounters]  # the interfaces that publish counters
-    listings: dict[str, str] = field(default_factory=dict)  # "namespace/metric" -> listing mode
-    queries: int = 0  # GetMetricData queries of the sweep
-
-
-def expected_devices(info: InstanceTypeInfo) -> int:
-    return info.gpus or info.neuron_cores  # neuron-monitor reports utilization per NeuronCore
+    query: Query
 
 
 def metric_specs(gpu: GpuSettings, kinds: set[str], with_efa: bool) -> list[MetricSpec]:
-    """Utilization averaged per period; memory as the period's peak; EFA counters summed."""
+    """Utilization, power and clocks averaged per period; memory as the period's peak; EFA counters summed."""
     specs = accelerator_specs(gpu, kinds, SNAPSHOT_STATS)
     if with_efa:
         specs += [MetricSpec(EFA, name, gpu.efa_namespace, name, "Sum") for name in gpu.efa_metrics]
@@ -126,95 +76,148 @@ def metric_specs(gpu: GpuSettings, kinds: set[str], with_efa: bool) -> list[Metr
 
 def load_cluster_metrics(cloudwatch: Any, inventory: Inventory, gpu: GpuSettings, now: datetime,
                          lister: Lister | None = None) -> ClusterMetrics:
-    start, end = now - gpu.window, now
-    running = [i for i in inventory.instances if i.state == "running" and i.role == COMPUTE]
-    kinds = {i.id: kind_of(inventory.type_of(i)) for i in running}
-    accelerated = [i for i in running if kinds[i.id]]
+    """The snapshot of a cluster's running accelerated EC2 compute nodes and their EFA interfaces."""
+    running = [i for i in inventory.instances if i.state == "running" and i.role == "compute"]
     efa_interfaces = {e.id: i.id for i in running for e in inventory.interfaces_of(i) if e.is_efa}
-    specs = metric_specs(gpu, {k for k in kinds.values() if k}, bool(efa_interfaces))
-    nodes = NodeOwners(accelerated, kinds, gpu)
+    return load_cloudwatch(cloudwatch, ec2_nodes(inventory, gpu.hostname_tags), efa_interfaces, gpu, now, lister)
+
+
+def load_cloudwatch(cloudwatch: Any, nodes: Sequence[MetricNode], efa_interfaces: dict[str, str],
+                    gpu: GpuSettings, now: datetime, lister: Lister | None = None) -> ClusterMetrics:
+    start, end = now - gpu.window, now
+    kinds: dict[str, str | None] = {n.id: n.kind for n in nodes}
+    owners = NodeOwners([n.identity for n in nodes], kinds, gpu)
 
     def owner(spec: MetricSpec, series: Series) -> str | None:
         if spec.kind == EFA:
             eni = series.dim(gpu.efa_interface_dimension)
             return eni if eni in efa_interfaces else None
-        return nodes.owner(spec, series)
+        return owners.owner(spec, series)
 
     def narrow(spec: MetricSpec) -> tuple[str, list[str]]:
-        return (gpu.efa_interface_dimension, sorted(efa_interfaces)) if spec.kind == EFA else nodes.narrow(spec)
+        return (gpu.efa_interface_dimension, sorted(efa_interfaces)) if spec.kind == EFA else owners.narrow(spec)
 
-    plan = plan_queries(cloudwatch, specs, owner, narrow,
-                        lambda spec: EFA_DEVICE_DIMENSIONS if spec.kind == EFA else gpu.device_dimensions, gpu.window,
-                        lister)
-    fetched = fetch(cloudwatch, plan.queries, start, end, gpu.period)
-    metrics = _assemble(specs, list(plan.keys), fetched, accelerated, kinds, inventory, efa_interfaces, start, end,
-                        gpu)
-    return ClusterMetrics(
-        **metrics,
-        listings={label: listing.mode for label, listing in plan.listings.items()},
-        queries=len(plan.queries),
-    )
+    def devices(spec: MetricSpec) -> Sequence[str]:
+        return EFA_DEVICE_DIMENSIONS if spec.kind == EFA else gpu.device_dimensions
+
+    specs = metric_specs(gpu, {n.kind for n in nodes}, bool(efa_interfaces))
+    plan = plan_queries(cloudwatch, specs, owner, narrow, devices, gpu.window, lister, owners.unmatched)
+    entries = _entries(plan)
+    where = {n.id: _where(gpu_publisher(gpu) if n.kind == GPU else None, gpu) for n in nodes}
+    unmatched = {label: listing.unmatched for label, listing in plan.listings.items() if listing.unmatched}
+    listings = {label: listing.mode for label, listing in plan.listings.items()}
+    missing = {n.id for n in nodes if n.kind == GPU} - {e.owner for e in entries if e.spec.role == UTILIZATION}
+    for publisher in other_publishers(gpu) if missing else []:
+        found, strangers = _other_publisher(cloudwatch, publisher, missing, owners, devices, gpu)
+        unmatched.update(strangers)
+        entries += found
+        for who in {e.owner for e in found}:
+            where[who] = _where(publisher, gpu)
+        missing -= {e.owner for e in found}
+    fetched = fetch(cloudwatch, [e.query for e in entries], start, end, gpu.period)
+    return _assemble(entries, fetched, nodes, where, efa_interfaces, start, end, gpu, listings, unmatched)
+
+
+def _entries(plan: QueryPlan) -> list[_Entry]:
+    return [_Entry(plan.specs[n], who, device, query)
+            for (n, who, device), query in zip(plan.keys, plan.queries, strict=True)]
+
+
+def _where(publisher: Publisher | None, gpu: GpuSettings) -> dict[str, str]:
+    if publisher is None:
+        return {"namespace": gpu.neuron_namespace, "metric": gpu.neuron_utilization_metric}
+    return {"namespace": publisher.namespace, "metric": publisher.metric(UTILIZATION) or ""}
+
+
+def _other_publisher(cloudwatch: Any, publisher: Publisher, missing: set[str], owners: NodeOwners,
+                     devices: Any, gpu: GpuSettings) -> tuple[list[_Entry], dict[str, tuple[str, ...]]]:
+    """The series of the ``missing`` nodes under another publisher's names (its utilization listed first), and
+    the names of its series that matched no node."""
+    def owner(spec: MetricSpec, series: Series) -> str | None:
+        who = owners.owner(spec, series)
+        return who if who in missing else None
+
+    def narrow(spec: MetricSpec) -> tuple[str, list[str]]:
+        return owners.dimension, sorted(missing)
+
+    specs = accelerator_specs(gpu, {GPU}, SNAPSHOT_STATS, publisher)
+    first = [s for s in specs if s.role == UTILIZATION]
+    plan = plan_queries(cloudwatch, first, owner, narrow, devices, gpu.window, unmatched=owners.unmatched)
+    strangers = {label: listing.unmatched for label, listing in plan.listings.items() if listing.unmatched}
+    entries = _entries(plan)
+    seen = {e.owner for e in entries}
+    if not seen:
+        return [], strangers
+
+    def seen_owner(spec: MetricSpec, series: Series) -> str | None:
+        who = owner(spec, series)
+        return who if who in seen else None
+
+    rest = [s for s in specs if s.role != UTILIZATION]
+    return entries + _entries(plan_queries(cloudwatch, rest, seen_owner, narrow, devices, gpu.window)), strangers
 
 
 def _device_order(device: str) -> tuple[int, str]:
     return (int(device), "") if device.isdigit() else (1 << 30, device)
 
 
-def _assemble(
-    specs: list[MetricSpec], keys: list[tuple[int, str, str]], fetched: Any, accelerated: list[Instance],
-    kinds: dict[str, str | None], inventory: Inventory, efa_interfaces: dict[str, str],
-    start: datetime, end: datetime, gpu: GpuSettings,
-) -> dict[str, Any]:
-    util: dict[str, dict[str, list[tuple[datetime, float]]]] = {}
-    peaks: dict[tuple[str, str, str], float] = {}  # (role, instance, device) -> max
+def _assemble(entries: list[_Entry], fetched: Fetched, nodes: Sequence[MetricNode], where: dict[str, dict[str, str]],
+              efa_interfaces: dict[str, str], start: datetime, end: datetime, gpu: GpuSettings,
+              listings: dict[str, str], unmatched: dict[str, tuple[str, ...]]) -> ClusterMetrics:
+    points: dict[tuple[str, str], dict[str, list[Point]]] = {}  # (node, device) -> role -> points
     failed: Counter[str] = Counter()
     efa_totals: dict[str, dict[str, float]] = {}
     efa_points: Counter[str] = Counter()
     efa_device: dict[str, str] = {}
-    for index, (n, who, device) in enumerate(keys):
-        spec = specs[n]
+    for index, entry in enumerate(entries):
+        spec, who, device = entry.spec, entry.owner, entry.device
         if index in fetched.failed:
             failed[who] += 1
             continue
-        points = fetched.values.get(index, [])
+        found = fetched.values.get(index, [])
         if spec.kind == EFA:
             totals = efa_totals.setdefault(who, {})
-            totals[spec.role] = totals.get(spec.role, 0.0) + sum(v for _, v in points)
-            efa_points[who] = max(efa_points[who], len(points))
+            totals[spec.role] = totals.get(spec.role, 0.0) + sum(v for _, v in found)
+            efa_points[who] = max(efa_points[who], len(found))
             efa_device.setdefault(who, device)
-        elif spec.role == "utilization":
-            util.setdefault(who, {}).setdefault(device, []).extend(points)
-        elif points:
-            key = (spec.role, who, device)
-            peaks[key] = max(peaks.get(key, -math.inf), max(v for _, v in points))
-
-    periods = max(1, math.ceil((end - start) / gpu.period))
-    nodes = {}
-    for instance in accelerated:
-        info = inventory.type_of(instance)
-        found = util.get(instance.id, {})
-        devices = tuple(
-            DeviceMetrics(
-                device=device,
-                utilization=tuple(v for _, v in sorted(points)),
-                memory_used=peaks.get(("memory_used", instance.id, device)),
-                memory_total=peaks.get(("memory_total", instance.id, device)),
-                last_seen=max((t for t, _ in points), default=None),
-            )
-            for device, points in sorted(found.items(), key=lambda item: _device_order(item[0]))
-        )
-        nodes[instance.id] = NodeMetrics(
-            instance_id=instance.id,
-            kind=kinds[instance.id] or GPU,
-            expected_devices=expected_devices(info),
-            periods=periods,
-            devices=devices,
-            per_device=any(d.device for d in devices),
-            failed_queries=failed[instance.id],
-        )
+        else:
+            points.setdefault((who, device), {}).setdefault(spec.role, []).extend(found)
+    periods = periods_in(start, end, gpu.period)
+    metrics = {n.id: node_metrics(n, points, periods, failed[n.id], "cloudwatch", where[n.id]) for n in nodes}
     efa = {
         eni: EfaCounters(eni, efa_interfaces[eni], efa_device.get(eni) or None, totals, efa_points[eni])
         for eni, totals in efa_totals.items()
     }
-    return {"start": start, "end": end, "period": gpu.period, "nodes": nodes, "efa_interfaces": efa_interfaces,
-            "efa": efa}
+    return ClusterMetrics(start, end, gpu.period, metrics, efa_interfaces, efa, listings, len(entries), unmatched)
+
+
+def node_metrics(node: MetricNode, points: dict[tuple[str, str], dict[str, list[Point]]], periods: int,
+                 failed: int, source: str, where: dict[str, str]) -> NodeMetrics:
+    """One node's devices from its per-(device, signal) points; a device is one that reports utilization."""
+    devices = []
+    for (who, device), by_role in sorted(points.items(), key=lambda item: _device_order(item[0][1])):
+        if who != node.id or not by_role.get(UTILIZATION):
+            continue
+        signals = {role: _per_period(found, max if role in {MEMORY_USED, MEMORY_TOTAL} else None)
+                   for role, found in by_role.items()}
+        peaks = {role: max((v for _, v in signals.get(role, ())), default=None) for role in (MEMORY_USED, MEMORY_TOTAL)}
+        devices.append(DeviceMetrics(
+            device=device,
+            utilization=tuple(v for _, v in signals[UTILIZATION]),
+            memory_used=peaks[MEMORY_USED],
+            memory_total=peaks[MEMORY_TOTAL],
+            last_seen=max(t for t, _ in signals[UTILIZATION]),
+            signals=signals,
+        ))
+    return NodeMetrics(instance_id=node.id, kind=node.kind, expected_devices=node.expected_devices, periods=periods,
+                       devices=tuple(devices), per_device=any(d.device for d in devices), failed_queries=failed,
+                       source=source, where=where)
+
+
+def _per_period(found: list[Point], combine: Any = None) -> tuple[Point, ...]:
+    """Points sorted by time; two series of one device (a renamed host) answering the same period are merged:
+    the larger for a peak, else their mean."""
+    by_time: dict[datetime, list[float]] = {}
+    for t, v in found:
+        by_time.setdefault(t, []).append(v)
+    return tuple((t, combine(vs) if combine else math.fsum(vs) / len(vs)) for t, vs in sorted(by_time.items()))

@@ -18,13 +18,58 @@ from typing import Any
 from fmdoctor.config import ClusterSettings, GpuSettings
 from fmdoctor.engine.inventory import COMPUTE, INFERENCE, Instance, InstanceTypeInfo, Inventory
 from fmdoctor.metrics.cloudwatch import Listing, Query, Series, discover
-from fmdoctor.metrics.series import NodeResolver, select_series
+from fmdoctor.metrics.identity import NodeIdentity
+from fmdoctor.metrics.model import EFA, GPU, NEURON
+from fmdoctor.metrics.series import NodeResolver, instance_identity, select_series
 
-GPU = "gpu"
-NEURON = "neuron"
-EFA = "efa"
+__all__ = ["EFA", "GPU", "NEURON"]
 LISTING_WORKERS = 4
 Lister = Callable[["MetricSpec"], "Listing | None"]  # a listing for this spec, or None to discover one here
+
+
+@dataclass(frozen=True)
+class Publisher:
+    """Where one agent puts NVIDIA GPU metrics in CloudWatch: its namespace and its name for each role."""
+
+    name: str
+    namespace: str
+    metrics: tuple[tuple[str, str], ...]  # (role, metric name)
+
+    def metric(self, role: str) -> str | None:
+        return next((m for r, m in self.metrics if r == role), None)
+
+
+# The CloudWatch agent's nvidia_gpu section (measurement names nvidia_smi_<field>, from its nvidia_smi input:
+# aws/amazon-cloudwatch-agent plugins/inputs/nvidia_smi) and Container Insights' DCGM-based node_gpu_* metrics
+# (translator/translate/otel/exporter/awsemf/kubernetes.go): memory in MiB and in bytes, judged as a share.
+CLOUDWATCH_AGENT = Publisher("CloudWatch agent", "CWAgent", (
+    ("utilization", "nvidia_smi_utilization_gpu"), ("memory_used", "nvidia_smi_memory_used"),
+    ("memory_total", "nvidia_smi_memory_total"), ("power", "nvidia_smi_power_draw"),
+    ("sm_clock", "nvidia_smi_clocks_current_sm")))
+CONTAINER_INSIGHTS = Publisher("Container Insights", "ContainerInsights", (
+    ("utilization", "node_gpu_utilization"), ("memory_used", "node_gpu_memory_used"),
+    ("memory_total", "node_gpu_memory_total"), ("power", "node_gpu_power_draw")))
+BUILT_IN_PUBLISHERS = (CLOUDWATCH_AGENT, CONTAINER_INSIGHTS)
+
+
+def gpu_publisher(gpu: GpuSettings) -> Publisher:
+    """The configured GPU metrics; power and SM clock default to those of the built-in publisher they name."""
+    same = next((p for p in BUILT_IN_PUBLISHERS if (p.namespace, p.metric("utilization"))
+                 == (gpu.namespace, gpu.utilization_metric)), None)
+    power = gpu.power_metric or (same.metric("power") if same else None)
+    clock = gpu.sm_clock_metric or (same.metric("sm_clock") if same else None)
+    roles = [("utilization", gpu.utilization_metric), ("memory_used", gpu.memory_used_metric),
+             ("memory_total", gpu.memory_total_metric), ("power", power), ("sm_clock", clock)]
+    return Publisher(same.name if same else "configured", gpu.namespace,
+                     tuple((role, name) for role, name in roles if name))
+
+
+def other_publishers(gpu: GpuSettings) -> list[Publisher]:
+    """The built-in publishers other than the configured one, where gpu.other_publishers allows."""
+    if not gpu.other_publishers:
+        return []
+    mine = (gpu.namespace, gpu.utilization_metric)
+    return [p for p in BUILT_IN_PUBLISHERS if (p.namespace, p.metric("utilization")) != mine]
 
 
 @dataclass(frozen=True)
@@ -60,14 +105,15 @@ def kind_of(info: InstanceTypeInfo) -> str | None:
     return GPU if info.gpus else NEURON if info.neuron_devices else None
 
 
-def accelerator_specs(gpu: GpuSettings, kinds: set[str], stats: dict[str, tuple[str, ...]]) -> list[MetricSpec]:
-    """The GPU/Neuron utilization and memory specs for the kinds present; ``stats`` maps a role to its
-    statistics (a role with several, e.g. Average and Maximum, is still listed once)."""
+def accelerator_specs(gpu: GpuSettings, kinds: set[str], stats: dict[str, tuple[str, ...]],
+                      publisher: Publisher | None = None) -> list[MetricSpec]:
+    """The GPU/Neuron specs for the kinds present; ``stats`` maps a role to its statistics (a role with
+    several, e.g. Average and Maximum, is still listed once). GPU metrics are ``publisher``'s (default: the
+    configured ones)."""
     metrics: list[tuple[str, str, str, str | None]] = []
     if GPU in kinds:
-        metrics += [(GPU, role, gpu.namespace, name) for role, name in (
-            ("utilization", gpu.utilization_metric), ("memory_used", gpu.memory_used_metric),
-            ("memory_total", gpu.memory_total_metric))]
+        chosen = publisher or gpu_publisher(gpu)
+        metrics += [(GPU, role, chosen.namespace, name) for role, name in chosen.metrics]
     if NEURON in kinds:
         with_memory = bool(gpu.neuron_memory_used_metric and gpu.neuron_memory_total_metric)
         metrics += [(NEURON, role, gpu.neuron_namespace, name) for role, name in (
@@ -81,7 +127,7 @@ def accelerator_specs(gpu: GpuSettings, kinds: set[str], stats: dict[str, tuple[
 class NodeOwners:
     """Which accelerated node (of the right kind) a series belongs to, and how to narrow a listing to them."""
 
-    def __init__(self, nodes: Iterable[Instance], kinds: dict[str, str | None], gpu: GpuSettings):
+    def __init__(self, nodes: Iterable[Instance | NodeIdentity], kinds: dict[str, str | None], gpu: GpuSettings):
         self.nodes = list(nodes)
         self.kinds = kinds
         self.dimension = gpu.instance_dimension
@@ -91,8 +137,17 @@ class NodeOwners:
         instance_id = self.resolver.instance_of(series)
         return instance_id if instance_id and self.kinds.get(instance_id) == spec.kind else None
 
+    def unmatched(self, series: Series) -> str | None:
+        """The name a series gives its node when that names no node known, neither ours nor another's."""
+        resolved, identity = self.resolver.classify(series)
+        return None if resolved.recognised else identity
+
     def narrow(self, spec: MetricSpec) -> tuple[str, list[str]]:
         return self.dimension, [n.id for n in self.nodes if self.kinds.get(n.id) == spec.kind]
+
+
+def fleet_identities(inventory: Inventory, nodes: Iterable[Instance], gpu: GpuSettings) -> list[NodeIdentity]:
+    return [instance_identity(n, inventory, gpu.hostname_tags) for n in nodes]
 
 
 def plan_queries(
@@ -103,11 +158,12 @@ def plan_queries(
     device_dimensions: Callable[[MetricSpec], Sequence[str]],
     window: timedelta,
     lister: Lister | None = None,
+    unmatched: Callable[[Series], str | None] | None = None,
 ) -> QueryPlan:
     """List every distinct metric of ``specs`` once (concurrently), then one query per owned series and stat.
 
     ``lister`` may hand over a listing made for the whole run (see :func:`shared_lister`); series in it that
-    ``owner`` does not claim are left out.
+    ``owner`` does not claim are left out. ``unmatched`` is passed to :func:`discover`.
     """
     firsts: dict[tuple[str, str, str], MetricSpec] = {}
     for spec in specs:
@@ -119,7 +175,7 @@ def plan_queries(
             return listing
         dimension, values = narrow(spec)
         return discover(cloudwatch, spec.namespace, spec.metric, lambda s: owner(spec, s) is not None,
-                        dimension, values, window)
+                        dimension, values, window, unmatched)
 
     with ThreadPoolExecutor(max_workers=LISTING_WORKERS, thread_name_prefix="fmdoctor-metrics") as pool:
         found = dict(zip(firsts, pool.map(list_one, firsts.values()), strict=True))
@@ -148,7 +204,8 @@ def shared_lister(cloudwatch: Any, inventory: Inventory, settings: ClusterSettin
     nodes = [i for i in inventory.instances
              if (i.role == COMPUTE and i.state == "running") or i.role == INFERENCE]
     kinds = {i.id: kind_of(inventory.type_of(i)) for i in nodes}
-    owners = NodeOwners([i for i in nodes if kinds[i.id]], kinds, settings.gpu)
+    owners = NodeOwners(fleet_identities(inventory, [i for i in nodes if kinds[i.id]], settings.gpu), kinds,
+                        settings.gpu)
     window = max(settings.gpu.window, settings.inference.window)
 
     def lister(spec: MetricSpec) -> Listing | None:
@@ -158,7 +215,7 @@ def shared_lister(cloudwatch: Any, inventory: Inventory, settings: ClusterSettin
         def load() -> Listing:
             dimension, values = owners.narrow(spec)
             return discover(cloudwatch, spec.namespace, spec.metric, lambda s: owners.owner(spec, s) is not None,
-                            dimension, values, window)
+                            dimension, values, window, owners.unmatched)
 
         return memo(f"cloudwatch.listing:{spec.kind}:{spec.label}", load)
 

@@ -52,3 +52,12 @@ def low_outliers(values: Mapping[str, float], z_threshold: float, min_gap: float
         if z <= -z_threshold and middle - value >= min_gap:
             found.append(Outlier(key, value, middle, mad, z))
     return sorted(found, key=lambda o: o.z)
+
+
+def relative_low_outliers(values: Mapping[str, float], z_threshold: float, min_drop_percent: float) -> list[Outlier]:
+    """Like :func:`low_outliers`, with the minimum gap a share of the median: for signals in their own units
+    (watts, MHz), where a fixed number of points means nothing."""
+    if len(values) < MIN_POPULATION:
+        return []
+    middle = statistics.median(values.values())
+    return low_outliers(values, z_threshold, abs(middle) * min_drop_percent / 100)

@@ -1,44 +1,51 @@
 """Which CloudWatch series belong to which node, GPU or interface of the cluster.
 
 The CloudWatch agent names the instance with an appended ``InstanceId`` dimension, or only with ``host``
-(its hostname, ``ip-10-0-1-23.us-west-2.compute.internal`` or ``i-0abc....compute.internal``) when the
-configuration has no ``append_dimensions``; EFA counters carry the ``eniId``. The same GPU can also be
-published under several dimension sets at once (per GPU and aggregated per instance, or under an old and a
-new configuration); :func:`select_series` keeps one set so nothing is counted twice.
+(its hostname) when the configuration has no ``append_dimensions``; Container Insights adds ``NodeName``;
+EFA counters carry the ``eniId``. :mod:`fmdoctor.metrics.identity` resolves those names. The same GPU can
+also be published under several dimension sets at once (per GPU and aggregated per instance, or under an
+old and a new configuration); :func:`select_series` keeps one set so nothing is counted twice.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
-from fmdoctor.engine.inventory import Instance
+from fmdoctor.engine.inventory import Instance, Inventory
 from fmdoctor.metrics.cloudwatch import Series
+from fmdoctor.metrics.identity import NodeIdentity, NodeIndex, Resolved
 
-_HOSTNAME = re.compile(r"^(?:ip-(\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3})|(i-[0-9a-f]{8,17}))(?:\.|$)")
+NAME_DIMENSIONS = ("NodeName",)  # Container Insights' Kubernetes node name, after the configured host dimension
+
+
+def instance_identity(instance: Instance, inventory: Inventory | None = None,
+                      hostname_tags: Sequence[str] = ()) -> NodeIdentity:
+    """An EC2 instance's names: its id, every private IP of its interfaces (VPC CNI pod IPs are secondary
+    addresses of them), its private DNS name and the values of ``hostname_tags``."""
+    ips = [instance.private_ip] if instance.private_ip else []
+    if inventory is not None:
+        ips += [ip for eni in inventory.interfaces_of(instance) for ip in eni.private_ips]
+    names = [instance.private_dns] if instance.private_dns else []
+    names += [instance.tags[t] for t in hostname_tags if instance.tags.get(t)]
+    return NodeIdentity(instance.id, tuple(dict.fromkeys(ips)), tuple(names))
 
 
 class NodeResolver:
-    """Maps a series to one of the cluster's instances by its instance dimension, else by its hostname."""
+    """Maps a series to one of the cluster's nodes by its instance dimension, else by its host names."""
 
-    def __init__(self, nodes: Iterable[Instance], instance_dimension: str, host_dimension: str):
-        nodes = list(nodes)
-        self.ids = {n.id for n in nodes}
-        self.by_ip = {n.private_ip: n.id for n in nodes if n.private_ip}
-        self.instance_dimension = instance_dimension
-        self.host_dimension = host_dimension
+    def __init__(self, nodes: Iterable[Instance | NodeIdentity], instance_dimension: str, host_dimension: str,
+                 name_dimensions: Sequence[str] = NAME_DIMENSIONS):
+        identities = [n if isinstance(n, NodeIdentity) else instance_identity(n) for n in nodes]
+        self.index = NodeIndex(identities)
+        self.id_dimensions = [instance_dimension]
+        self.name_dimensions = [host_dimension, *name_dimensions]
+
+    def classify(self, series: Series) -> tuple[Resolved, str | None]:
+        """The node (or another node's), and the identity to report when the series named nothing known."""
+        return self.index.resolve_labels(dict(series.dimensions), self.id_dimensions, self.name_dimensions)
 
     def instance_of(self, series: Series) -> str | None:
-        instance_id = series.dim(self.instance_dimension)
-        if instance_id is not None:
-            return instance_id if instance_id in self.ids else None
-        host = series.dim(self.host_dimension)
-        match = _HOSTNAME.match(host or "")
-        if not match:
-            return None
-        if match.group(2):
-            return match.group(2) if match.group(2) in self.ids else None
-        return self.by_ip.get(match.group(1).replace("-", "."))
+        return self.classify(series)[0].node
 
 
 def device_key(series: Series, device_dimensions: Sequence[str]) -> str:

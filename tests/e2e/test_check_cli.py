@@ -39,16 +39,20 @@ def test_broken_cluster_over_http(moto_server, fmdoctor_cli, tmp_path):
     assert by_check["placement-group"]["resource"] == world.facts["nodes"]["gpu-node-6"]
     assert by_check["efa-errors"]["resource"] == world.facts["nodes"]["gpu-node-1"]
     assert by_check["efa-errors"]["evidence"]["interfaces"][0]["eni"] == world.facts["gpu"]["sick_efa"]
-    # The one thing not verified: gpu-node-6's CloudWatch agent is down (a planted fault), so efa-errors
-    # cannot read its EFA counters and says so rather than calling them healthy.
-    [error] = report["errors"]
-    assert (error["check"], error["code"]) == ("efa-errors", "NoMetrics")
-    assert world.facts["nodes"]["gpu-node-6"] in error["unverified"]
-    # Seven nodes and 133 interfaces, and still one call per describe.
+    # Not verified, never called healthy: gpu-node-6's CloudWatch agent is down (a planted fault), so efa-errors
+    # cannot read its EFA counters; and the HyperPod cluster the config names has EFA nodes whose counters no
+    # source here sees (this config names no Prometheus).
+    errors = {(e["code"], e["check"]): e for e in report["errors"]}
+    assert set(errors) == {("NoMetrics", "efa-errors"), ("NoMetricSource", "efa-errors")}
+    assert world.facts["nodes"]["gpu-node-6"] in errors[("NoMetrics", "efa-errors")]["unverified"]
+    assert "metrics.url" in errors[("NoMetricSource", "efa-errors")]["message"]
+    # Seven nodes and 133 interfaces, and still one call per describe (plus the HyperPod nodes' instance type).
     calls = report["stats"]["api_calls"]
-    assert {k: v for k, v in calls.items() if k.startswith("ec2.")} == EXPECTED_CALLS
-    # The EFA checks read no SageMaker endpoint or HyperPod cluster, so none is looked up.
-    assert not [k for k in calls if k.startswith(("sagemaker.", "resourcegroupstaggingapi."))]
+    assert {k: v for k, v in calls.items() if k.startswith("ec2.")} == {**EXPECTED_CALLS,
+                                                                        "ec2.DescribeInstanceTypes": 2}
+    # The EFA checks read no SageMaker endpoint; the HyperPod cluster is listed once.
+    assert not [k for k in calls if k.startswith(("sagemaker.ListEndpoints", "resourcegroupstaggingapi."))]
+    assert calls["sagemaker.ListClusterNodes"] == 1
 
 
 def test_healthy_cluster_exits_0(moto_server, fmdoctor_cli):

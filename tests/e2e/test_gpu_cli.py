@@ -30,9 +30,17 @@ def test_gpu_checks_over_http_find_the_planted_faults(moto_server, fmdoctor_cli,
     }
     [efa] = [f for f in report["findings"] if f["check"] == "efa-errors"]
     assert efa["severity"] == "critical" and efa["evidence"]["interfaces"][0]["eni"] == gpu["sick_efa"]
-    # Five GPU nodes x 8 GPUs x 3 metrics + 100 EFA interfaces x 4 counters = 520 queries: 2 calls.
+    # 5 GPU + 4 EFA metric names listed, and Container Insights' utilization for the node without series; five
+    # GPU nodes x 8 GPUs x 5 metrics + 100 EFA interfaces x 4 counters = 600 queries: 2 calls.
     calls = report["stats"]["api_calls"]
-    assert calls["cloudwatch.ListMetrics"] == 7 and calls["cloudwatch.GetMetricData"] == 2
-    # The agent-down node is reported as not verified by the other checks, never as healthy.
-    assert {e["check"] for e in report["errors"]} == {"gpu-idle", "gpu-straggler", "gpu-memory-pressure",
-                                                      "efa-errors"}
+    assert calls["cloudwatch.ListMetrics"] == 10 and calls["cloudwatch.GetMetricData"] == 2
+    [memory] = [f for f in report["findings"] if f["check"] == "gpu-memory-pressure"]
+    assert memory["evidence"]["basis"] == ["steady-growth"] and memory["evidence"]["devices"][0]["device"] == "5"
+    # The agent-down node is reported as not verified by the other checks, never as healthy; so are the HyperPod
+    # cluster's nodes, whose GPUs no source here sees (this config names no Prometheus); and Xids, which
+    # CloudWatch does not carry.
+    errors = {(e["check"], e["code"]) for e in report["errors"]}
+    judging = {"gpu-idle", "gpu-straggler", "gpu-memory-pressure", "gpu-xid-metrics"}
+    assert errors == ({(c, "NoMetrics") for c in [*judging, "efa-errors"]}
+                      | {(c, "NoMetricSource") for c in [*judging, "gpu-metrics-missing", "efa-errors"]}
+                      | {("gpu-xid-metrics", "NoXidMetric")})

@@ -54,4 +54,4 @@ def test_results_section_is_replaced_not_appended(tmp_path, monkeypatch):
     text = results.read_text()
     assert text.count("<!-- check_scale:start -->") == 1 and text.count("<!-- check_scale:end -->") == 1
     assert "second" in text and "first" not in text
-    assert bench.pages("ec2.DescribeInstances", 2048) == 3 and bench.pages("cloudwatch.ListMetrics", 256) == 15
+    assert bench.pages("ec2.DescribeInstances", 2048) == 3 and bench.pages("cloudwatch.ListMetrics", 256) == 25

@@ -22,6 +22,6 @@ def test_quick_benchmark(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     [row] = json.loads(out.read_text())
     assert row["nodes"] == 10 and row["series"] == 80 and row["found_planted"]
-    assert (row["list_calls"], row["get_calls"]) == (row["list_bound"], row["get_bound"]) == (3, 1)
-    assert row["naive_calls"] == 40
+    assert (row["list_calls"], row["get_calls"]) == (row["list_bound"], row["get_bound"]) == (5, 1)
+    assert row["naive_calls"] == 60  # 5 ListMetrics + 1 GetMetricData per node
     assert "ListMetrics" in done.stdout

@@ -78,10 +78,10 @@ def test_member_role_grants_what_the_checks_and_discovery_need():
     granted = {a for s in statements for a in s["Action"]}
     needed = set(default_registry().iam_actions()) | set(DISCOVERY_ACTIONS)
     assert sorted(needed - granted) == [], "add these actions to deploy/iam/member-role.cfn.yaml"
-    # Nothing that writes: describes, lists, gets and log searches (logs:FilterLogEvents), and receiving Spot
-    # notices (never deleting them).
+    # Nothing that writes: describes, lists, gets and log searches (logs:FilterLogEvents), receiving Spot
+    # notices (never deleting them), and PromQL queries of Amazon Managed Service for Prometheus.
     read_only = re.compile(r"^[a-z0-9-]+:(Describe|List|Get|Filter)[A-Za-z]*$")
-    assert [a for a in granted if not read_only.match(a)] == ["sqs:ReceiveMessage"]
+    assert sorted(a for a in granted if not read_only.match(a)) == ["aps:QueryMetrics", "sqs:ReceiveMessage"]
 
 
 def test_scanner_may_only_assume_the_read_only_role_and_publish():

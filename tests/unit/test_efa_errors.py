@@ -36,8 +36,9 @@ def test_quiet_counters_pass(efa_nodes, publish, run_checks):
     publish.flush()
     report = run_checks(["efa-errors"], **SETTLED)
     assert report.findings == [] and report.errors == [] and report.status is Status.OK
-    # One snapshot shared with the GPU checks: 4 EFA + 3 GPU metric names listed, 48 EFA queries in one fetch.
-    assert report.stats.api_calls["cloudwatch.ListMetrics"] == 7
+    # One snapshot shared with the GPU checks: 4 EFA + 5 GPU metric names listed, and Container Insights'
+    # utilization for the GPU node that publishes none; 48 EFA queries in one fetch.
+    assert report.stats.api_calls["cloudwatch.ListMetrics"] == 10
     assert report.stats.api_calls["cloudwatch.GetMetricData"] == 1
 
 
@@ -85,10 +86,12 @@ def test_node_without_counters_is_not_verified(efa_nodes, publish, run_checks):
     assert report.status is Status.WARNING
 
 
-def test_no_counters_anywhere_is_skipped_not_passed(efa_nodes, run_checks):
+def test_no_counters_anywhere_is_not_verified_never_passed_nor_not_applicable(efa_nodes, run_checks):
     report = run_checks(["efa-errors"], **SETTLED)
-    [skipped] = report.skipped
-    assert "12 EFA interfaces publish EFA counters" in skipped.reason and report.status is Status.UNKNOWN
+    assert report.skipped == [] and report.findings == []
+    [error] = report.errors
+    assert error.code == "NoMetrics" and all(n.id in error.unverified for n in efa_nodes)
+    assert "no node publishes EFA counters" in error.message and report.status is Status.UNKNOWN
 
 
 def test_no_efa_is_not_applicable(builder, run_checks):

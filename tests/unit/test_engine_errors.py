@@ -75,8 +75,9 @@ def test_a_crashing_check_does_not_sink_the_run(healthy_efa_cluster, run_checks,
 
 
 EFA_RUN_CALLS = {
-    # efa-errors' CloudWatch snapshot: one listing per EFA counter and GPU metric name; no series, no fetch.
-    "cloudwatch.ListMetrics": 7,
+    # efa-errors' CloudWatch snapshot: one listing per EFA counter (4) and GPU metric name (5), and Container
+    # Insights' utilization for the GPU nodes that publish none under the agent's names; no series, no fetch.
+    "cloudwatch.ListMetrics": 10,
     "ec2.DescribeInstanceTypes": 1,
     "ec2.DescribeInstances": 1,
     "ec2.DescribePlacementGroups": 1,
@@ -135,6 +136,10 @@ def test_a_name_no_instance_carries_is_looked_up_as_what_the_selected_checks_rea
     assert "the selected checks read no SageMaker endpoints or SageMaker HyperPod clusters" in caught.value.hint
     # With the HyperPod check selected, the name is looked up as a HyperPod cluster before it is unknown.
     report = run_checks(["efa", "hyperpod"], cluster="hp-train")
-    assert report.status is Status.OK and report.stats.checks_run == ["hyperpod-node-unhealthy"]
+    assert report.stats.checks_run == ["hyperpod-node-unhealthy"]
+    # Its p5 nodes have EFA, whose counters no source here can see: not verified, with what to configure.
+    [error] = report.errors
+    assert (error.check, error.code) == ("efa-errors", "NoMetricSource") and "metrics.url" in error.message
+    assert report.status is Status.WARNING
     assert report.stats.api_calls == {"ec2.DescribeInstances": 1, "sagemaker.DescribeCluster": 1,
-                                      "sagemaker.ListClusterNodes": 1}
+                                      "sagemaker.ListClusterNodes": 1, "ec2.DescribeInstanceTypes": 1}

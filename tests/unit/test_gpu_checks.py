@@ -1,4 +1,11 @@
-"""GPU utilization checks against moto's CloudWatch: each id failing and healthy, call counts, gaps, Neuron."""
+"""GPU utilization checks against moto's CloudWatch: each id failing and healthy, call counts, gaps, Neuron.
+
+Series are published as the CloudWatch agent publishes them (aws/amazon-cloudwatch-agent
+plugins/inputs/nvidia_smi: measurement nvidia_smi_<field>, dimensions index, name, arch, host; InstanceId and
+InstanceType only with append_dimensions) and as Container Insights does (translator/translate/otel/exporter/
+awsemf/kubernetes.go: node_gpu_* per GpuDevice, per ClusterName/NodeName/InstanceId and per ClusterName), by
+:class:`fmdoctor.demo.metrics.MetricsPublisher`.
+"""
 
 from __future__ import annotations
 
@@ -34,8 +41,9 @@ def test_healthy_gpu_cluster_passes_with_one_listing_per_metric_and_one_fetch(bu
     assert report.findings == [] and report.errors == []
     assert report.status is Status.OK and report.stats.checks_run == GPU_IDS
     calls = report.stats.api_calls
-    # 3 metric names listed once each; 4 nodes x 8 GPUs x 3 metrics = 96 queries in one GetMetricData.
-    assert calls["cloudwatch.ListMetrics"] == 3 and calls["cloudwatch.GetMetricData"] == 1
+    # 5 metric names (utilization, memory used/total, power, SM clock) listed once each; 4 nodes x 8 GPUs x 5
+    # metrics = 160 queries in one GetMetricData. Every node publishes, so no other publisher is looked at.
+    assert calls["cloudwatch.ListMetrics"] == 5 and calls["cloudwatch.GetMetricData"] == 1
 
 
 def test_idle_node_is_found_and_busy_ones_are_not(builder, publish, run_checks):
@@ -108,20 +116,51 @@ def test_straggler_needs_three_busy_nodes(builder, publish, run_checks, count):
     assert report.skipped[0].reason.endswith(f"found {count}")
 
 
-def test_memory_pressure_names_the_full_gpu(builder, publish, run_checks):
+def test_full_memory_on_a_busy_job_is_not_memory_pressure(builder, publish, run_checks):
+    """98.5% of memory held steadily while the GPUs stay busy: the caching allocator of a healthy large job, or
+    an LLM server that pre-allocates (vLLM gpu_memory_utilization). Never reported on its own."""
     nodes = launch_nodes(builder, 3)
     memory = [90.0] * 8
     memory[6] = 98.5
     publish.gpu_node(nodes[0].id, nodes[0].private_ip, 95.0, memory_percent=memory)
-    busy(publish, nodes[1:], memory_percent=90.0)  # 90% is a busy, healthy job
+    busy(publish, nodes[1:], memory_percent=97.0)
+    publish.flush()
+    report = run_checks(["gpu-memory-pressure"], **SETTLED)
+    assert report.findings == [] and report.errors == [] and report.status is Status.OK
+
+
+def test_memory_at_the_ceiling_with_collapsing_utilization_is_reported(builder, publish, run_checks):
+    nodes = launch_nodes(builder, 3)
+    trend = {6: {"utilization": [95, 95, 94, 95, 30, 25], "memory_percent": [92, 93, 95, 97, 99, 99]}}
+    publish.gpu_node(nodes[0].id, nodes[0].private_ip, 95.0, memory_percent=90.0, by_period=trend)
+    busy(publish, nodes[1:], memory_percent=90.0)
     publish.flush()
 
     [finding] = run_checks(["gpu-memory-pressure"], **SETTLED).findings
 
-    assert finding.resource == nodes[0].id
+    assert finding.resource == nodes[0].id and finding.evidence["basis"] == ["ceiling-and-collapse"]
     [device] = finding.evidence["devices"]
-    assert device["device"] == "6" and device["memory_percent"] >= 95 and device["total"] == 81559.0
+    assert device["device"] == "6" and device["peak_memory_recent_percent"] >= 95
+    assert device["utilization_before_percent"] > 90 and device["utilization_recent_percent"] < 35
     assert finding.evidence["devices_measured"] == 8
+    assert "Based on memory at the ceiling together with falling utilization" in finding.summary
+
+
+def test_steadily_growing_memory_is_reported_and_a_job_start_is_not(builder, publish, run_checks):
+    nodes = launch_nodes(builder, 3)
+    leak = {2: {"memory_percent": [70, 73, 76, 79, 82, 85]}}
+    start = {g: {"memory_percent": [0, 78, 80, 80, 80, 80]} for g in range(8)}  # a job started in the window
+    publish.gpu_node(nodes[0].id, nodes[0].private_ip, 95.0, memory_percent=70.0, by_period=leak)
+    publish.gpu_node(nodes[1].id, nodes[1].private_ip, 95.0, by_period=start)
+    busy(publish, nodes[2:])
+    publish.flush()
+
+    [finding] = run_checks(["gpu-memory-pressure"], **SETTLED).findings
+
+    assert finding.resource == nodes[0].id and finding.evidence["basis"] == ["steady-growth"]
+    [device] = finding.evidence["devices"]
+    assert device["device"] == "2" and device["rise_points"] >= 14 and device["periods_to_full"] > 0
+    assert "Based on steady memory growth" in finding.summary
 
 
 def test_node_without_agent_is_reported_and_not_called_healthy(builder, publish, run_checks):
@@ -243,9 +282,9 @@ def test_denied_cloudwatch_is_an_error_entry_never_healthy(builder, publish, fau
     assert {e.check for e in report.errors} == set(GPU_IDS)
     assert {(e.code, e.iam_action) for e in report.errors} == {("AccessDenied", f"cloudwatch:{operation}")}
     # Fetched (and failed) once for all four checks, not once per check: the memoised failure is shared.
-    # (The three metric names are listed concurrently; listings not yet started when one fails are cancelled.)
+    # (The five metric names are listed concurrently; listings not yet started when one fails are cancelled.)
     injected = faults.injected[f"cloudwatch.{operation}"]
-    assert injected == 1 if operation == "GetMetricData" else 1 <= injected <= 3
+    assert injected == 1 if operation == "GetMetricData" else 1 <= injected <= 5
     assert report.status is Status.UNKNOWN
 
 
@@ -273,17 +312,21 @@ def test_container_insights_metrics_find_the_idle_node_and_pass_the_busy_ones(bu
     assert idle.evidence["devices_reporting"] == 8 and idle.evidence["utilization_percent"] < 10
     assert idle.evidence["busiest_device"]["device"].startswith("nvidia")
     calls = report.stats.api_calls
-    # 3 metric names listed once each; 4 nodes x 8 GPUs x 3 metrics = 96 queries in one GetMetricData.
-    assert calls["cloudwatch.ListMetrics"] == 3 and calls["cloudwatch.GetMetricData"] == 1
+    # 4 metric names (utilization, memory used/total, power) listed once each; 4 nodes x 8 GPUs x 4 metrics in
+    # one GetMetricData.
+    assert calls["cloudwatch.ListMetrics"] == 4 and calls["cloudwatch.GetMetricData"] == 1
 
 
 def test_container_insights_memory_in_bytes_is_judged_as_a_share(builder, publish, run_checks):
     nodes = launch_nodes(builder, 3)
-    for node, memory in zip(nodes, [85.0, 85.0, 98.0], strict=True):
-        publish.container_insights_node(node.id, node.private_ip, 95.0, memory_percent=memory)
+    publish.container_insights_node(nodes[0].id, nodes[0].private_ip, 95.0, memory_percent=98.0)  # flat: fine
+    publish.container_insights_node(nodes[1].id, nodes[1].private_ip, 95.0, memory_percent=85.0)
+    publish.container_insights_node(nodes[2].id, nodes[2].private_ip, 95.0,
+                                    memory_by_period=[60.0, 64.0, 68.0, 72.0, 76.0, 80.0])
     publish.flush()
 
     [finding] = run_checks(["gpu-memory-pressure"], gpu={**CONTAINER_INSIGHTS, "startup_grace": "0s"}).findings
 
     assert finding.resource == nodes[2].id and finding.evidence["devices_measured"] == 8
-    assert all(d["memory_percent"] >= 95 for d in finding.evidence["devices"])
+    assert finding.evidence["basis"] == ["steady-growth"] and len(finding.evidence["devices"]) == 8
+    assert all(79 <= d["memory_percent"] <= 81 for d in finding.evidence["devices"])

@@ -129,10 +129,10 @@ def test_cluster_metrics_scale_with_pages_not_nodes(builder, aws, run_checks):
     publish.flush()
     report = run_checks(["gpu-idle"], gpu={"startup_grace": "0s"})
     assert report.findings == [] and report.errors == []
-    # 504 series per metric: 2 pages x 3 metrics; 1,512 queries in ceil(1512 / 500) = 4 GetMetricData calls.
-    assert report.stats.api_calls["cloudwatch.ListMetrics"] == 6
-    assert report.stats.api_calls["cloudwatch.GetMetricData"] == 4 == lower_bound_calls(
-        1512, NOW - timedelta(minutes=30), NOW, timedelta(minutes=5))
+    # 504 series per metric: 2 pages x 5 metrics; 2,520 queries in ceil(2520 / 500) = 6 GetMetricData calls.
+    assert report.stats.api_calls["cloudwatch.ListMetrics"] == 10
+    assert report.stats.api_calls["cloudwatch.GetMetricData"] == 6 == lower_bound_calls(
+        2520, NOW - timedelta(minutes=30), NOW, timedelta(minutes=5))
 
 
 # --- fetching: batching, pages and per-query failures (Stubber: moto does not paginate GetMetricData) -------
@@ -183,3 +183,66 @@ def test_bad_gpu_settings_name_the_key(gpu, message):
 
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_settings(f"clusters:\n  a:\n    gpu: {{{gpu}}}\n")
+
+
+# --- naming nodes: every name the agents publish --------------------------------------------------------
+
+def test_node_index_resolves_every_name_the_agents_publish():
+    from fmdoctor.metrics.identity import NodeIdentity, NodeIndex
+
+    index = NodeIndex([
+        NodeIdentity("i-0123456789abcdef0", ("10.0.1.23", "10.0.1.99"),
+                     ("ip-10-0-1-23.us-west-2.compute.internal", "train-st-p5-1")),
+        NodeIdentity("i-0fedcba9876543210", ("10.0.1.24",), ("shared-name",)),
+        NodeIdentity("i-0aaaaaaaaaaaaaaa1", ("10.0.1.25",), ("shared-name",)),
+    ])
+    mine = "i-0123456789abcdef0"
+    assert index.resolve(mine).node == mine
+    assert index.resolve(f"hyperpod-{mine}").node == mine  # HyperPod's Kubernetes node name
+    assert index.resolve(f"{mine}.us-west-2.compute.internal").node == mine  # resource-based naming
+    assert index.resolve("ip-10-0-1-23").node == mine  # the short hostname
+    assert index.resolve("ip-10-0-1-23.corp.example.com").node == mine  # a custom DHCP domain
+    assert index.resolve("10.0.1.99:9400").node == mine  # Prometheus's instance: a VPC CNI pod IP of the node
+    assert index.resolve("train-st-p5-1").node == mine  # a Slurm hostname from a tag
+    assert index.resolve("TRAIN-ST-P5-1.cluster.pcluster").node == mine
+    other = index.resolve("ip-10-9-9-9.ec2.internal")
+    assert other.node is None and other.foreign  # another node's: ignored, not unmatched
+    assert index.resolve("i-0bbbbbbbbbbbbbbb2").foreign
+    assert not index.resolve("shared-name").recognised  # two nodes carry it: neither is guessed
+    assert not index.resolve("queue1-dy-p5-7").recognised
+    resolved, identity = index.resolve_labels({"InstanceId": "i-0bbbbbbbbbbbbbbb2", "host": "train-st-p5-1"},
+                                              ["InstanceId"], ["host"])
+    assert resolved.foreign and identity is None  # an instance id decides, whatever the hostname says
+    resolved, identity = index.resolve_labels({"Hostname": "queue1-dy-p5-7", "instance": "10.0.1.23:9400"},
+                                              [], ["Hostname", "instance"])
+    assert resolved.node == mine  # the first recognised name decides
+    assert index.resolve_labels({"host": "queue1-dy-p5-7"}, ["InstanceId"], ["host"]) == (
+        type(resolved)(), "host=queue1-dy-p5-7")
+
+
+# --- memory: trouble, not fullness --------------------------------------------------------------------------
+
+def device(utilization, memory, total=80.0):
+    from fmdoctor.metrics.model import MEMORY_USED, UTILIZATION, DeviceMetrics
+
+    times = [NOW - timedelta(minutes=5 * (len(utilization) - k)) for k in range(len(utilization))]
+    return DeviceMetrics("0", tuple(utilization), max(memory) * total / 100, total, times[-1], {
+        UTILIZATION: tuple(zip(times, utilization, strict=True)),
+        MEMORY_USED: tuple(zip(times, (m * total / 100 for m in memory), strict=True)),
+    })
+
+
+@pytest.mark.parametrize("utilization, memory, basis", [
+    ([95, 95, 95, 95, 95, 95], [99, 99, 99, 99, 99, 99], None),  # full and busy: an allocator's cache
+    ([95, 96, 94, 95, 40, 35], [97, 98, 98, 99, 99, 99], "ceiling-and-collapse"),
+    ([95, 96, 94, 95, 40, 35], [80, 80, 80, 80, 80, 80], None),  # slower, but memory is not why
+    ([95, 95, 95, 95, 95, 95], [60, 63, 66, 69, 72, 75], "steady-growth"),
+    ([95, 95, 95, 95, 95, 95], [0, 70, 80, 80, 80, 80], None),  # a job that started in the window
+    ([95, 95, 95, 95, 95, 95], [60, 65, 70, 75, 80, 80], None),  # grew, then stopped growing
+    ([95, 95], [60, 99], None),  # too few periods for a trend
+])
+def test_memory_trouble(utilization, memory, basis):
+    from fmdoctor.metrics.memory import memory_trouble
+
+    found = memory_trouble(device(utilization, memory), ceiling=95, collapse_percent=50, growth_points=10)
+    assert (found.basis if found else None) == basis

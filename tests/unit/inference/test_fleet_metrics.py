@@ -161,7 +161,8 @@ def test_training_and_inference_nodes_of_one_target_list_each_metric_name_once(b
                                                                 ("accelerator-saturation", fleet.id)]
     assert report.findings[0].evidence["devices_reporting"] == 8  # not the fleet node's 4 GPUs besides
     calls = report.stats.api_calls
-    assert calls["cloudwatch.ListMetrics"] == 3 and calls["cloudwatch.GetMetricData"] == 2
+    # The GPU checks' 5 names (utilization, memory used/total, power, SM clock) include the fleet's 3.
+    assert calls["cloudwatch.ListMetrics"] == 5 and calls["cloudwatch.GetMetricData"] == 2
 
 
 def test_fleet_node_publishing_no_gpu_series_is_no_data(serve, publish, infer):

@@ -1,0 +1,149 @@
+"""The metric layer's answer: per node and device, what each signal did over the window, from any source.
+
+Plain frozen data the GPU, Neuron and EFA checks judge without touching AWS or Prometheus. A source
+(CloudWatch, Prometheus) fills it; the checks never know which one did, except to cite it in evidence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from fmdoctor.engine.errors import AwsFailure
+from fmdoctor.metrics import percent
+
+GPU = "gpu"
+NEURON = "neuron"
+EFA = "efa"
+
+# The signals a source may answer for a device, each one value per period (ascending in time).
+UTILIZATION = "utilization"  # percent of time a kernel ran (nvidia-smi, DCGM_FI_DEV_GPU_UTIL)
+MEMORY_USED = "memory_used"  # the period's peak (any unit: judged as a share of MEMORY_TOTAL)
+MEMORY_TOTAL = "memory_total"
+POWER = "power"  # watts, the period's mean
+SM_CLOCK = "sm_clock"  # MHz, the period's mean
+TENSOR_ACTIVE = "tensor_active"  # percent of cycles the tensor pipes were busy (DCGM profiling)
+SM_ACTIVE = "sm_active"  # percent of cycles an SM had a warp resident (DCGM profiling)
+XID = "xid"  # the last Xid code in the period (DCGM_FI_DEV_XID_ERRORS), 0 for none
+
+Point = tuple[datetime, float]
+
+
+@dataclass(frozen=True)
+class DeviceMetrics:
+    """One GPU or NeuronCore over the window."""
+
+    device: str
+    utilization: tuple[float, ...] = ()
+    memory_used: float | None = None  # peak over the window
+    memory_total: float | None = None
+    last_seen: datetime | None = None
+    signals: Mapping[str, tuple[Point, ...]] = field(default_factory=dict)
+
+    @property
+    def mean_utilization(self) -> float | None:
+        return sum(self.utilization) / len(self.utilization) if self.utilization else None
+
+    @property
+    def memory_percent(self) -> float | None:
+        return percent(self.memory_used, self.memory_total)
+
+    def values(self, signal: str) -> list[float]:
+        return [v for _, v in self.signals.get(signal, ())]
+
+    def mean(self, signal: str) -> float | None:
+        values = self.values(signal)
+        return sum(values) / len(values) if values else None
+
+    def memory_percents(self) -> list[Point]:
+        """Memory used per period as a share of the device's memory, where both are known."""
+        total = self.memory_total
+        if not total:
+            return []
+        return [(t, 100.0 * v / total) for t, v in self.signals.get(MEMORY_USED, ())]
+
+
+@dataclass(frozen=True)
+class NodeMetrics:
+    instance_id: str
+    kind: str  # GPU or NEURON
+    expected_devices: int
+    periods: int
+    devices: tuple[DeviceMetrics, ...] = ()  # one per utilization series found (by device)
+    per_device: bool = False  # the series tell devices apart (index, NeuronCore...)
+    failed_queries: int = 0  # the source answered an error for these
+    source: str = "cloudwatch"  # "cloudwatch" or "prometheus"
+    where: Mapping[str, str] = field(default_factory=dict)  # where utilization was read, for evidence
+
+    @property
+    def publishes(self) -> bool:
+        return bool(self.devices)
+
+    @property
+    def reporting(self) -> list[DeviceMetrics]:
+        return [d for d in self.devices if d.utilization]
+
+    @property
+    def datapoints(self) -> int:
+        return max((len(d.utilization) for d in self.devices), default=0)
+
+    @property
+    def coverage(self) -> float:
+        return min(1.0, self.datapoints / self.periods) if self.periods else 0.0
+
+    @property
+    def utilization(self) -> float | None:
+        means = [m for m in (d.mean_utilization for d in self.reporting) if m is not None]
+        return sum(means) / len(means) if means else None
+
+    @property
+    def last_seen(self) -> datetime | None:
+        return max((d.last_seen for d in self.devices if d.last_seen), default=None)
+
+    def mean(self, signal: str) -> float | None:
+        """The mean over its devices of each device's mean, for devices that publish the signal."""
+        means = [m for m in (d.mean(signal) for d in self.reporting) if m is not None]
+        return sum(means) / len(means) if means else None
+
+    def publishes_signal(self, signal: str) -> bool:
+        return any(d.signals.get(signal) for d in self.reporting)
+
+
+@dataclass(frozen=True)
+class EfaCounters:
+    """One EFA interface's counters summed over the window (CloudWatch agent deltas, or a Prometheus counter's
+    increase). CloudWatch names the interface by ENI; the EFA exporter by node and RDMA device."""
+
+    eni_id: str | None
+    instance_id: str
+    device: str | None
+    totals: dict[str, float] = field(default_factory=dict)
+    datapoints: int = 0
+
+    @property
+    def key(self) -> str:
+        return self.eni_id or f"{self.instance_id}/{self.device}"
+
+
+@dataclass(frozen=True)
+class ClusterMetrics:
+    start: datetime
+    end: datetime
+    period: timedelta
+    nodes: dict[str, NodeMetrics]  # every judged accelerated node, with or without series
+    efa_interfaces: dict[str, str]  # every EFA interface (ENI) of a running compute node -> its instance
+    efa: dict[str, EfaCounters]  # the interfaces that publish counters, by EfaCounters.key
+    listings: dict[str, str] = field(default_factory=dict)  # "namespace/metric" -> listing mode
+    queries: int = 0  # queries of the sweep(s)
+    # Per metric, identities of series that named no node this run knows (a hostname no tag maps...).
+    unmatched: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    unseen: dict[str, str] = field(default_factory=dict)  # nodes no source could be asked about -> what to set
+    unreadable: dict[str, AwsFailure] = field(default_factory=dict)  # nodes whose source failed -> why
+    prometheus: str | None = None  # the Prometheus that completed CloudWatch's answer, if one did
+    efa_counters: tuple[str, ...] = ()  # Prometheus EFA counters that count errors (the rest are throughput)
+
+
+def periods_in(start: datetime, end: datetime, period: timedelta) -> int:
+    return max(1, math.ceil((end - start) / period))

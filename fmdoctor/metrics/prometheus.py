@@ -1,0 +1,155 @@
+"""The Prometheus HTTP API as a metric source: self-hosted Prometheus, Grafana Mimir/Thanos, and Amazon Managed
+Service for Prometheus (AMP).
+
+Only reads: ``GET /api/v1/query_range`` (PromQL over a window, one call per metric for the whole cluster) and
+``GET /api/v1/label/__name__/values`` (which metric names exist, so absent ones cost no query). Auth is none,
+a bearer token read from an environment variable (never from the config file), or AWS SigV4 with service
+``aps`` for AMP (IAM ``aps:QueryMetrics``, ``aps:GetLabels``; the workspace URL is
+``https://aps-workspaces.<region>.amazonaws.com/workspaces/<id>/``, per the AMP user guide's "Query using
+Prometheus-compatible APIs"). Each call is counted: AMP's as AWS API calls (``aps.QueryMetrics``...), a plain
+Prometheus's as ``prometheus.*`` queries.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+
+from fmdoctor.engine.errors import AwsCallFailed, AwsFailure
+
+NONE, BEARER, SIGV4 = "none", "bearer", "sigv4"
+AMP_SERVICE = "aps"
+_AMP_HOST = re.compile(r"^aps-workspaces\.([a-z0-9-]+)\.amazonaws\.com")
+# The operations as AMP's IAM names them, and as a plain Prometheus's queries are counted.
+OPERATIONS = {"query_range": "QueryMetrics", "label_values": "GetLabels", "series": "GetSeries"}
+
+Counter = Callable[[str, str], None]  # (service, operation)
+
+
+class PrometheusFailed(AwsCallFailed):
+    """A Prometheus API call that failed; for AMP the failure names the IAM action, like any AWS call's."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how to query: ``url`` is the API's base (ending in '/'), ``region`` AMP's signing region."""
+
+    url: str
+    auth: str = NONE
+    token: str | None = None
+    credentials: Any = None  # botocore Credentials, for SigV4
+    region: str | None = None
+
+    @property
+    def amp(self) -> bool:
+        return self.auth == SIGV4
+
+    def describe(self) -> str:
+        return f"{'Amazon Managed Service for Prometheus' if self.amp else 'Prometheus'} at {self.url}"
+
+
+def base_url(url: str) -> str:
+    return url if url.endswith("/") else url + "/"
+
+
+def amp_region(url: str) -> str | None:
+    """The region an AMP workspace URL names (aps-workspaces.<region>.amazonaws.com)."""
+    match = _AMP_HOST.match(urlsplit(url).hostname or "")
+    return match.group(1) if match else None
+
+
+@dataclass(frozen=True)
+class Series:
+    labels: dict[str, str]
+    points: tuple[tuple[datetime, float], ...]
+
+
+class PrometheusClient:
+    def __init__(self, endpoint: Endpoint, count: Counter, timeout: float = 30.0):
+        self.endpoint = endpoint
+        self.count = count
+        self.timeout = timeout
+
+    def label_values(self, label: str, match: Sequence[str], start: datetime, end: datetime) -> list[str]:
+        params = [("start", _ts(start)), ("end", _ts(end)), *(("match[]", m) for m in match)]
+        data = self._get("label_values", f"api/v1/label/{quote(label, safe='')}/values", params)
+        return [str(v) for v in data or []]
+
+    def query_range(self, query: str, start: datetime, end: datetime, step: timedelta) -> list[Series]:
+        params = [("query", query), ("start", _ts(start)), ("end", _ts(end)), ("step", f"{int(step.total_seconds())}s")]
+        data = self._get("query_range", "api/v1/query_range", params) or {}
+        found = []
+        for raw in data.get("result", []):
+            points = tuple((datetime.fromtimestamp(float(t), tz=start.tzinfo), float(v))
+                           for t, v in raw.get("values", []) if v not in {"NaN", "+Inf", "-Inf"})
+            found.append(Series({k: str(v) for k, v in raw.get("metric", {}).items()}, points))
+        return found
+
+    def _get(self, operation: str, path: str, params: Sequence[tuple[str, str]]) -> Any:
+        url = self.endpoint.url + path + "?" + urlencode(list(params), quote_via=quote, safe="-_.~")
+        headers = {"Accept": "application/json"}
+        if self.endpoint.auth == BEARER and self.endpoint.token:
+            headers["Authorization"] = f"Bearer {self.endpoint.token}"
+        elif self.endpoint.amp:
+            headers.update(self._signed(url))
+        if self.endpoint.amp:
+            self.count(AMP_SERVICE, OPERATIONS[operation])
+        else:
+            self.count("prometheus", operation)
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=self.timeout) as reply:  # noqa: S310 (the configured URL)
+                body = json.loads(reply.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            raise self._failure(operation, exc.code, _error_text(exc)) from None
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            raise PrometheusFailed(AwsFailure("ConnectionError", f"{self.endpoint.describe()}: {exc}", None,
+                                              "timeout"), f"metrics from {self.endpoint.describe()}") from None
+        except ValueError as exc:
+            raise self._failure(operation, 0, f"not a Prometheus API answer ({exc})") from None
+        if body.get("status") != "success":
+            raise self._failure(operation, 0, f"{body.get('errorType', 'error')}: {body.get('error', '')}")
+        return body.get("data")
+
+    def _signed(self, url: str) -> dict[str, str]:
+        request = AWSRequest(method="GET", url=url, headers={"Accept": "application/json"})
+        SigV4Auth(self.endpoint.credentials, AMP_SERVICE, self.endpoint.region or "us-east-1").add_auth(request)
+        return {k: v for k, v in request.headers.items() if k.lower() != "accept"}
+
+    def _failure(self, operation: str, status: int, text: str) -> PrometheusFailed:
+        action = f"{AMP_SERVICE}:{OPERATIONS[operation]}" if self.endpoint.amp else None
+        if status in {401, 403}:
+            code, kind = ("AccessDenied", "access-denied") if self.endpoint.amp else ("Unauthorized", "access-denied")
+        elif status == 429:
+            code, kind = "Throttling", "throttled"
+        elif status == 404:
+            code, kind = "NotFound", "not-found"
+        else:
+            code, kind = (f"HTTP{status}" if status else "PrometheusError"), "error"
+        message = f"{self.endpoint.describe()} answered {status or 'an error'}: {text[:300]}"
+        return PrometheusFailed(AwsFailure(code, message, action, kind), f"metrics from {self.endpoint.describe()}")
+
+
+def _ts(when: datetime) -> str:
+    return f"{when.timestamp():.3f}"
+
+
+def _error_text(exc: urllib.error.HTTPError) -> str:
+    try:
+        body = exc.read().decode("utf-8", "replace")
+    except OSError:
+        return str(exc)
+    try:
+        parsed = json.loads(body)
+        return f"{parsed.get('errorType', '')}: {parsed.get('error', '')}".strip(": ") or body
+    except ValueError:
+        return body
