@@ -5,25 +5,25 @@ from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.metrics.model import XID, ClusterMetrics, DeviceMetrics, Point
 from fmdoctor.metrics.targets import MetricNode
-from fmdoctor.node import xid as catalogue
+from fmdoctor.node.xid_catalogue import ACTION_ORDER, RESOLUTIONS, XidVerdict, xid_verdict
 
 from ._common import id_list, plural
 from ._gpu import IAM_ACTIONS, INVENTORY, judged_nodes, utilization_metric, window_evidence
 
 ROW_REMAP_FAILURE = "row_remap_failure"
-Event = tuple[DeviceMetrics, int, str, str, str, bool]  # device, xid, meaning, action, period end, held
-SEVERITY = {catalogue.MONITOR: Severity.INFO, catalogue.RESTART_APP: Severity.WARNING}  # the rest: critical
-ACTION_RANK = catalogue.ACTION_RANK
-# A row remap failure needs the GPU replaced, as Xid 64 does.
-ROW_REMAP = (64, "Row remapping failed (DCGM_FI_DEV_ROW_REMAP_FAILURE): no spare rows left", catalogue.ISOLATE)
+Event = tuple[DeviceMetrics, int, XidVerdict, str, bool]  # device, xid, NVIDIA's verdict, period end, held
+# A failed row remapping leaves no spare rows: the GPU is replaced (node-gpu-health judges it the same way).
+_REPLACE = RESOLUTIONS["CONTACT_SUPPORT"]
+ROW_REMAP = XidVerdict(64, "ROW_REMAP_FAILURE", "Row remapping failed (DCGM_FI_DEV_ROW_REMAP_FAILURE): no spare rows "
+                       "left", (), "CONTACT_SUPPORT", _REPLACE.severity, _REPLACE.action, _REPLACE.text)
 
 
-def xid_verdict(code: int) -> tuple[str, str]:
-    """(meaning, action) of an Xid code by the on-node Xid catalogue, the one place fmdoctor classifies Xids."""
-    info = catalogue.CATALOGUE.get(code)
-    if info is None:
-        return "Not in fmdoctor's catalogue; see NVIDIA's Xid documentation", catalogue.MONITOR
-    return info.meaning, info.action
+def _rank(verdict: XidVerdict) -> int:
+    return ACTION_ORDER.index(verdict.action)
+
+
+def _meaning(verdict: XidVerdict) -> str:
+    return verdict.description or "not in NVIDIA's Xid catalogue as fmdoctor keeps it"
 
 
 class GpuXidMetrics(Check):
@@ -65,21 +65,22 @@ class GpuXidMetrics(Check):
 
     def _finding(self, ctx: CheckContext, node: MetricNode, events: list[Event], where: dict[str, str],
                  metrics: ClusterMetrics) -> Finding:
-        events.sort(key=lambda e: (-ACTION_RANK[e[3]], e[0].device))
-        device, code, meaning, action, when, held = events[0]
+        events.sort(key=lambda e: (-e[2].severity.rank, -_rank(e[2]), e[0].device))
+        device, code, verdict, when, held = events[0]
         others = len({(e[0].device, e[1]) for e in events}) - 1
         also = f" and {others} more" if others else ""
         since = "held from before the window" if held else f"first reported in the period ending {when}"
         return self.finding(
             resource=node.id,
-            summary=(f"GPU {device.device} of {node.label} reported Xid {code} ({meaning}), {since}{also}: "
-                     f"{catalogue.ACTION_TEXT[action]}."),
-            severity=SEVERITY.get(action, Severity.CRITICAL),
+            summary=(f"GPU {device.device} of {node.label} reported Xid {code} ({_meaning(verdict)}), {since}{also}: "
+                     f"{verdict.action_text}."),
+            severity=verdict.severity,
             evidence={
                 "instance": node.id,
-                "action": action,
-                "xids": [{"gpu": d.device, "xid": c, "meaning": m, "action": a, "first_period_end": w,
-                          "held_from_before_window": h} for d, c, m, a, w, h in events],
+                "action": verdict.action,
+                "xids": [{"gpu": d.device, "xid": c, "meaning": _meaning(v), "action": v.action,
+                          "catalogue_resolution": v.resolution, "first_period_end": w, "held_from_before_window": h}
+                         for d, c, v, w, h in events],
                 "instance_type": node.instance_type,
                 "hyperpod_cluster": node.group.removeprefix("hyperpod:") if node.hyperpod else None,
                 "source": "prometheus",
@@ -89,8 +90,8 @@ class GpuXidMetrics(Check):
         )
 
 
-def _events(device: DeviceMetrics) -> list[tuple[int, str, str, str, bool]]:
-    """(xid, meaning, action, when, held) per Xid the device reported: a change to a code inside the window, or a
+def _events(device: DeviceMetrics) -> list[tuple[int, XidVerdict, str, bool]]:
+    """(xid, verdict, when, held) per Xid the device reported: a change to a code inside the window, or a
     code held since before it that needs a reset, reboot or replacement."""
     found = []
     points: list[Point] = list(device.signals.get(XID, ()))
@@ -99,12 +100,12 @@ def _events(device: DeviceMetrics) -> list[tuple[int, str, str, str, bool]]:
         previous = int(points[i - 1][1]) if i else None
         if code == 0 or code == previous:
             continue
-        meaning, action = xid_verdict(code)
+        verdict = xid_verdict(code)
         held = previous is None  # already set when the window began: when it happened is unknown
-        if held and ACTION_RANK[action] < ACTION_RANK[catalogue.RESET]:
+        if held and _rank(verdict) < ACTION_ORDER.index("reset"):
             continue
-        found.append((code, meaning, action, when.isoformat(timespec="seconds"), held))
+        found.append((code, verdict, when.isoformat(timespec="seconds"), held))
     if any(v >= 1 for _, v in device.signals.get(ROW_REMAP_FAILURE, ())):
         when = next(t for t, v in device.signals[ROW_REMAP_FAILURE] if v >= 1)
-        found.append((ROW_REMAP[0], ROW_REMAP[1], ROW_REMAP[2], when.isoformat(timespec="seconds"), False))
+        found.append((ROW_REMAP.code, ROW_REMAP, when.isoformat(timespec="seconds"), False))
     return found

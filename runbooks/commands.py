@@ -153,10 +153,14 @@ class _Placer:
             return str(value)
         if isinstance(value, ShellVar):  # expanded by the shell, as one word
             return {"unquoted": f'"{value}"', "single": f"'\"{value}\"'"}.get(scanner.state, str(value))
+        if isinstance(value, list | tuple) and scanner.state == "unquoted":  # a list: one word per item
+            return " ".join(self._placed(_text(item), scanner) for item in value) or "''"
+        return self._placed(_text(value), scanner)
+
+    def _placed(self, text: str, scanner: ShellScanner) -> str:
+        """One value as one word; a value that cannot be one is refused in its own place, the others kept."""
         try:
-            if isinstance(value, list | tuple) and scanner.state == "unquoted":  # a list: one word per item
-                return " ".join(place(_text(item), scanner) for item in value) or "''"
-            return place(_text(value), scanner)
+            return place(text, scanner)
         except Refused as refused:
             self.values.refused.append(refused.reason)
             return f"⟨refused: {refused.reason}⟩"

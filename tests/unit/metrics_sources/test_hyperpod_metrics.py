@@ -71,10 +71,10 @@ def test_hyperpod_nodes_are_judged_from_prometheus(hyperpod, prometheus, run_che
     assert busy.evidence["basis"] == "no-tensor-work" and busy.evidence["utilization_percent"] > 90
     assert busy.evidence["tensor_active_percent"] == 0 and busy.evidence["peers_tensor_active_percent"] >= 40
     xid = found[("gpu-xid-metrics", hyperpod[3])]
-    assert xid.severity.value == "critical" and xid.evidence["action"] == "isolate"  # the worst first
+    assert xid.severity.value == "critical" and xid.evidence["action"] == "reboot"  # worst first, in the Xid catalogue's order
     assert [(x["gpu"], x["xid"], x["action"], x["held_from_before_window"]) for x in xid.evidence["xids"]] == [
-        ("6", 64, "isolate", False), ("3", 79, "reboot", False)]
-    assert xid.summary.startswith(f"GPU 6 of {HP}/workers ({hyperpod[3]}) reported Xid 64 (Row remapping failed")
+        ("3", 79, "reboot", False), ("6", 64, "contact-support", False)]
+    assert xid.summary.startswith(f"GPU 3 of {HP}/workers ({hyperpod[3]}) reported Xid 79 (GPU has fallen off the bus")
     # The EFA exporter's series say 'localhost': found, but no node can be named, so not verified.
     [efa] = [e for e in report.errors if e.check == "efa-errors"]
     assert efa.code == "NoMetrics" and efa.unverified.startswith("EFA error counters of 4 nodes")

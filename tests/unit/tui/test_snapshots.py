@@ -28,6 +28,7 @@ FINDINGS = [
             summary=f"Security group {SG} does not allow all traffic outbound to itself, so EFA traffic cannot flow",
             evidence={"security_group": SG, "security_group_name": "llm-train-efa", "missing_directions": ["egress"],
                       "rules_considered": [f"ingress -1 from {SG}"], "interface_security_groups": [SG],
+                      "peer_security_groups": [SG],
                       "instance_count": 2, "efa_interfaces": 64,
                       "fix": [{"action": "authorize-security-group-egress", "group_id": SG, "ip_protocol": "-1",
                                "peer_group_id": SG}]}),
