@@ -71,7 +71,7 @@ def test_hyperpod_nodes_are_judged_from_prometheus(hyperpod, prometheus, run_che
     assert busy.evidence["basis"] == "no-tensor-work" and busy.evidence["utilization_percent"] > 90
     assert busy.evidence["tensor_active_percent"] == 0 and busy.evidence["peers_tensor_active_percent"] >= 40
     xid = found[("gpu-xid-metrics", hyperpod[3])]
-    assert xid.severity.value == "critical" and xid.evidence["action"] == "reboot"  # worst first, in the Xid catalogue's order
+    assert xid.severity.value == "critical" and xid.evidence["action"] == "reboot"  # worst first (catalogue order)
     assert [(x["gpu"], x["xid"], x["action"], x["held_from_before_window"]) for x in xid.evidence["xids"]] == [
         ("3", 79, "reboot", False), ("6", 64, "contact-support", False)]
     assert xid.summary.startswith(f"GPU 3 of {HP}/workers ({hyperpod[3]}) reported Xid 79 (GPU has fallen off the bus")
