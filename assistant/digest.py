@@ -3,9 +3,10 @@ then a bounded digest of each finding's evidence; then what could not be verifie
 did not apply. Used for the assistant's tool results and for the MCP ``check`` tool's text content.
 
 Nothing is dropped silently. When the limit bites, the text is cut in this order, and each cut says what
-was left out and how to get it: evidence digests get shorter (then go), summaries get shorter, and only
-then are the least severe finding lines left out, with their count per severity and per check and the
-call that lists them (``more``). Finding lines are never cut in the middle.
+was left out and how to get it: evidence digests get shorter (then go, but for the line saying that an
+automated fix exists), summaries get shorter, and only then are the least severe finding lines left out, with
+their count per severity and per check and the call that lists them (``more``). Finding lines are never cut in
+the middle.
 """
 
 from __future__ import annotations
@@ -142,6 +143,10 @@ def evidence_digest(finding: dict[str, Any], limit: int = EVIDENCE_CHARS) -> str
     return cut("; ".join(scalars + containers), limit)
 
 
+def _fixable(finding: dict[str, Any]) -> bool:
+    return bool((finding.get("evidence") or {}).get("fix"))
+
+
 def error_line(error: dict[str, Any]) -> str:
     action = f" (needs {error['iam_action']})" if error.get("iam_action") else ""
     detail = f"; {one_line(error['message'])}" if error.get("message") else ""
@@ -178,7 +183,9 @@ def render(findings: Sequence[dict[str, Any]], limit: int, *, head: Sequence[str
         tail.append(cut("not applicable: " + "; ".join(f"{s.get('check')} ({one_line(s.get('reason'))})"
                                                        for s in skipped), 2 * LINE_CHARS))
     fixed = sum(len(line) + 1 for line in [*head, *tail])
-    room = limit - fixed - 2 * LINE_CHARS  # the heading and a left-out note
+    # Whether a fix exists is never left out with the evidence (propose_fix needs it): its marker is reserved.
+    marker = len(EVIDENCE_PREFIX) + len(AUTOMATED_FIX) + 1
+    room = limit - fixed - 2 * LINE_CHARS - marker * sum(1 for f in listed if _fixable(f))  # + heading, note
     summary_chars = SUMMARY_CHARS
     while summary_chars > MIN_SUMMARY_CHARS and sum(len(finding_line(f, summary_chars)) + 1 for f in listed) > room:
         summary_chars = max(MIN_SUMMARY_CHARS, summary_chars * 3 // 4)
@@ -200,7 +207,7 @@ def render(findings: Sequence[dict[str, Any]], limit: int, *, head: Sequence[str
     body.append(f"findings ({span}, worst first; severity | id = check/resource | summary{how}):")
     for finding, line in zip(listed[:shown], lines[:shown], strict=True):
         body.append(line)
-        digest = evidence_digest(finding, per) if per >= MIN_EVIDENCE_CHARS else ""
+        digest = evidence_digest(finding, per) if per >= MIN_EVIDENCE_CHARS else AUTOMATED_FIX * _fixable(finding)
         if digest:
             body.append(EVIDENCE_PREFIX + digest)
     if per < MIN_EVIDENCE_CHARS:

@@ -135,7 +135,8 @@ def _read_tools(server: MCPServer, service: McpService) -> None:
         report = guarded(lambda: service.check(cluster, only), service.redactor)
         # The text a client's model reads: every finding as one line, evidence digested, within the same
         # limit as the assistant's tool output; the structured content stays the whole (cleaned) report.
-        text = report_text(report, service.doctor.settings.agent.max_tool_output_chars)
+        # Both are what the client's model reads: the text is built from the cleaned report and cleaned again.
+        text = clean(report_text(report, service.doctor.settings.agent.max_tool_output_chars), service.redactor)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=report)
 
     @server.tool(annotations=READ_ONLY)
