@@ -5,25 +5,30 @@ from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.metrics.model import XID, ClusterMetrics, DeviceMetrics, Point
 from fmdoctor.metrics.targets import MetricNode
-from fmdoctor.node import xid as catalogue
+from fmdoctor.node.xid_catalogue import ACTION_ORDER, CATALOGUE_URL, XidVerdict, xid_verdict
 
 from ._common import id_list, plural
 from ._gpu import IAM_ACTIONS, INVENTORY, judged_nodes, utilization_metric, window_evidence
 
 ROW_REMAP_FAILURE = "row_remap_failure"
-Event = tuple[DeviceMetrics, int, str, str, str, bool]  # device, xid, meaning, action, period end, held
-SEVERITY = {catalogue.MONITOR: Severity.INFO, catalogue.RESTART_APP: Severity.WARNING}  # the rest: critical
-ACTION_RANK = catalogue.ACTION_RANK
-# A row remap failure needs the GPU replaced, as Xid 64 does.
-ROW_REMAP = (64, "Row remapping failed (DCGM_FI_DEV_ROW_REMAP_FAILURE): no spare rows left", catalogue.ISOLATE)
+# device, xid, meaning, action, severity, what to do, period end, held
+Event = tuple[DeviceMetrics, int, str, str, Severity, str, str, bool]
+# A row remap failure needs the GPU replaced: the GPU has no spare rows left, worse than any reset.
+ISOLATE = "isolate"
+ROW_REMAP = (64, "Row remapping failed (DCGM_FI_DEV_ROW_REMAP_FAILURE): no spare rows left", ISOLATE,
+             Severity.CRITICAL, "take the GPU out of service (drain the node and replace it)")
 
 
-def xid_verdict(code: int) -> tuple[str, str]:
-    """(meaning, action) of an Xid code by the on-node Xid catalogue, the one place fmdoctor classifies Xids."""
-    info = catalogue.CATALOGUE.get(code)
-    if info is None:
-        return "Not in fmdoctor's catalogue; see NVIDIA's Xid documentation", catalogue.MONITOR
-    return info.meaning, info.action
+def _meaning(verdict: XidVerdict) -> str:
+    if not verdict.in_catalogue:
+        return "Not in NVIDIA's Xid catalogue as fmdoctor keeps it"
+    return verdict.description if verdict.description and verdict.description != "Unused" else verdict.mnemonic
+
+
+def _rank(event: Event) -> tuple[int, int]:
+    """Worst first: severity, then the action's weight in NVIDIA's catalogue order; isolate above all."""
+    _, _, _, action, severity, *_ = event
+    return severity.rank, len(ACTION_ORDER) if action == ISOLATE else ACTION_ORDER.index(action)
 
 
 class GpuXidMetrics(Check):
@@ -31,11 +36,13 @@ class GpuXidMetrics(Check):
     remapping: read for every node at once from the DCGM exporter (DCGM_FI_DEV_XID_ERRORS, the value of the last
     Xid seen; DCGM_FI_DEV_ROW_REMAP_FAILURE), without logging into a node.
 
-    Each Xid is judged as the on-node gpu-xid check judges a kernel-log line, by NVIDIA's Xid catalogue
-    (docs.nvidia.com/deploy/xid-errors): reset, reboot or replace is critical, an application restart a warning,
-    the rest informational. DCGM_FI_DEV_XID_ERRORS keeps its last value, so an Xid counts when the value changes
-    to it inside the window; a value held from before the window is reported only when it needs a reset, reboot
-    or replacement (those stand until done), never an old application-level one. The CloudWatch agent and
+    Each Xid is judged as the on-node gpu-xid check judges a kernel-log line, by NVIDIA's Xid catalogue kept as
+    data (fmdoctor/node/xid_catalogue.py; https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html):
+    its immediate action decides the severity and what to do (reset, reboot, contact support... critical; an
+    application restart a warning; IGNORE informational). DCGM_FI_DEV_XID_ERRORS keeps its last value, so an Xid
+    counts when the value changes to it inside the window; a value held from before the window is reported only
+    when the catalogue judges it critical (a reset, reboot or replacement stands until done), never an old
+    application-level one. A failed row remapping needs the GPU replaced (action 'isolate'). The CloudWatch agent and
     Container Insights publish no Xid metric: nodes read from them are reported as not verified here (run gpu-xid
     on the node, or point metrics.url at the DCGM exporter's Prometheus).
     """
@@ -65,21 +72,24 @@ class GpuXidMetrics(Check):
 
     def _finding(self, ctx: CheckContext, node: MetricNode, events: list[Event], where: dict[str, str],
                  metrics: ClusterMetrics) -> Finding:
-        events.sort(key=lambda e: (-ACTION_RANK[e[3]], e[0].device))
-        device, code, meaning, action, when, held = events[0]
+        events.sort(key=lambda e: (tuple(-r for r in _rank(e)), e[0].device))
+        device, code, meaning, action, severity, action_text, when, held = events[0]
         others = len({(e[0].device, e[1]) for e in events}) - 1
         also = f" and {others} more" if others else ""
         since = "held from before the window" if held else f"first reported in the period ending {when}"
         return self.finding(
             resource=node.id,
             summary=(f"GPU {device.device} of {node.label} reported Xid {code} ({meaning}), {since}{also}: "
-                     f"{catalogue.ACTION_TEXT[action]}."),
-            severity=SEVERITY.get(action, Severity.CRITICAL),
+                     f"{action_text}."),
+            severity=severity,
             evidence={
                 "instance": node.id,
                 "action": action,
-                "xids": [{"gpu": d.device, "xid": c, "meaning": m, "action": a, "first_period_end": w,
-                          "held_from_before_window": h} for d, c, m, a, w, h in events],
+                "action_text": action_text,
+                "catalogue": CATALOGUE_URL,
+                "xids": [{"gpu": d.device, "xid": c, "meaning": m, "action": a, "severity": sev.value,
+                          "first_period_end": w, "held_from_before_window": h}
+                         for d, c, m, a, sev, _, w, h in events],
                 "instance_type": node.instance_type,
                 "hyperpod_cluster": node.group.removeprefix("hyperpod:") if node.hyperpod else None,
                 "source": "prometheus",
@@ -89,9 +99,10 @@ class GpuXidMetrics(Check):
         )
 
 
-def _events(device: DeviceMetrics) -> list[tuple[int, str, str, str, bool]]:
-    """(xid, meaning, action, when, held) per Xid the device reported: a change to a code inside the window, or a
-    code held since before it that needs a reset, reboot or replacement."""
+def _events(device: DeviceMetrics) -> list[tuple[int, str, str, Severity, str, str, bool]]:
+    """(xid, meaning, action, severity, what to do, when, held) per Xid the device reported: a change to a code
+    inside the window, or a code held since before it that the catalogue judges critical (reset, reboot, replace:
+    those stand until done)."""
     found = []
     points: list[Point] = list(device.signals.get(XID, ()))
     for i, (when, value) in enumerate(points):
@@ -99,12 +110,13 @@ def _events(device: DeviceMetrics) -> list[tuple[int, str, str, str, bool]]:
         previous = int(points[i - 1][1]) if i else None
         if code == 0 or code == previous:
             continue
-        meaning, action = xid_verdict(code)
+        verdict = xid_verdict(code)
         held = previous is None  # already set when the window began: when it happened is unknown
-        if held and ACTION_RANK[action] < ACTION_RANK[catalogue.RESET]:
+        if held and verdict.severity is not Severity.CRITICAL:
             continue
-        found.append((code, meaning, action, when.isoformat(timespec="seconds"), held))
+        found.append((code, _meaning(verdict), verdict.action, verdict.severity, verdict.action_text,
+                      when.isoformat(timespec="seconds"), held))
     if any(v >= 1 for _, v in device.signals.get(ROW_REMAP_FAILURE, ())):
         when = next(t for t, v in device.signals[ROW_REMAP_FAILURE] if v >= 1)
-        found.append((ROW_REMAP[0], ROW_REMAP[1], ROW_REMAP[2], when.isoformat(timespec="seconds"), False))
+        found.append((*ROW_REMAP, when.isoformat(timespec="seconds"), False))
     return found
