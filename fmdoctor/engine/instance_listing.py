@@ -32,7 +32,8 @@ FEED_BYTES = 1 << 16
 # botocore key -> XML element, for what discovery reads (EC2's query protocol names, from botocore's model).
 INSTANCE_FIELDS = {
     "InstanceId": "instanceId", "InstanceType": "instanceType", "SubnetId": "subnetId", "VpcId": "vpcId",
-    "PrivateIpAddress": "privateIpAddress", "PublicIpAddress": "ipAddress", "InstanceLifecycle": "instanceLifecycle",
+    "PrivateIpAddress": "privateIpAddress", "PrivateDnsName": "privateDnsName", "PublicIpAddress": "ipAddress",
+    "InstanceLifecycle": "instanceLifecycle",
     "SpotInstanceRequestId": "spotInstanceRequestId", "CapacityBlockId": "capacityBlockId",
     "CapacityReservationId": "capacityReservationId", "Platform": "platform",
 }
