@@ -5,7 +5,7 @@ from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.metrics.model import XID, ClusterMetrics, DeviceMetrics, Point
 from fmdoctor.metrics.targets import MetricNode
-from fmdoctor.node.xid_catalogue import ACTION_ORDER, RESOLUTIONS, XidVerdict, xid_verdict
+from fmdoctor.node.xid_catalogue import ACTION_ORDER, CATALOGUE_URL, RESOLUTIONS, XidVerdict, xid_verdict
 
 from ._common import id_list, plural
 from ._gpu import IAM_ACTIONS, INVENTORY, judged_nodes, utilization_metric, window_evidence
@@ -78,6 +78,8 @@ class GpuXidMetrics(Check):
             evidence={
                 "instance": node.id,
                 "action": verdict.action,
+                "action_text": verdict.action_text,
+                "catalogue": CATALOGUE_URL,
                 "xids": [{"gpu": d.device, "xid": c, "meaning": _meaning(v), "action": v.action,
                           "catalogue_resolution": v.resolution, "first_period_end": w, "held_from_before_window": h}
                          for d, c, v, w, h in events],

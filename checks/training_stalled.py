@@ -39,6 +39,10 @@ class TrainingStalled(Check):
     src/misc/socket.cc) and libfabric EFA's "Peer host id" (aws-ofi-nccl) point at, else torchrun's "Root Cause
     (first observed failure)" (torch/distributed/elastic/multiprocessing/errors); then what explains it: an Xid
     (NVIDIA's Xid catalogue), EFA error counters, a Spot interruption, a failed HyperPod node.
+
+    With no log group, a checkpoint within its usual interval and no rank behind in the dumps are proof of
+    progress (nothing to name); the missing logs are reported as not verified when a stall's culprit cannot be
+    named or no checkpoint shows progress.
     """
 
     id = "training-stalled"
@@ -57,14 +61,16 @@ class TrainingStalled(Check):
             progress = checkpoint_progress(ctx)
         logs = ctx.shared(LOGS_KEY, lambda: load_logs(ctx, hyperpod))
         logs.gaps.report(ctx)
-        if not logs.groups:
-            ctx.unverified("which node hung the training job (its logs)", "NoLogGroup",
-                           f"no log group found (looked for {', '.join(logs.looked_for)}): {HOW_TO_SEE_LOGS}")
         dump_gaps = Gaps()
         dumps = flight_recorder_dumps(ctx, dump_gaps)
         dump_gaps.report(ctx)
-        evidence = read_evidence(logs.events, logs.streams)
         laggards = find_laggards(dumps)
+        # Without logs a fresh checkpoint (and no rank behind in the dumps) still proves the job makes progress;
+        # the logs are missed only where a stall needs its culprit named or nothing else shows progress.
+        if not logs.groups and (progress is None or progress.stale or laggards):
+            ctx.unverified("which node hung the training job (its logs)", "NoLogGroup",
+                           f"no log group found (looked for {', '.join(logs.looked_for)}): {HOW_TO_SEE_LOGS}")
+        evidence = read_evidence(logs.events, logs.streams)
         talking = [e for e in logs.recent if not is_signature(e.text)]
         since = progress.written if progress else None
         failed_since = bool(laggards) or (evidence.failures and (since is None or

@@ -3,10 +3,15 @@
 moto keeps one backend per account and maps an assumed role's credentials to the account in the role
 ARN (``sts:AssumeRole`` on ``arn:aws:iam::111111111111:role/x`` yields keys that act in 111111111111;
 the role need not exist). Seeding assumes a role into each account, exactly as the scan does.
+
+Every cluster runs a training job that ships its output to CloudWatch Logs, in the log group its platform
+writes (ParallelCluster: ``/aws/parallelcluster/<cluster>-<timestamp>``; HyperPod:
+``/aws/sagemaker/Clusters/<name>/<id>``), and it logged a step a moment ago: training-stalled sees it running.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +70,16 @@ def seed_scope(session: boto3.Session, account: str, region: str, names: Sequenc
                  efa_interfaces=4, placement_group=f"{name}-pg")
         b.launch([f"{name}-gpu-{nodes - 1}"], "p4d.24xlarge", "a", [f"{name}-efa"], efa_interfaces=4,
                  placement_group=None if fault == OUTSIDE_PLACEMENT else f"{name}-pg")
+        seed_job_log(session, region, f"/aws/parallelcluster/{name}-202611010000", f"{name}-gpu-0")
+
+
+def seed_job_log(session: boto3.Session, region: str, group: str, stream: str) -> None:
+    """The job's output in ``group``: an ordinary training step logged now (no failure signature)."""
+    logs = session.client("logs", region_name=region)
+    logs.create_log_group(logGroupName=group)
+    logs.create_log_stream(logGroupName=group, logStreamName=stream)
+    logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=[
+        {"timestamp": int(time.time() * 1000), "message": "[rank0] step 1200 | loss 2.31 | 182.4 TFLOPS"}])
 
 
 def seed_fleet(session: boto3.Session, accounts: Sequence[str], regions: Sequence[str], clusters_per_scope: int,
@@ -90,7 +105,10 @@ def seed_hyperpod(session: boto3.Session, account: str, region: str, name: str) 
         "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/scripts/", "OnCreate": "on_create.sh"},
         "ExecutionRole": f"arn:aws:iam::{account}:role/hyperpod", "ThreadsPerCore": 1,
     }
-    return str(sagemaker.create_cluster(ClusterName=name, InstanceGroups=[group])["ClusterArn"])
+    arn = str(sagemaker.create_cluster(ClusterName=name, InstanceGroups=[group])["ClusterArn"])
+    seed_job_log(account_session(session, account, region), region,
+                 f"/aws/sagemaker/Clusters/{name}/{arn.rsplit('/', 1)[-1]}", "LifecycleConfig/workers/i-0")
+    return arn
 
 
 DEMO_REGIONS = ("us-west-2", "us-east-1")

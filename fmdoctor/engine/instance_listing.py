@@ -18,8 +18,9 @@ import re
 import threading
 from collections.abc import Iterator
 from typing import Any
-from xml.etree.ElementTree import Element, XMLPullParser
+from xml.etree.ElementTree import Element, ParseError, XMLPullParser
 
+from fmdoctor.engine.responses import CorruptResponse, check_response
 from fmdoctor.engine.timestamps import parse_timestamp
 
 PAGE_MAX = 1000  # DescribeInstances' MaxResults: 5 to 1,000
@@ -31,7 +32,8 @@ FEED_BYTES = 1 << 16
 # botocore key -> XML element, for what discovery reads (EC2's query protocol names, from botocore's model).
 INSTANCE_FIELDS = {
     "InstanceId": "instanceId", "InstanceType": "instanceType", "SubnetId": "subnetId", "VpcId": "vpcId",
-    "PrivateIpAddress": "privateIpAddress", "PublicIpAddress": "ipAddress", "InstanceLifecycle": "instanceLifecycle",
+    "PrivateIpAddress": "privateIpAddress", "PrivateDnsName": "privateDnsName", "PublicIpAddress": "ipAddress",
+    "InstanceLifecycle": "instanceLifecycle",
     "SpotInstanceRequestId": "spotInstanceRequestId", "CapacityBlockId": "capacityBlockId",
     "CapacityReservationId": "capacityReservationId", "Platform": "platform",
 }
@@ -82,18 +84,34 @@ def page_size(instances: int, interfaces: int) -> int:
     return max(PAGE_MIN, min(PAGE_MAX, int(INTERFACES_PER_PAGE / per_instance)))
 
 
-def _read_page(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any) -> None:
-    """before-parse: read a successful page's body here, and leave botocore only its token to parse."""
+def _read_page(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], operation_model: Any = None,
+               **_: Any) -> None:
+    """before-parse: read a successful page's body here, and leave botocore only its token to parse.
+
+    This handler is registered for ``before-parse.ec2.DescribeInstances``, which botocore calls before the
+    session-wide ``before-parse`` handlers, so the page is proven whole here (:func:`check_response`) before a
+    byte of it is read, and XML broken inside is a :class:`CorruptResponse`, never a half-read listing. The
+    body left for botocore is the stub, with a Content-Length that says so."""
     if not getattr(_active, "reading", False) or response_dict.get("status_code") != 200:
         return
     body = response_dict.get("body")
     if not isinstance(body, bytes | bytearray) or not body:
         return
-    reservations, token, request_id, root = parse_listing(body)
+    if operation_model is not None:
+        check_response(operation_model, response_dict)
+    try:
+        reservations, token, request_id, root = parse_listing(body)
+    except ParseError as exc:
+        raise CorruptResponse(operation="ec2.DescribeInstances", problem=f"XML that does not parse: {exc}") from None
     customized_response_dict["Reservations"] = reservations
     stub = f"<{root}>" + (f"<requestId>{request_id}</requestId>" if request_id else "")
     stub += (f"<nextToken>{_xml_text(token)}</nextToken>" if token else "") + f"</{root.split()[0]}>"
     response_dict["body"] = stub.encode()
+    headers = response_dict.get("headers")
+    if headers is not None and any(k.lower() == "content-length" for k in list(headers)):
+        for key in [k for k in list(headers) if k.lower() == "content-length"]:
+            del headers[key]
+        headers["content-length"] = str(len(response_dict["body"]))
 
 
 def _xml_text(text: str) -> str:
