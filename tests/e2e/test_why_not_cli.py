@@ -17,7 +17,7 @@ def test_why_not_blocked_reachable_and_bad_input_over_http(moto_server, fmdoctor
                            "--format", "json")
     assert blocked.code == 2, blocked.stderr
     data = blocked.json()
-    assert set(data) == {"reachable", "source", "destination", "protocol", "port", "hops", "blocked_by"}
+    assert set(data) == {"reachable", "source", "destination", "protocol", "port", "hops", "blocked_by", "warnings"}
     assert (data["reachable"], data["protocol"], data["port"]) == (False, "tcp", 22)
     assert data["destination"]["resource"].startswith("eni-")
     assert set(data["blocked_by"]) == {"code", "component", "resource", "rule", "fix", "evidence"}

@@ -186,7 +186,7 @@ def test_the_demo_notice_is_cleared_from_the_terminal_once_seeded(monkeypatch):
         def isatty(self) -> bool:
             return True
 
-    world = SimpleNamespace(region=REGION, cluster="llm-train", settings={})
+    world = SimpleNamespace(region=REGION, cluster="llm-train", settings={}, defaults={})
     monkeypatch.setattr(demo_runtime, "demo_environment", lambda: contextlib.nullcontext(world))
     monkeypatch.setattr(FmdoctorApp, "run", lambda self, *a, **k: None)
     err = Terminal()
