@@ -97,7 +97,8 @@ def test_progress_counts_every_check_once_and_plurals_agree(capsys, monkeypatch)
     # (the demo's HyperPod idle node adds a gpu-idle finding where Debian's prometheus is installed)
     counters = [int(n) for n in re.findall(r"^fmdoctor: \[(\d+)/6\]", err, re.M)]
     assert sorted(counters) == counters == [1, 2, 3, 4, 5, 6]  # the five GPU checks and efa-errors
-    assert re.search(r"gpu-idle: (1 finding|[2-9] findings), 1 error \(", err) and re.search(r"efa-errors: 1 finding, 1 error \(", err)
+    assert re.search(r"gpu-idle: (1 finding|[2-9] findings), 1 error \(", err)
+    assert re.search(r"efa-errors: 1 finding, 1 error \(", err)
     assert "1 errors" not in err and "1 findings" not in err
     assert "6 checks ·" in out and " API calls ·" in out
     code, out, _ = run(capsys, "check", "--demo", "--only", "placement-group", "--no-progress")
