@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fmdoctor.config import Settings
@@ -67,12 +67,14 @@ def commands(markdown: str) -> list[str]:
     """The shell text of a rendered runbook: fenced shell blocks, and inline code spans that are commands."""
     found, block, prose = [], None, []
     for line in markdown.split("\n"):
-        fence = re.match(r"^\s*(```+)\s*([\w+-]*)", line)
+        # CommonMark: a backtick fence's info string holds no backtick, so a line that opens with an inline
+        # code span (``` a`` ``` wrapped to the start of a line) is prose, not a fence.
+        fence = re.match(r"^\s*(```+)\s*([\w+-]*)[^`]*$", line)
         if block is None and fence:
             block = [] if fence.group(2) in SHELL_LANGUAGES else None
             if block is None:
                 block = ["<not shell>"]
-        elif block is not None and line.strip().startswith("```"):
+        elif block is not None and re.fullmatch(r"\s*```+\s*", line):
             if block[:1] != ["<not shell>"]:
                 found.append("\n".join(block))
             block = None
@@ -211,6 +213,7 @@ HOSTILE = st.text(
 
 @settings(max_examples=25, deadline=None)
 @given(payload=HOSTILE)
+@example(payload="``")  # a code span that wraps to the start of a line: prose, not a fence
 def test_every_runbook_keeps_each_command_one_command_whatever_the_evidence(payload):
     for findings in _real_findings().values():
         assert_one_command_per_line(findings[0], payload)
