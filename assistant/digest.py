@@ -70,6 +70,10 @@ def finding_line(finding: dict[str, Any], summary_chars: int = SUMMARY_CHARS) ->
 _RUNBOOK = re.compile(r" \(runbook: ([\w.-]+)\)$")
 _ERROR = re.compile(r"^(?P<check>[\w.-]+): (?P<code>[\w.:-]+)(?: \(needs (?P<iam>[^)]+)\))?; "
                     r"not verified: (?P<what>.*)$")
+_GROUPED_ERROR = re.compile(r"^(?P<checks>(?:[\w.-]+ \([^()]+\), )+[\w.-]+ \([^()]+\)): (?P<code>[\w.:-]+)"
+                            r"(?: \(needs (?P<iam>[^)]+)\))?; not verified for each: (?P<what>.*)$")
+_GROUPED_CHECK = re.compile(r"([\w.-]+) \(([^()]+)\)")
+_OF_NODES = re.compile(r"^(?P<what>[^();]+?) of (?P<nodes>\d+ .+)$")  # "GPU idleness of 2 nodes without …"
 _CLUSTER = re.compile(r"^cluster: (?P<cluster>\S+)(?: \((?P<region>[^)]+)\))?(?:, status (?P<status>\w+))?$")
 
 
@@ -103,6 +107,11 @@ def parse(lines: Sequence[str]) -> dict[str, Any]:
             parsed["findings"].append(finding)
         elif line.startswith(EVIDENCE_PREFIX + AUTOMATED_FIX) and parsed["findings"]:
             parsed["findings"][-1]["evidence"]["fix"] = [{"action": "automated", "details": "get_finding(id)"}]
+        elif section == "errors" and (group := _GROUPED_ERROR.match(line)) is not None:
+            nodes, _, message = group["what"].partition("; ")
+            parsed["errors"] += [{"check": check, "code": group["code"], "iam_action": group["iam"],
+                                  "unverified": f"{what} of {nodes}", "message": message}
+                                 for check, what in _GROUPED_CHECK.findall(group["checks"])]
         elif section == "errors" and (error := _ERROR.match(line)) is not None:
             what, _, message = error["what"].partition("; ")
             parsed["errors"].append({"check": error["check"], "code": error["code"], "iam_action": error["iam"],
@@ -154,6 +163,33 @@ def error_line(error: dict[str, Any]) -> str:
                f"{detail}", LINE_CHARS)
 
 
+def error_lines(errors: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per cause: errors that differ only in what each check could not judge about the same nodes
+    (one metrics gap seen by every GPU check) share a line naming each check and what it could not judge."""
+    groups: dict[tuple[Any, ...], list[tuple[dict[str, Any], re.Match[str] | None]]] = {}
+    for error in errors:
+        of_nodes = _OF_NODES.match(one_line(error.get("unverified", "")))
+        key = ((error.get("code"), error.get("iam_action"), one_line(error.get("message") or ""), of_nodes["nodes"])
+               if of_nodes else (id(error),))
+        groups.setdefault(key, []).append((error, of_nodes))
+    lines = []
+    for group in groups.values():
+        if len(group) == 1:
+            lines.append(error_line(group[0][0]))
+            continue
+        first, nodes = group[0][0], key_nodes(group)
+        checks = ", ".join(f"{e.get('check')} ({m['what']})" for e, m in group if m)
+        action = f" (needs {first['iam_action']})" if first.get("iam_action") else ""
+        detail = f"; {one_line(first['message'])}" if first.get("message") else ""
+        lines.append(cut(f"{checks}: {first.get('code')}{action}; not verified for each: {nodes}{detail}",
+                         LINE_CHARS * min(len(group), 3)))
+    return lines
+
+
+def key_nodes(group: Sequence[tuple[dict[str, Any], re.Match[str] | None]]) -> str:
+    return next((m["nodes"] for _, m in group if m), "")
+
+
 def severity_counts(findings: Sequence[dict[str, Any]]) -> str:
     counts = Counter(str(f.get("severity")) for f in findings)
     return ", ".join(f"{counts[s]} {s}" for s in sorted(counts, key=lambda s: SEVERITY_ORDER.get(s, 3)))
@@ -176,7 +212,7 @@ def render(findings: Sequence[dict[str, Any]], limit: int, *, head: Sequence[str
     listed = list(findings)
     tail = []
     if errors:
-        tail += [f"not verified ({len(errors)}; not healthy, only unknown):"] + [error_line(e) for e in errors]
+        tail += [f"not verified ({len(errors)}; not healthy, only unknown):"] + error_lines(errors)
     if checks_run:
         tail.append(cut(f"checks run ({len(checks_run)}): {', '.join(checks_run)}", 4 * LINE_CHARS))
     if skipped:
