@@ -170,7 +170,8 @@ def problems_of(rows: list[Row], health: bool = True) -> list[str]:
 
 
 def gaps_of(rows: list[Row]) -> list[str]:
-    gaps = [f"{r.provider} {r.case}: {r.tokens:,} tokens (goal {TOKEN_GOAL:,})" for r in rows
+    gaps = [f"{r.provider} {r.case}: {r.tokens:,} tokens ({r.input_tokens:,} sent, {r.output_tokens:,} in the answer; "
+            f"goal {TOKEN_GOAL:,})" for r in rows
             if r.case == HEALTH_CASE and r.tokens > TOKEN_GOAL]
     gaps += [f"{r.provider} {r.case}: fmdoctor's own time {r.fmdoctor_s_per_question:.2f} s per question "
              f"(goal {SECONDS_GOAL:.0f} s)" for r in rows if r.fmdoctor_s_per_question > SECONDS_GOAL]
@@ -228,7 +229,10 @@ GAP_NOTES = ("Where fmdoctor's own time passes 1 s, the question's answer was lo
              "approval and resumed. Streaming costs per chunk in the client library and LangGraph's message stream: "
              "a 3,000-word answer alone measured 1.4 s over OpenAI's SSE on this machine, of which fmdoctor's own "
              "event handling was about 0.01 s. The machine is shared (2 cores, other work running), so one case "
-             "varies by about half a second between runs; the medians above are the steadier figure.")
+             "varies by about half a second between runs; the medians above are the steadier figure. A token gap "
+             "on the health check is the answer's length: the scripted model writes every finding of the demo with "
+             "its runbook, so its answer grows with the demo's findings, while what fmdoctor sends (the prompt, the "
+             "tool specs and one digest of every finding) is the 'sent' figure.")
 
 
 def main(argv: list[str] | None = None) -> int:
