@@ -83,7 +83,7 @@ class Assistant:
         self.settings = settings or doctor.settings.agent
         self.model = model if isinstance(model, BaseChatModel) else load_chat_model(self.settings, model)
         self.model_name = describe(self.model)
-        self.backends = backends if backends is not None else Backends.discover()
+        self.backends = backends if backends is not None else Backends.library()
         self.tools = check_tools(doctor.registry) + extra_tools(self.backends)
         self._check_ids = set(doctor.registry.ids())
         redactor = None if is_offline(self.model) else Redactor(self.settings.redact)

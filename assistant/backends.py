@@ -1,22 +1,21 @@
-"""The library operations behind the non-check tools, found at run time.
+"""The library operations behind the non-check tools: reachability, runbooks and remediation.
 
-Reachability (``fmdoctor.net.reachability``), runbooks (``fmdoctor.runbooks``) and remediation
-(``fmdoctor.remediation``) are separate workstreams; a tool is offered to the model only when its module
-imports and has the contract's functions (COMMON.md, "Library contracts"). Tests inject fakes of the same
-contract through :class:`Backends` instead of patching imports.
+The assistant calls them through :class:`Backends` so a test can hand it fakes of the same signatures through
+the constructor; :meth:`Backends.library` binds the package's own functions, imported directly, so a broken
+module fails loudly instead of silently removing its tools.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-log = logging.getLogger(__name__)
+from fmdoctor.net.reachability import why_not
+from fmdoctor.remediation import apply_fix, plan_fix, preflight, record_decision
+from fmdoctor.runbooks import get_runbook
 
 
 @dataclass(frozen=True)
@@ -40,31 +39,15 @@ class Backends:
         return self.plan_fix is not None and self.apply_fix is not None
 
     @classmethod
-    def discover(cls) -> Backends:
-        return cls(
-            why_not=_load("fmdoctor.net.reachability", "why_not"),
-            get_runbook=_load("fmdoctor.runbooks", "get_runbook"),
-            plan_fix=_load("fmdoctor.remediation", "plan_fix"),
-            preflight=_load("fmdoctor.remediation", "preflight"),
-            apply_fix=_load("fmdoctor.remediation", "apply_fix"),
-            record_decision=_load("fmdoctor.remediation", "record_decision"),
-        )
+    def library(cls) -> Backends:
+        """The package's own implementations."""
+        return cls(why_not=why_not, get_runbook=get_runbook, plan_fix=plan_fix, preflight=preflight,
+                   apply_fix=apply_fix, record_decision=record_decision)
 
     def record(self, doctor: Any, decision: str, reason: str, **fields: Any) -> None:
-        """Audit a decision that changed nothing (no-op when remediation is not installed: nothing can change)."""
+        """Audit a decision that changed nothing (no-op for a test's Backends without a recorder)."""
         if self.record_decision is not None:
             self.record_decision(doctor, decision, reason, channel=fields.pop("channel", "assistant"), **fields)
-
-
-def _load(module: str, name: str) -> Callable[..., Any] | None:
-    try:
-        found = getattr(importlib.import_module(module), name, None)
-    except ImportError:
-        return None
-    except Exception:  # a broken optional module must not take the assistant down
-        log.warning("could not import %s; its tools are not offered", module, exc_info=True)
-        return None
-    return found if callable(found) else None
 
 
 def to_plain(value: Any) -> Any:

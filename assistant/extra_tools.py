@@ -1,7 +1,7 @@
 """Tools beside the check families: ``check_resource`` (one named node, group, endpoint or bucket), and over
-the other workstreams' libraries ``why_not`` (reachability), ``get_runbook`` (runbooks), ``propose_fix`` and
-``apply_fix`` (remediation), each offered only when its backend is present
-(:class:`~fmdoctor.assistant.backends.Backends`).
+the package's libraries ``why_not`` (reachability), ``get_runbook`` (runbooks), ``propose_fix`` and
+``apply_fix`` (remediation), through :class:`~fmdoctor.assistant.backends.Backends` (a tool whose function a
+test's Backends leaves out is not offered).
 
 ``apply_fix`` is the one tool that changes an account. It is marked ``mutate``: the approval policy lets it
 run only when the session holds an approval for exactly that plan digest, which only front-end code can

@@ -1,7 +1,7 @@
 """From a question in plain words to the checks that answer it (the offline planner's first step).
 
-Intents name check ids, including ones other workstreams are adding; only the ids the bound tools offer at
-run time are used, and when none of an intent's checks is installed (or nothing matches) the plan falls
+Intents name check ids; only the ids the bound tools offer at run time are used (a session scoped to some
+checks offers fewer), and when none of an intent's checks is offered (or nothing matches) the plan falls
 back to the full check run. A question that names a node, group, endpoint or bucket is answered about it
 (``check_resource``, or ``why_not`` for "can X reach Y?"); the names are taken out before the intents are
 read, so "gpu-node-3" is not a question about GPUs.

@@ -1,7 +1,7 @@
 """Seeded clusters the eval cases ask about (moto; the same boto3 calls would build them on real AWS).
 
-``demo`` is the embedded demo with every family's seeders (so faults other workstreams add to it appear
-here too); the others are small clusters with one fault each, or none, built with :class:`ClusterBuilder`.
+``demo`` is the embedded demo with every family's seeders (so a fault added to the demo appears here
+too); the others are small clusters with one fault each, or none, built with :class:`ClusterBuilder`.
 They all live side by side in one account (distinct cluster tags), as clusters do. Each returns a
 :class:`~fmdoctor.demo.scenario.DemoWorld` whose ``facts`` fill the cases' finding-id templates
 (``{groups[efa]}``, ``{nodes[gpu-2]}``, ``{subnets[private-b]}``).

@@ -1,8 +1,8 @@
 """One evaluation's trace: each component the flow crosses becomes a hop; the first that drops it, the blocker.
 
 The evaluators here (security groups, network ACLs, route lookup) record their hop and, when they
-block, the explanation code, the rule that decided, the evidence and the fix hint (COMMON.md's
-action dicts, applied by ``fmdoctor fix``).
+block, the explanation code, the rule that decided, the evidence and the fix hint (an action dict of
+:data:`fmdoctor.remediation.actions.ACTIONS`, applied by ``fmdoctor fix``).
 """
 
 from __future__ import annotations

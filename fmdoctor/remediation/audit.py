@@ -26,11 +26,15 @@ import stat
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fmdoctor.engine.aws import Aws
 from fmdoctor.engine.errors import ConfigError, describe_aws_failure
 from fmdoctor.safety.text import dumps_json, visible
+
+if TYPE_CHECKING:
+    from fmdoctor.engine.api import Doctor
+    from fmdoctor.remediation.plan import FixPlan
 
 
 def default_audit_path() -> Path:
@@ -141,6 +145,20 @@ def who(identity: dict[str, Any] | None) -> dict[str, Any]:
     return {"local_user": local_user(), "host": socket.gethostname(), **(identity or {})}
 
 
+def audit_log_for(doctor: Doctor, audit: AuditLog | None) -> AuditLog:
+    """The log given, else the one a front end put in ``doctor.extras['audit_log']``, else the default."""
+    if audit is not None:
+        return audit
+    configured = doctor.extras.get("audit_log")
+    return configured if isinstance(configured, AuditLog) else AuditLog()
+
+
+def plan_fields(plan: FixPlan) -> dict[str, Any]:
+    """What every audit record of a plan carries, so each line stands on its own."""
+    return {"cluster": plan.cluster, "region": plan.region, "account": plan.account, "check": plan.check,
+            "plan_digest": plan.digest, "calls": plan.calls}
+
+
 DECLINED, REFUSED = "declined", "refused"
 
 
@@ -149,8 +167,6 @@ def record_decision(doctor: Any, decision: str, reason: str, plan: Any = None, a
     """One record for a decision that changed nothing, whichever front end it came through: a person declined
     (``declined``), or fmdoctor refused (``refused``: no approval, a forged or stale digest, an answer that is
     not a yes, a tool the policy does not allow). An approval is recorded by ``apply_fix`` itself."""
-    from fmdoctor.remediation.plan import audit_log_for, plan_fields  # plan imports this module
-
     event = "declined" if decision == DECLINED else "approval-refused"
     ids = {**fields, **(plan_fields(plan) if plan is not None and hasattr(plan, "digest") else {})}
     return audit_log_for(doctor, audit).record(

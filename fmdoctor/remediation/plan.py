@@ -19,7 +19,7 @@ from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.engine.model import Finding, Report
 from fmdoctor.remediation.actions import PlannedCall, RemediationError, build_call, spec_for
-from fmdoctor.remediation.audit import AuditLog, caller_identity, who
+from fmdoctor.remediation.audit import AuditLog, audit_log_for, caller_identity, plan_fields, who
 from fmdoctor.remediation.current import reconcile
 from fmdoctor.runbooks import Runbook, get_runbook
 from fmdoctor.words import plural
@@ -90,14 +90,6 @@ class FixPlan:
             "unverified": list(self.unverified),
             "created_at": self.created_at.isoformat(),
         }
-
-
-def audit_log_for(doctor: Doctor, audit: AuditLog | None) -> AuditLog:
-    """The log given, else the one a front end put in ``doctor.extras['audit_log']``, else the default."""
-    if audit is not None:
-        return audit
-    configured = doctor.extras.get("audit_log")
-    return configured if isinstance(configured, AuditLog) else AuditLog()
 
 
 def plan_fix(
@@ -175,12 +167,6 @@ def _runbook(runbook_id: str, doctor: Doctor) -> Runbook | None:
         return get_runbook(runbook_id, settings=doctor.settings)
     except FmdoctorError:
         return None
-
-
-def plan_fields(plan: FixPlan) -> dict[str, Any]:
-    """What every audit record of a plan carries, so each line stands on its own."""
-    return {"cluster": plan.cluster, "region": plan.region, "account": plan.account, "check": plan.check,
-            "plan_digest": plan.digest, "calls": plan.calls}
 
 
 def _select(findings: list[Finding], cluster: str, check_id: str, resource: str | None,

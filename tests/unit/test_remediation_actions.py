@@ -1,7 +1,8 @@
 """The other fix actions: NACL entries and drain tags (moto), HyperPod reboot/replace (Stubber), bad hints.
 
 The checks here are test doubles that raise findings carrying the fix hints the reachability and health
-checks will produce (COMMON.md's formats), so the whole plan -> apply -> verify path runs for each action.
+checks produce (the action dicts of ``fmdoctor.remediation.actions``), so the whole plan -> apply -> verify path
+runs for each action.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def demo_doctor(demo_world) -> Doctor:
     return Doctor(settings=settings, connection=Connection(region=REGION))
 
 
-# ---- fakes of the other workstreams' contracts (COMMON.md "Library contracts") -----------------------------
+# ---- fakes with the signatures of fmdoctor.assistant.backends.Backends' functions -------------------------
 
 
 @dataclass

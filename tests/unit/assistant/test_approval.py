@@ -132,7 +132,7 @@ def test_the_real_remediation_library_applies_an_approved_plan_in_moto(sg_fault_
         return any(p.get("IpProtocol") == "-1" and any(pair["GroupId"] == group for pair in p["UserIdGroupPairs"])
                    for p in sg["IpPermissionsEgress"])
 
-    assistant = Assistant(doctor_for(), backends=Backends.discover())
+    assistant = Assistant(doctor_for(), backends=Backends.library())
     request = assistant.ask("fix the EFA security group", "s").approval
     assert request is not None and not self_egress()  # proposing changes nothing
     answer = assistant.resume("s", Approval(request.plan_digest, approver="alice", channel="test"))

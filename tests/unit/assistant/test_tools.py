@@ -9,7 +9,7 @@ from typing import Any
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from fmdoctor.assistant import Assistant
-from fmdoctor.assistant.backends import Backends, _load, to_plain
+from fmdoctor.assistant.backends import Backends, to_plain
 from fmdoctor.assistant.planner import Toolbox
 from fmdoctor.assistant.tools import ACCESS, check_tools
 from fmdoctor.checks import ALL_CHECKS
@@ -23,7 +23,7 @@ from .conftest import CLUSTER, REGION
 
 
 class GpuIdle(Check):
-    """Every GPU node's GPUs were busy over the window (a stand-in for the family another engineer adds)."""
+    """Every GPU node's GPUs were busy over the window (a stand-in with a fixed verdict, so the tool set is known)."""
 
     id = "gpu-idle"
     family = "gpu"
@@ -69,11 +69,19 @@ def test_a_family_added_later_is_used_for_its_questions(healthy_efa_cluster):
     assert f"gpu-idle/{gpu_1}" in answer.answer and "gpu-idle" in answer.checks_run
 
 
-def test_optional_tools_appear_only_with_their_library():
+def test_the_library_backends_are_the_package_functions_and_a_test_can_leave_tools_out():
+    from fmdoctor.net.reachability import why_not
+    from fmdoctor.remediation import apply_fix, plan_fix, preflight, record_decision
+    from fmdoctor.runbooks import get_runbook
+
+    library = Backends.library()
+    assert (library.why_not, library.get_runbook, library.plan_fix, library.preflight, library.apply_fix,
+            library.record_decision) == (why_not, get_runbook, plan_fix, preflight, apply_fix, record_decision)
     assert Backends().remediation is False
-    assert _load("fmdoctor.no_such_module", "why_not") is None
-    assert _load("json", "no_such_function") is None and _load("json", "dumps") is not None
     doctor = Doctor(settings=Settings(), registry=default_registry())
+    assert Assistant(doctor, "any").tool_names[-4:] == ["why_not", "get_runbook", "propose_fix", "apply_fix"]
+    assert not {"why_not", "get_runbook", "propose_fix", "apply_fix"} & set(
+        Assistant(doctor, "any", backends=Backends()).tool_names)
     full = Backends(why_not=lambda *a, **k: None, get_runbook=lambda *a, **k: None, plan_fix=lambda *a, **k: None,
                     apply_fix=lambda *a, **k: None)
     names = Assistant(doctor, "any", backends=full).tool_names
