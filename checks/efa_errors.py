@@ -125,7 +125,7 @@ class EfaErrors(Check):
             evidence={
                 "instance": instance_id,
                 "interfaces": [
-                    {"eni": c.eni_id, "device": c.device, "network_card": cards.get(c.eni_id),
+                    {"eni": c.eni_id, "device": c.device, "network_card": cards.get(c.eni_id or ""),
                      "counters": {k: v for k, v in c.totals.items() if v}}
                     for c in rising
                 ],

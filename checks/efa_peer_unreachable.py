@@ -7,7 +7,7 @@ from fmdoctor.net.classes import PairOutcome, blocked_outcomes, evaluate_classes
 from fmdoctor.net.classes import islands as find_islands
 from fmdoctor.net.efa import needs_pair
 from fmdoctor.net.model import Blocked, Flow
-from fmdoctor.net.network import Network
+from fmdoctor.net.network import ClassKey, Network
 from fmdoctor.net.topology import Topology
 
 from ._common import id_list, plural, sample
@@ -52,7 +52,7 @@ class EfaPeerUnreachable(Check):
         return [self._finding(ctx, reason, outcomes, split) for reason, outcomes in by_blocker(blocked)]
 
     def _finding(self, ctx: CheckContext, reason: Blocked, outcomes: list[PairOutcome],
-                 split: list[list[tuple]]) -> Finding:
+                 split: list[list[ClassKey]]) -> Finding:
         inv = ctx.inventory
         senders = instances_of(outcomes, "source")
         receivers = instances_of(outcomes, "destination")

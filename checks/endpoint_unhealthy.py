@@ -82,7 +82,7 @@ class EndpointUnhealthy(Check):
             reason = f" ({_short(component.failure_reason)})" if component.failure_reason else ""
             summary = f"{who} is Failed and serves no requests{reason}; fix the cause and deploy it again."
             return self.finding(component.resource, summary, evidence)
-        if component.status in ("Creating", "Updating") and settled:
+        if component.status in ("Creating", "Updating") and settled and age is not None:
             summary = (f"{who} has been {component.status} for {format_duration(age)} (over "
                        f"{format_duration(stuck_after)}); read /aws/sagemaker/InferenceComponents/{component.name}.")
             return self.finding(component.resource, summary, evidence)

@@ -7,7 +7,7 @@ from fmdoctor.net import replies
 from fmdoctor.net.classes import InterfaceClass, PairOutcome, evaluate_classes, interface_classes
 from fmdoctor.net.efa import SAME, boundary
 from fmdoctor.net.fetch import TOPOLOGY_IAM_ACTIONS
-from fmdoctor.net.model import Flow
+from fmdoctor.net.model import Caveat, Flow
 from fmdoctor.net.network import Network
 from fmdoctor.net.reachability import load_network
 from fmdoctor.net.resolve import LUSTRE_PORTS
@@ -145,7 +145,8 @@ class FsxUnreachable(Check):
             },
         )
 
-    def _warning(self, ctx: CheckContext, system: FileSystem, warned: list) -> Finding:
+    def _warning(self, ctx: CheckContext, system: FileSystem,
+                 warned: list[tuple[Caveat, list[PairOutcome]]]) -> Finding:
         inv = ctx.inventory
         caveat, outcomes = warned[0]
         nodes = sorted({*instances_of(outcomes, "source"), *instances_of(outcomes, "destination")})

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from fmdoctor.engine.check import Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
@@ -75,7 +76,7 @@ class HyperpodNodeUnhealthy(Check):
         else:
             advice = "wait for it, and replace it if it does not return to Running"
         message = f" ({node.message})" if node.message else ""
-        evidence = {
+        evidence: dict[str, Any] = {
             "cluster_name": cluster.name,
             "node_id": node.node_id,
             "instance_group": node.group,

@@ -59,11 +59,12 @@ class PlacementGroup(Check):
                 findings.append(self._no_group(ctx, name, members))
             else:
                 strategies_to_check[main] = strategies_to_check.get(main, 0) + counts[main]
-        for group, members in sorted(strategies_to_check.items()):
-            findings.extend(self._strategy(ctx, group, members))
+        for group, node_count in sorted(strategies_to_check.items()):
+            findings.extend(self._strategy(ctx, group, node_count))
         return findings
 
-    def _outliers(self, node_group: str, members: list[Instance], main: str | None, counts: Counter) -> list[Finding]:
+    def _outliers(self, node_group: str, members: list[Instance], main: str | None,
+                  counts: Counter[str | None]) -> list[Finding]:
         findings = []
         for node in members:
             if node.placement_group == main:

@@ -54,7 +54,7 @@ class S3Unreachable(Check):
         inv = ctx.inventory
         network = load_network(ctx)
         clients = interface_classes(network, primary_interfaces(inv, inv.instances))
-        findings = []
+        findings: list[Finding] = []
         for target in [s3_endpoint(network, None, ctx.region), *self._bucket_targets(ctx, network)]:
             outcomes = [o for c in clients for o in evaluate_towards(network, c, target, FLOW)]
             note_unverified(ctx, f"path to {target.label}", [o.result for o in outcomes if o.result.reachable is None])

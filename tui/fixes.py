@@ -15,8 +15,7 @@ from typing import Any
 from fmdoctor.engine.api import Doctor
 from fmdoctor.remediation import Approval, AuditLog, FixPlan, FixResult, apply_fix, plan_fix, preflight
 from fmdoctor.remediation.apply import DEFAULT_VERIFY_DELAYS
-from fmdoctor.remediation.audit import local_user, who
-from fmdoctor.remediation.plan import plan_fields
+from fmdoctor.remediation.audit import local_user, plan_fields, who
 from fmdoctor.report.fix import plan_lines, result_lines
 from fmdoctor.report.markdown import code_span
 from fmdoctor.safety.text import visible

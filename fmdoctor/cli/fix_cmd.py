@@ -18,8 +18,7 @@ from fmdoctor.cli.json_input import read_json_arg
 from fmdoctor.engine.errors import UsageError
 from fmdoctor.engine.registry import default_registry
 from fmdoctor.remediation import Approval, AuditLog, FixPlan, apply_fix, plan_fix, preflight
-from fmdoctor.remediation.audit import local_user, who
-from fmdoctor.remediation.plan import plan_fields
+from fmdoctor.remediation.audit import local_user, plan_fields, who
 from fmdoctor.report.fix import plan_lines, preflight_lines, result_lines
 
 FIXED, NOT_FIXED = 0, 2

@@ -57,7 +57,7 @@ class Connection:
 _SHARED_LOADER = Loader()
 
 
-class _GivenCredentials(CredentialProvider):
+class _GivenCredentials(CredentialProvider):  # type: ignore[misc]  # botocore is untyped
     METHOD = "fmdoctor-given"
 
     def __init__(self, credentials: Credentials):
@@ -85,7 +85,7 @@ def new_aws(options: AwsOptions, credentials: Credentials | None = None) -> Aws:
 
 @dataclass
 class Doctor:
-    settings: Settings = field(default_factory=Settings)
+    settings: Settings = field(default_factory=lambda: Settings())
     connection: Connection = field(default_factory=Connection)
     registry: Registry = field(default_factory=default_registry)
     aws_factory: Callable[[AwsOptions], Aws] = new_aws

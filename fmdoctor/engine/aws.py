@@ -96,7 +96,7 @@ class Aws:
                 kwargs: dict[str, Any] = {"region_name": self.region, "config": self._config}
                 if self.options.endpoint_url:
                     kwargs["endpoint_url"] = self.options.endpoint_url
-                client = self.session.client(service, **kwargs)  # type: ignore[call-overload]
+                client = self.session.client(service, **kwargs)
                 if service == "s3":
                     _check_s3_first(client)
                 self._clients[service] = client

@@ -127,27 +127,28 @@ def fetch_endpoints(
                     wanted.setdefault(exact, "tag")
         described = list(pool.map(lambda n: (n, _attempt(lambda: _describe(sagemaker, n))), wanted))
         raws: list[tuple[dict[str, Any], str]] = []
-        for name, result in described:
-            if isinstance(result, DiscoveryGap):
-                if result.failure.kind == "bad-input" and "could not find" in result.failure.message.lower():
+        for name, endpoint_or_gap in described:
+            if isinstance(endpoint_or_gap, DiscoveryGap):
+                if endpoint_or_gap.failure.kind == "bad-input" and \
+                        "could not find" in endpoint_or_gap.failure.message.lower():
                     if wanted[name] == "name":
                         raise TargetNotFound(
                             f"SageMaker endpoint {name!r} does not exist in {aws.region}",
                             hint="check the name, --region, and inference.endpoints in the config",
                         )
                     continue  # deleted between the tag lookup and the describe
-                gaps.append(_reword(result, f"status and variants of SageMaker endpoint {name}"))
+                gaps.append(_reword(endpoint_or_gap, f"status and variants of SageMaker endpoint {name}"))
             else:
-                raws.append((result, wanted[name]))
+                raws.append((endpoint_or_gap, wanted[name]))
         config_names = sorted({raw.get("EndpointConfigName", "") for raw, _ in raws} - {""})
         configs: dict[str, EndpointConfig] = {}
-        for config_name, result in zip(
+        for config_name, config_or_gap in zip(
             config_names, pool.map(lambda c: _attempt(lambda: describe_config(sagemaker, c)), config_names), strict=True
         ):
-            if isinstance(result, DiscoveryGap):
-                gaps.append(_reword(result, f"instance types of endpoint config {config_name}"))
+            if isinstance(config_or_gap, DiscoveryGap):
+                gaps.append(_reword(config_or_gap, f"instance types of endpoint config {config_name}"))
             else:
-                configs[config_name] = result
+                configs[config_name] = config_or_gap
         hosting = sorted(raw["EndpointName"] for raw, _ in raws
                          if (c := configs.get(raw.get("EndpointConfigName", ""))) and c.hosts_components())
         components = _components(pool, sagemaker, hosting, gaps)
@@ -230,8 +231,10 @@ def _endpoint(raw: dict[str, Any], config: EndpointConfig | None, components: tu
             current_instances=int(v.get("CurrentInstanceCount") or 0),
             desired_instances=int(v.get("DesiredInstanceCount") or 0),
             serverless=bool(serverless) or bool(conf and conf.serverless_max_concurrency),
-            serverless_max_concurrency=serverless.get("MaxConcurrency") or (conf and conf.serverless_max_concurrency),
-            provisioned_concurrency=serverless.get("ProvisionedConcurrency") or (conf and conf.provisioned_concurrency),
+            serverless_max_concurrency=(serverless.get("MaxConcurrency")
+                                        or (conf.serverless_max_concurrency if conf else None)),
+            provisioned_concurrency=(serverless.get("ProvisionedConcurrency")
+                                     or (conf.provisioned_concurrency if conf else None)),
             model_name=model,
             image=image if isinstance(image, str) else None,
             image_unread=_unread(image),

@@ -17,6 +17,7 @@ close. :func:`relation` tells a finding *on* the entity (its resource is the ent
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import re
@@ -138,7 +139,7 @@ def _node(inventory: Inventory, query: str) -> Entity | None:
     if named:
         return _node_entity(inventory, named[0])
     for instance in inventory.instances:
-        interfaces = _readable(lambda i=instance: inventory.interfaces_of(i))
+        interfaces = _readable(functools.partial(inventory.interfaces_of, instance))
         addresses = {instance.private_ip, instance.public_ip} | {ip for e in interfaces for ip in e.private_ips}
         if query == instance.id or query in {e.id for e in interfaces} or (_is_ip(query) and query in addresses):
             return _node_entity(inventory, instance)

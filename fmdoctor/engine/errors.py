@@ -109,7 +109,7 @@ def remember_call(service: str, operation: str) -> None:
 def _service_of(operation: str | None) -> str | None:
     last = getattr(_last_call, "value", None)
     if last and (operation is None or last[1] == operation):
-        return last[0]
+        return str(last[0])
     return None
 
 

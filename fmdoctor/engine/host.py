@@ -92,7 +92,8 @@ class LocalHost:
             request.add_header("X-aws-ec2-metadata-token", token)
         try:
             with urllib.request.urlopen(request, timeout=self.imds_timeout) as response:
-                return response.read().decode("utf-8", "replace")
+                body: bytes = response.read()
+                return body.decode("utf-8", "replace")
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 return None

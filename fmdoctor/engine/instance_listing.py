@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 from xml.etree.ElementTree import Element, ParseError, XMLPullParser
 
 from fmdoctor.engine.responses import CorruptResponse, check_response
@@ -118,19 +118,20 @@ def _xml_text(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def parse_listing(body: bytes) -> tuple[list[dict[str, Any]], str | None, str | None, str]:
+def parse_listing(body: bytes | bytearray) -> tuple[list[dict[str, Any]], str | None, str | None, str]:
     """(reservations, next token, request id, root element's opening tag text) of one DescribeInstances page.
 
     ``instancesSet``, ``nextToken`` and ``requestId`` occur nowhere else in the response, so their end tags
     alone say where a reservation's instances are complete and where the page's own fields are."""
-    parser = XMLPullParser(events=("end",))
+    parser: XMLPullParser[Element] = XMLPullParser(events=("end",))
     reservations: list[dict[str, Any]] = []
     token = request_id = None
     ns = None
-    elem = None
+    elem: Element | None = None
     for offset in range(0, len(body), FEED_BYTES):
         parser.feed(body[offset:offset + FEED_BYTES])
-        for _, elem in parser.read_events():
+        for event in parser.read_events():
+            _, elem = cast("tuple[str, Element]", event)  # only "end" events were asked for: each is an element
             tag = elem.tag
             if ns is None:  # the first element to end is one of the root's descendants: it names the namespace
                 ns = tag[: tag.index("}") + 1] if tag.startswith("{") else ""

@@ -222,7 +222,7 @@ class UnavailablePart(dict):  # type: ignore[type-arg]
     def _fail(self, *_: object, **__: object) -> NoReturn:
         raise AwsCallFailed(self.failure, f"the cluster's {self.part.replace('_', ' ')}")
 
-    __getitem__ = __iter__ = __len__ = __contains__ = __bool__ = get = keys = values = items = _fail  # type: ignore
+    __getitem__ = __iter__ = __len__ = __contains__ = __bool__ = get = keys = values = items = _fail
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from botocore.exceptions import BotoCoreError
 _XML_ROOT = re.compile(rb"\A\s*(?:<\?xml[^>]*\?>\s*)?(?:<!--.*?-->\s*)*<([A-Za-z_][\w.:-]*)", re.S)
 
 
-class CorruptResponse(BotoCoreError):
+class CorruptResponse(BotoCoreError):  # type: ignore[misc]  # botocore is untyped
     """AWS (or something between) answered 200 with a body that is not a whole response."""
 
     fmt = "the {operation} response was not whole ({problem}); nothing was read from it"
@@ -56,9 +56,11 @@ def check_response(operation_model: Any, response_dict: dict[str, Any], **_: Any
     if protocol in ("json", "rest-json"):
         try:
             decoded = json.loads(body)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise CorruptResponse(operation=name, problem=f"JSON that does not decode: {exc.msg} at {exc.pos}") \
                 from None
+        except ValueError as exc:  # bytes that are not UTF-8/16/32 (json.loads decodes them first)
+            raise CorruptResponse(operation=name, problem=f"JSON that does not decode: {exc}") from None
         if not isinstance(decoded, dict):
             raise CorruptResponse(operation=name, problem="JSON that is not an object")
     elif protocol in ("query", "ec2", "rest-xml"):

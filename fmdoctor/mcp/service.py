@@ -20,8 +20,7 @@ from fmdoctor.engine.errors import UsageError
 from fmdoctor.net.reachability import why_not
 from fmdoctor.remediation import Approval, AuditLog, FixPlan, apply_fix, plan_fix, preflight
 from fmdoctor.remediation.apply import DEFAULT_VERIFY_DELAYS
-from fmdoctor.remediation.audit import who
-from fmdoctor.remediation.plan import plan_fields
+from fmdoctor.remediation.audit import plan_fields, who
 from fmdoctor.runbooks import get_runbook, list_runbooks
 from fmdoctor.safety.redact import Redactor, redactor_for
 

@@ -8,7 +8,7 @@ block, the explanation code, the rule that decided, the evidence and the fix hin
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from fmdoctor.net import efa, replies
 from fmdoctor.net.model import (
@@ -73,7 +73,7 @@ class Trace:
 
     def block(self, code: str, component: str, resource: str, summary: str, remedy: str, *,
               direction: str = "forward", rule: str | None = None, fix: Sequence[dict[str, Any]] = (),
-              **evidence: Any) -> None:
+              **evidence: Any) -> NoReturn:
         """Record the blocker: what drops the flow (``summary``) and what a person should do (``remedy``)."""
         self.hop(component, resource, summary, verdict=BLOCK, direction=direction, rule=rule)
         self.blocked = Blocked(code, component, resource, rule, list(fix),

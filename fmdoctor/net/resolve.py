@@ -289,7 +289,8 @@ def s3express_endpoint(network: Network, bucket: str, query: str = "") -> Endpoi
     region = topology.region if same_region else None
     label = f"s3://{bucket} (S3 Express One Zone, {zone}" + ("" if same_region else ", outside this region") + ")"
     prefix_list = topology.s3_prefix_list("s3express") if same_region else None
-    common = {"query": query or f"s3://{bucket}", "bucket": bucket, "bucket_region": region, "service": "s3express"}
+    common: dict[str, Any] = {"query": query or f"s3://{bucket}", "bucket": bucket, "bucket_region": region,
+                              "service": "s3express"}
     if prefix_list is not None and prefix_list.ranges:
         return Endpoint("s3", label, f"s3://{bucket}", prefix_list.ranges,
                         prefix_list_ids=frozenset({prefix_list.id}), **common)

@@ -66,9 +66,9 @@ def lookup(topology: Topology, table: RouteTable, ranges: Sequence[Range], *,
             best = max(covering, key=lambda c: c[1])[2] if covering else None
             pieces.append(((start, end - 1), best))
     grouped: dict[int, tuple[Route | None, list[Range]]] = {}
-    for span, route in pieces:
-        grouped.setdefault(id(route), (route, []))[1].append(span)
-    return [RouteChoice(route, merge(spans), table.id) for route, spans in grouped.values()]
+    for span, chosen in pieces:
+        grouped.setdefault(id(chosen), (chosen, []))[1].append(span)
+    return [RouteChoice(chosen, merge(spans), table.id) for chosen, spans in grouped.values()]
 
 
 def dead_target(topology: Topology, route: Route, vpc_id: str) -> str | None:

@@ -22,9 +22,9 @@ def security_group_hop(trace: Trace, owner: Endpoint, egress: bool, peer: Endpoi
     """The groups of ``owner`` on a flow to/from ``peer``; stateful, so only the initiating direction."""
     component = "sg-egress" if egress else "sg-ingress"
     code = SG_EGRESS if egress else SG_INGRESS
-    groups, missing = trace.network.groups(owner.group_ids)
-    if missing:
-        trace.unverified(component, ",".join(missing), f"rules of {', '.join(missing)} were not fetched")
+    groups, unfetched = trace.network.groups(owner.group_ids)
+    if unfetched:
+        trace.unverified(component, ",".join(unfetched), f"rules of {', '.join(unfetched)} were not fetched")
         return
     if not groups:
         trace.block(code, component, owner.resource, f"{owner.label} has no security group",
@@ -143,7 +143,7 @@ def _sg_fix(group_id: str, egress: bool, services: Sequence[Range], addresses: S
         peers = [{"prefix_list_id": sorted(peer.prefix_list_ids)[0]}]
     else:
         peers = [{"cidr": c} for c in fix_cidrs(addresses, peer)]
-    actions = []
+    actions: list[dict[str, Any]] = []
     for protocol, low, high in split_services(services):
         ports: dict[str, int] = {}
         if protocol in ("tcp", "udp"):

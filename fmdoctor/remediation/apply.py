@@ -21,9 +21,9 @@ from fmdoctor.engine.aws import Aws
 from fmdoctor.engine.errors import describe_aws_failure
 from fmdoctor.remediation.actions import CallStatus, PlannedCall, RemediationError, spec_for
 from fmdoctor.remediation.approval import Approval, ApprovalRequired, refusal_reason
-from fmdoctor.remediation.audit import AuditError, AuditLog, caller_identity, who
+from fmdoctor.remediation.audit import AuditError, AuditLog, audit_log_for, caller_identity, plan_fields, who
 from fmdoctor.remediation.current import reconcile
-from fmdoctor.remediation.plan import FixPlan, audit_log_for, plan_fields
+from fmdoctor.remediation.plan import FixPlan
 from fmdoctor.remediation.preflight import connect_for
 from fmdoctor.words import plural
 

@@ -97,7 +97,7 @@ def _same_rule(rule: SgRule, permission: dict[str, Any]) -> bool:
     }
     for key, (item, have) in peers.items():
         if key in permission:
-            return permission[key][0][item] == have
+            return bool(permission[key][0][item] == have)
     return False
 
 

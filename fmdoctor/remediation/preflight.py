@@ -19,8 +19,8 @@ from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.aws import Aws
 from fmdoctor.engine.errors import ACCESS_DENIED_CODES, describe_aws_failure
 from fmdoctor.remediation.actions import CallStatus, PlannedCall, RemediationError, spec_for
-from fmdoctor.remediation.audit import AuditLog, caller_identity, who
-from fmdoctor.remediation.plan import FixPlan, audit_log_for, plan_fields
+from fmdoctor.remediation.audit import AuditLog, audit_log_for, caller_identity, plan_fields, who
+from fmdoctor.remediation.plan import FixPlan
 
 ALLOWED = "allowed"  # DryRunOperation: the permission is proven
 DENIED = "denied"  # the caller lacks the IAM action
