@@ -64,15 +64,20 @@ def settled_accelerated(ctx: CheckContext) -> list[MetricNode]:
 
 
 def report_unseen(ctx: CheckContext, what: str, metrics: ClusterMetrics, nodes: list[MetricNode],
-                  require_one: bool = True) -> list[MetricNode]:
-    """Record the nodes no source could be asked about, or whose source failed, as not verified for ``what``;
-    the others are returned. When none is left (and ``require_one``), nothing was verified: :class:`Unverified`."""
+                  require_one: bool = True, efa: bool = False) -> list[MetricNode]:
+    """Record the nodes no source could be asked about, whose source failed, or whose source holds too little of
+    the window yet (for their EFA counters when ``efa``), as not verified for ``what``; the others are returned.
+    When none is left (and ``require_one``), nothing was verified: :class:`Unverified`."""
     unseen: dict[str, list[str]] = defaultdict(list)
     unreadable: dict[Any, list[str]] = defaultdict(list)
+    starting: dict[str, list[str]] = defaultdict(list)
+    young = metrics.efa_starting if efa else metrics.starting
     rest = []
     for node in nodes:
         if node.id in metrics.unseen:
             unseen[metrics.unseen[node.id]].append(node.label)
+        elif node.id in young:
+            starting[young[node.id]].append(node.label)
         elif node.id in metrics.unreadable:
             unreadable[metrics.unreadable[node.id]].append(node.label)
         else:
@@ -80,6 +85,9 @@ def report_unseen(ctx: CheckContext, what: str, metrics: ClusterMetrics, nodes: 
     for why, labels in unseen.items():
         ctx.unverified(f"{what} of {plural(len(labels), 'node')} no metric source sees ({id_list(labels)})",
                        code="NoMetricSource", message=why)
+    for why, labels in starting.items():
+        ctx.unverified(f"{what} of {plural(len(labels), 'node')} ({id_list(labels)})", code="MetricSourceStarting",
+                       message=why)
     for failure, labels in unreadable.items():
         ctx.unverified(f"{what} of {plural(len(labels), 'node')} ({id_list(labels)})", failure.code,
                        failure.message, failure.iam_action)

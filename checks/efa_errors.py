@@ -9,6 +9,7 @@ from fmdoctor.metrics.source import unseen_reason
 from ._common import id_list, plural
 from ._gpu import (
     IAM_ACTIONS,
+    INVENTORY,
     accelerated_running,
     cluster_metrics,
     efa_interfaces,
@@ -45,6 +46,7 @@ class EfaErrors(Check):
     family = "efa"
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
+    inventory = INVENTORY
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         gpu = ctx.settings.gpu
@@ -60,12 +62,22 @@ class EfaErrors(Check):
                            f"({id_list([n.label for n in hyperpod])})", code="NoMetricSource", message=why)
             raise Unverified(why)
         metrics = cluster_metrics(ctx)
+        instances = [i for i in (inv.instance(n) for n in with_efa) if i is not None and settled(ctx, i)]
+        starting: dict[str, list[str]] = {}
+        for instance in instances:
+            if instance.id in metrics.efa_starting:
+                starting.setdefault(metrics.efa_starting[instance.id], []).append(inv.label(instance.id))
+        for why, labels in starting.items():
+            ctx.unverified(f"EFA error counters of {plural(len(labels), 'node')} ({id_list(labels)})",
+                           code="MetricSourceStarting", message=why)
+        instances = [i for i in instances if i.id not in metrics.efa_starting]
         seen = report_unseen(ctx, "EFA error counters", metrics, [n for n in hyperpod if settled(ctx, n)],
-                             require_one=not with_efa)
+                             require_one=not instances, efa=True)
+        if starting and not instances and not seen:
+            raise Unverified(next(iter(starting)))
         by_node: dict[str, list[EfaCounters]] = {}
         for counters in metrics.efa.values():
             by_node.setdefault(counters.instance_id, []).append(counters)
-        instances = [i for i in (inv.instance(n) for n in with_efa) if i is not None and settled(ctx, i)]
         silent = ([inv.label(i.id) for i in instances if i.id not in by_node]
                   + [n.label for n in seen if n.id not in by_node])
         where = f"{gpu.efa_namespace}/{gpu.efa_metrics[0]}" + (

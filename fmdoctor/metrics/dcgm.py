@@ -94,6 +94,7 @@ class PromResult:
     unmatched: dict[str, tuple[str, ...]]
     queries: int
     published: frozenset[str]  # the metric names the source has
+    earliest: datetime | None = None  # the oldest point any query answered: how far back the source's history goes
 
 
 def sweep(client: PrometheusClient, index: NodeIndex, start: datetime, end: datetime, period: timedelta,
@@ -109,10 +110,13 @@ def sweep(client: PrometheusClient, index: NodeIndex, start: datetime, end: date
     efa_totals: dict[tuple[str, str], dict[str, float]] = {}
     efa_points: Counter[tuple[str, str]] = Counter()
     unmatched: dict[str, dict[str, None]] = {}
+    earliest: datetime | None = None
     # Evaluated at the end of each period: every point covers (t - period, t], tiling the window.
     first = start + period
     for metric in wanted:
         for series in client.query_range(metric.query(period), first, end, period):
+            if series.points and (earliest is None or series.points[0][0] < earliest):
+                earliest = series.points[0][0]
             resolved, identity = index.resolve_labels(series.labels, ID_LABELS, NAME_LABELS)
             if resolved.node is None:
                 if not resolved.foreign:
@@ -131,7 +135,7 @@ def sweep(client: PrometheusClient, index: NodeIndex, start: datetime, end: date
     efa = {f"{node}/{device}": EfaCounters(None, node, device or None, totals, efa_points[(node, device)])
            for (node, device), totals in efa_totals.items()}
     return PromResult(points, efa, {k: tuple(v) for k, v in unmatched.items()}, len(wanted) + 1,
-                      frozenset(names))
+                      frozenset(names), earliest)
 
 
 def _memory_total(by_signal: dict[str, list[Point]]) -> None:

@@ -141,6 +141,10 @@ class ClusterMetrics:
     unmatched: dict[str, tuple[str, ...]] = field(default_factory=dict)
     unseen: dict[str, str] = field(default_factory=dict)  # nodes no source could be asked about -> what to set
     unreadable: dict[str, AwsFailure] = field(default_factory=dict)  # nodes whose source failed -> why
+    # Nodes whose GPU series (starting) or EFA counters (efa_starting) would come from a Prometheus that holds less
+    # than a judgeable share of the window (it started, or began receiving these series, inside it) -> why.
+    starting: dict[str, str] = field(default_factory=dict)
+    efa_starting: dict[str, str] = field(default_factory=dict)
     prometheus: str | None = None  # the Prometheus that completed CloudWatch's answer, if one did
     efa_counters: tuple[str, ...] = ()  # Prometheus EFA counters that count errors (the rest are throughput)
 

@@ -21,14 +21,15 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from fmdoctor.config import ClusterSettings
+from fmdoctor.durations import format_duration
 from fmdoctor.engine.errors import AwsFailure, ConfigError, describe_aws_failure
 from fmdoctor.engine.hyperpod import HyperPodCluster
 from fmdoctor.metrics.cluster import node_metrics
-from fmdoctor.metrics.dcgm import EFA_ERROR_COUNTERS, describe_metric, sweep
+from fmdoctor.metrics.dcgm import EFA_ERROR_COUNTERS, PromResult, describe_metric, sweep
 from fmdoctor.metrics.identity import NodeIndex
 from fmdoctor.metrics.model import ClusterMetrics, NodeMetrics, periods_in
 from fmdoctor.metrics.prometheus import BEARER, NONE, SIGV4, Endpoint, PrometheusClient, amp_region, base_url
@@ -143,16 +144,46 @@ def load_metrics(nodes: Sequence[MetricNode], sources: Sources, cloudwatch: Call
         return replace(metrics, unreadable={n.id: failure for n in lacking})
     periods = periods_in(start, end, gpu.period)
     where = describe_metric(sources.prometheus)
+    young = starting_reason(found, sources.prometheus, start, end, gpu.period, gpu.min_coverage_percent)
     updated = dict(metrics.nodes)
+    starting = {}
     for node in lacking:
         answer = node_metrics(node, found.points, periods, 0, "prometheus", where)
         if answer.publishes or node.hyperpod or not sources.cloudwatch:  # else CloudWatch's is the one to fix
             updated[node.id] = answer
+            if young:
+                starting[node.id] = young
     efa = dict(metrics.efa)
-    efa.update({key: c for key, c in found.efa.items() if c.instance_id in set(efa_lacking)})
+    efa_starting = {}
+    if young:
+        efa_starting = dict.fromkeys(efa_lacking, young)
+    else:
+        efa.update({key: c for key, c in found.efa.items() if c.instance_id in set(efa_lacking)})
     return replace(metrics, nodes=updated, efa=efa, unmatched={**metrics.unmatched, **found.unmatched},
                    queries=metrics.queries + found.queries, prometheus=sources.prometheus.describe(),
-                   efa_counters=EFA_ERROR_COUNTERS)
+                   efa_counters=EFA_ERROR_COUNTERS, starting=starting, efa_starting=efa_starting)
+
+
+def starting_reason(found: PromResult, prometheus: Endpoint, start: datetime, end: datetime, period: timedelta,
+                    floor_percent: float) -> str:
+    """Why nothing this Prometheus answered can be judged yet, or "" when it can: it holds exporter series but
+    no sample of them in the window, or none older than gpu.min_coverage_percent of it (it was started, or began
+    receiving these series, inside the window). Its gaps then say nothing about the exporters, so the nodes it
+    would answer for are not verified, never called healthy or blamed on their exporter."""
+    if found.queries <= 1:  # no exporter metric it holds is one fmdoctor reads: gpu-metrics-missing's case
+        return ""
+    window = f"{start.isoformat(timespec='seconds')} to {end.isoformat(timespec='seconds')}"
+    if found.earliest is None:
+        return (f"{prometheus.describe()} lists DCGM/EFA exporter series but holds no sample of them from {window} "
+                f"(it has just started, or stopped receiving them): run again once it holds a window of history")
+    periods = periods_in(start, end, period)
+    covered = min(periods, round((end - found.earliest) / period) + 1)
+    if 100 * covered / periods >= floor_percent:
+        return ""
+    return (f"{prometheus.describe()} holds samples only since {found.earliest.isoformat(timespec='seconds')} "
+            f"({covered} of the window's {periods} periods, under gpu.min_coverage_percent {floor_percent:g}%): it "
+            "started, or began receiving these exporters' series, less than a window ago, so their gaps say nothing "
+            f"about the nodes yet: run again after {format_duration((end - start) * floor_percent / 100)} of history")
 
 
 def _empty(node: MetricNode, start: datetime, end: datetime, settings: ClusterSettings) -> NodeMetrics:

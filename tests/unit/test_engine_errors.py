@@ -140,12 +140,15 @@ def test_a_name_no_instance_carries_is_looked_up_as_what_the_selected_checks_rea
                          "ExecutionRole": "arn:aws:iam::123456789012:role/hp", "ThreadsPerCore": 1}],
         VpcConfig={"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": ["subnet-0123456789abcdef0"]},
     )
-    # The EFA checks read EC2 instances only: a HyperPod cluster's name is unknown to them, and says why.
+    # The EFA configuration checks read EC2 instances only: a HyperPod cluster's name is unknown to them, and says why.
     with pytest.raises(TargetNotFound, match="no running or pending instances tagged with cluster") as caught:
-        run_checks(["efa"], cluster="hp-train")
+        run_checks(["efa-sg-self-reference", "efa-subnet-spread"], cluster="hp-train")
     assert "cluster 'hp-train' in us-west-2" in caught.value.message
     assert "the selected checks read no SageMaker endpoints or SageMaker HyperPod clusters" in caught.value.hint
-    # With the HyperPod check selected, the name is looked up as a HyperPod cluster before it is unknown.
+    # The EFA family holds efa-errors, which judges HyperPod's nodes too: the name is looked up as a HyperPod
+    # cluster before it is unknown, alone or with the HyperPod check.
+    only_efa = run_checks(["efa"], cluster="hp-train")
+    assert [(e.check, e.code) for e in only_efa.errors] == [("efa-errors", "NoMetricSource")]
     report = run_checks(["efa", "hyperpod"], cluster="hp-train")
     assert report.stats.checks_run == ["hyperpod-node-unhealthy"]
     # Its p5 nodes have EFA, whose counters no source here can see: not verified, with what to configure.

@@ -14,13 +14,16 @@ README and etc/default-counters.csv; DCGM_FI_DEV_XID_ERRORS is the value of the 
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from fmdoctor.demo.moto_health import set_hyperpod_node_dns
 from fmdoctor.demo.openmetrics import OpenMetricsWriter
 from fmdoctor.engine.model import Status
+from fmdoctor.metrics.dcgm import PromResult
+from fmdoctor.metrics.prometheus import Endpoint
+from fmdoctor.metrics.source import starting_reason
 
 HP = "hp-train"
 GPU_CHECKS = ["gpu-metrics-missing", "gpu-idle", "gpu-straggler", "gpu-memory-pressure", "gpu-xid-metrics"]
@@ -116,3 +119,67 @@ def test_a_hyperpod_node_dropping_efa_packets_is_named_by_its_cluster_and_group(
     assert re.match(rf"{HP}/workers \({hyperpod[2]}\) counted \d+ dropped received packets on EFA device rdmap16s27 ",
                     finding.summary)
     assert report.errors == [] and report.status is Status.WARNING
+
+
+@pytest.mark.parametrize("only", [["efa"], ["gpu"], ["efa-errors"]])
+def test_a_family_or_one_check_reaches_a_hyperpod_cluster_named_by_cluster(hyperpod, prometheus, run_checks, only):
+    """``--only efa`` (or gpu, or one metric check) with ``--cluster <HyperPod cluster>``: the name is looked up
+    as a HyperPod cluster (ListClusterNodes), not refused as a cluster without EC2 instances, and its nodes are
+    judged from Prometheus."""
+    writer = OpenMetricsWriter(datetime.now(UTC))
+    for n, node in enumerate(hyperpod):
+        writer.dcgm_node({"Hostname": f"hyperpod-{node}"}, 2.0 if n == 1 else 95.0)
+        drops = {"rdmap16s27": {"rx_drops": 30}} if n == 2 else None
+        writer.efa_node({"instance": f"10.1.0.{10 + n}:9100", "job": "efa_node_exporter"}, ["rdmap16s27"], drops)
+    url = prometheus(writer.text())
+
+    report = run_checks(only, cluster=HP, metrics={"url": url}, **SETTLED)
+
+    found = {(f.check, f.resource) for f in report.findings}
+    wanted = {("efa-errors", hyperpod[2])} if only != ["gpu"] else {("gpu-idle", hyperpod[1])}
+    assert found == wanted
+    assert report.stats.api_calls["sagemaker.ListClusterNodes"] == 1
+    assert report.stats.queries["prometheus.label_values"] == 1
+    # Nothing metric-based was skipped as "not applicable" for want of nodes.
+    assert not [s for s in report.skipped if s.check in {"efa-errors", *GPU_CHECKS}
+                and "no running" in str(getattr(s, "reason", s))]
+
+
+def test_a_prometheus_that_has_just_started_is_not_verified_never_healthy(hyperpod, prometheus, run_checks):
+    """A Prometheus holding only the last few minutes of the window (it was just started, or just began
+    receiving the exporters' series): its short history says nothing about the exporters (no gpu-metrics-missing
+    finding blaming them), and no check calls the nodes healthy (efa-errors' counters did not rise *yet*)."""
+    writer = OpenMetricsWriter(datetime.now(UTC), periods=1)  # 5 minutes of a 30-minute window
+    for n, node in enumerate(hyperpod):
+        writer.dcgm_node({"Hostname": f"hyperpod-{node}"}, 95.0, tensor_active=0.5)
+        writer.efa_node({"instance": f"10.1.0.{10 + n}:9100"}, ["rdmap16s27"])
+    url = prometheus(writer.text())
+
+    report = run_checks([*GPU_CHECKS, "efa-errors"], cluster=HP, metrics={"url": url}, **SETTLED)
+
+    assert report.findings == [] and report.skipped == []
+    assert {(e.check, e.code) for e in report.errors} == {(c, "MetricSourceStarting") for c in [*GPU_CHECKS,
+                                                                                               "efa-errors"]}
+    error = report.errors[0]
+    assert "of 4 nodes" in error.unverified
+    assert re.search(r"holds samples only since \S+ \(1 of the window's 6 periods, under gpu.min_coverage_percent "
+                     r"50%\)", error.message)
+    assert report.status is Status.UNKNOWN
+
+
+def test_series_listed_without_a_sample_in_the_window_are_not_verified():
+    """A store that lists the exporters' metric names for the window (Mimir and AMP answer label values by block)
+    but answers no sample of them in it: not judgeable; a store that holds none of them is gpu-metrics-missing's
+    case (no series), and one that holds enough of the window is judged."""
+    now = datetime.now(UTC)
+    start, period = now - timedelta(minutes=30), timedelta(minutes=5)
+    prometheus = Endpoint("http://prometheus.monitoring:9090/")
+    names = frozenset({"DCGM_FI_DEV_GPU_UTIL"})
+    listed = PromResult({}, {}, {}, 2, names, None)
+    assert "lists DCGM/EFA exporter series but holds no sample of them from" in starting_reason(
+        listed, prometheus, start, now, period, 50.0)
+    assert starting_reason(PromResult({}, {}, {}, 1, frozenset(), None), prometheus, start, now, period, 50.0) == ""
+    held = PromResult({}, {}, {}, 2, names, now - timedelta(minutes=15))  # 4 of 6 periods
+    assert starting_reason(held, prometheus, start, now, period, 50.0) == ""
+    assert "(4 of the window's 6 periods, under gpu.min_coverage_percent 80%)" in starting_reason(
+        held, prometheus, start, now, period, 80.0)
