@@ -124,8 +124,12 @@ class EfaErrors(Check):
         counts = ", ".join(f"{v:.0f} {READABLE.get(name, name)}" for name, v in totals.items())
         first = f"EFA interface {rising[0].eni_id}" if rising[0].eni_id else f"EFA device {rising[0].device}"
         where = first if len(rising) == 1 else f"{len(rising)} of its {len(interfaces)} EFA interfaces"
-        label = next((n.label for n in metric_targets(ctx).nodes if n.id == instance_id), None) or (
-            ctx.inventory.label(instance_id))
+        node = next((n for n in metric_targets(ctx).nodes if n.id == instance_id), None)
+        label = node.label if node is not None else ctx.inventory.label(instance_id)
+        prometheus = metric_sources(ctx).prometheus
+        # Where the operator re-runs the query: the Prometheus API (and its auth) of a counter read there.
+        source = ({"prometheus_url": prometheus.url, "prometheus_auth": prometheus.auth}
+                  if prometheus is not None and not rising[0].eni_id else {})
         return self.finding(
             resource=instance_id,
             summary=(
@@ -147,6 +151,8 @@ class EfaErrors(Check):
                 "min_events": gpu.efa_min_events,
                 "namespace": gpu.efa_namespace if rising[0].eni_id else "prometheus",
                 "source": "cloudwatch" if rising[0].eni_id else "prometheus",
+                **source,
+                "hyperpod_cluster": node.group.removeprefix("hyperpod:") if node and node.hyperpod else None,
                 "rdma_throughput_bytes": {k: v for k, v in throughput.items() if v},
                 **window_evidence(ctx, metrics),
             },

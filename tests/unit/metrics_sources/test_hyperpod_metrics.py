@@ -24,6 +24,8 @@ from fmdoctor.engine.model import Status
 from fmdoctor.metrics.dcgm import PromResult
 from fmdoctor.metrics.prometheus import Endpoint
 from fmdoctor.metrics.source import starting_reason
+from runbooks.library import get_runbook
+from runbooks.render import render_runbook
 
 HP = "hp-train"
 GPU_CHECKS = ["gpu-metrics-missing", "gpu-idle", "gpu-straggler", "gpu-memory-pressure", "gpu-xid-metrics"]
@@ -119,6 +121,15 @@ def test_a_hyperpod_node_dropping_efa_packets_is_named_by_its_cluster_and_group(
     assert re.match(rf"{HP}/workers \({hyperpod[2]}\) counted \d+ dropped received packets on EFA device rdmap16s27 ",
                     finding.summary)
     assert report.errors == [] and report.status is Status.WARNING
+    # Evidence names the source that answered; the runbook queries that Prometheus, and replaces the HyperPod node.
+    assert (finding.evidence["prometheus_url"], finding.evidence["prometheus_auth"]) == (url, "none")
+    assert finding.evidence["hyperpod_cluster"] == HP
+    page = render_runbook(get_runbook("efa-errors"), finding, HP, "us-west-2")
+    assert f"curl -s {url}api/v1/query_range --data-urlencode 'query=increase(" in page
+    assert "node_amazonefa_(rx_drops|rdma_read_wr_err|rdma_write_wr_err)" in page
+    assert "device rdmap16s27" in page and "None" not in page and "aws cloudwatch" not in page
+    assert (f"aws sagemaker batch-replace-cluster-nodes --region us-west-2 --cluster-name {HP} "
+            f"--node-ids {hyperpod[2]}") in page
 
 
 @pytest.mark.parametrize("only", [["efa"], ["gpu"], ["efa-errors"]])
