@@ -19,11 +19,12 @@ from ._common import hyperpod_nodes_of
 
 METRICS_KEY = "cloudwatch.cluster-metrics"
 # Every call a run of the GPU/EFA-counter checks may make: the inventory's, CloudWatch's, the HyperPod node
-# listing, the HyperPod observability add-on's configuration and Amazon Managed Service for Prometheus's
-# query APIs (aps:GetSeries is what the runbooks' by-hand series query needs).
+# listing, the HyperPod observability add-on's (EKS) or extension's (Slurm) configuration and Amazon Managed
+# Service for Prometheus's query APIs (aps:GetSeries is what the runbooks' by-hand series query needs).
 IAM_ACTIONS = ("ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "cloudwatch:ListMetrics",
                "cloudwatch:GetMetricData", "sagemaker:DescribeCluster", "sagemaker:ListClusterNodes",
-               "eks:DescribeAddon", "aps:QueryMetrics", "aps:GetLabels", "aps:GetSeries")
+               "eks:DescribeAddon", "sagemaker:ListClusterExtensions", "sagemaker:DescribeClusterExtension",
+               "aps:QueryMetrics", "aps:GetLabels", "aps:GetSeries")
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ def _plan(ctx: CheckContext) -> Sources:
     aws = ctx.scope.aws
     try:
         return plan_sources(ctx.settings, metric_targets(ctx).hyperpod, lambda: ctx.client("eks"),
-                            lambda: aws.session.get_credentials() if aws else None, ctx.region)
+                            lambda: aws.session.get_credentials() if aws else None, ctx.region,
+                            lambda: ctx.client("sagemaker"))
     except ConfigError as exc:  # e.g. auth: bearer with its token_env unset: every check says so, not a crash
         raise PrometheusFailed(AwsFailure("ConfigError", str(exc), None, "bad-input"), "the metrics settings") from None
 

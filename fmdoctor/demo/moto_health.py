@@ -1,6 +1,6 @@
 """moto shims for the health checks' demo: Spot requests, HyperPod node pagination, and AWS's own side.
 
-Two fidelity patches, installed by :func:`fmdoctor.demo.moto_compat.install`:
+Fidelity patches, installed by :func:`fmdoctor.demo.moto_compat.install`:
 
 - ``run_instances`` with ``InstanceMarketOptions`` Spot makes a Spot *instance* in moto but no Spot
   *request*; real EC2 creates a one-time request (``sir-...``) and sets ``SpotInstanceRequestId``. The
@@ -11,6 +11,8 @@ Two fidelity patches, installed by :func:`fmdoctor.demo.moto_compat.install`:
   (``i-0123456789abcdef0``, in a SageMaker-owned account), which BatchRebootClusterNodes and
   BatchReplaceClusterNodes take. Nodes get such ids here, so fix hints built from them are real; and
   ListClusterNodes' PrivateDnsHostname, which moto leaves out, is returned once the demo sets one.
+- moto has no ListClusterExtensions: it answers as SageMaker does for a cluster without extensions (an empty
+  ``Extensions`` list), so metrics.source auto's look for a Slurm cluster's observability extension finds none.
 
 Helpers play AWS's part in the demo story, things no customer API can do: time passing for objects,
 instances and endpoints that already exist (:func:`backdate_s3_object`, :func:`backdate_launch`,
@@ -121,6 +123,12 @@ def _patch_hyperpod_nodes() -> None:
         return data
 
     ClusterNode.summary = summary
+
+    from moto.core.responses import ActionResult
+    from moto.sagemaker.responses import SageMakerResponse
+
+    if not hasattr(SageMakerResponse, "list_cluster_extensions"):
+        SageMakerResponse.list_cluster_extensions = lambda self: ActionResult({"Extensions": []})
 
 
 @functools.lru_cache(maxsize=8)  # sessions hash by identity; the demo writes many objects with one

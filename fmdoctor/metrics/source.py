@@ -7,9 +7,14 @@
   Managed Service for Prometheus workspace that the SageMaker HyperPod observability EKS add-on
   (``amazon-sagemaker-hyperpod-observability``) writes to, read from the add-on's configuration
   (``ampWorkspace.prometheusEndpoint``, else the URL of ``ampWorkspace.arn``, as an ``AWS::EKS::Addon``'s
-  configurationValues set them) with ``eks:DescribeAddon``. A Slurm HyperPod cluster has no such
-  add-on: its ``sagemaker-observability`` cluster extension (SageMaker developer guide, "Observability extension
-  configuration") writes to ``prometheus.remoteWriteUrl``, whose workspace metrics.url must name.
+  configurationValues set them) with ``eks:DescribeAddon``. A Slurm-orchestrated HyperPod cluster has no such
+  add-on: its ``sagemaker-observability`` cluster extension is found with ``sagemaker:ListClusterExtensions`` and
+  read with ``sagemaker:DescribeClusterExtension``, whose ``ConfigurationValues`` hold the whole stored
+  configuration (SageMaker developer guide, "Observability extension configuration": HyperPod writes every
+  default into it). Its ``prometheus.remoteWriteUrl`` (``.../workspaces/ws-.../api/v1/remote_write``) names the
+  AMP workspace, queried at that URL less ``api/v1/remote_write``; without ``prometheus`` the extension sends its
+  metrics to Amazon CloudWatch, and nodes CloudWatch has no series for under the ``gpu.*`` names stay not
+  verified, saying so.
 
 A node no source could be asked about (a HyperPod node, with no Prometheus configured or discoverable and no
 CloudWatch series) is *unseen*: the checks report it as not verified, with what to configure.
@@ -36,6 +41,8 @@ from fmdoctor.metrics.prometheus import BEARER, NONE, SIGV4, Endpoint, Prometheu
 from fmdoctor.metrics.targets import MetricNode
 
 OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
+OBSERVABILITY_EXTENSION = "sagemaker-observability"
+REMOTE_WRITE = "api/v1/remote_write"
 CONFIGURE = ("set metrics.url to the Prometheus API its DCGM and EFA exporters write to (for Amazon Managed "
              "Service for Prometheus the workspace URL, with auth: sigv4), or pass --metrics-url")
 
@@ -60,7 +67,7 @@ def endpoint(url: str, auth: str | None, token_env: str | None, credentials: Any
 
 
 def plan_sources(settings: ClusterSettings, hyperpod: HyperPodCluster | None, eks: Callable[[], Any] | None,
-                 credentials: Callable[[], Any], region: str) -> Sources:
+                 credentials: Callable[[], Any], region: str, sagemaker: Callable[[], Any] | None = None) -> Sources:
     metrics = settings.metrics
     cloudwatch = metrics.source != "prometheus"
     if metrics.url:
@@ -68,20 +75,58 @@ def plan_sources(settings: ClusterSettings, hyperpod: HyperPodCluster | None, ek
                        "metrics.url")
     if metrics.source == "cloudwatch" or hyperpod is None:
         return Sources(cloudwatch)
-    url, note = observability_workspace(eks, hyperpod)
+    if hyperpod.eks_cluster_arn:  # the add-on writes to AMP only
+        url, note = observability_workspace(eks, hyperpod)
+        auth, origin = SIGV4, f"the {OBSERVABILITY_ADDON} add-on of EKS cluster {_eks_name(hyperpod)}"
+    else:  # SigV4 when the remote-write URL is an AMP workspace's
+        url, note = extension_workspace(sagemaker, hyperpod)
+        auth, origin = None, f"the {OBSERVABILITY_EXTENSION} extension of HyperPod cluster {hyperpod.name}"
     if url is None:
         return Sources(cloudwatch, note=note)
-    return Sources(cloudwatch, endpoint(url, SIGV4, None, credentials(), region),
-                   f"the {OBSERVABILITY_ADDON} add-on of EKS cluster {_eks_name(hyperpod)}")
+    return Sources(cloudwatch, endpoint(url, auth, None, credentials(), region), origin)
+
+
+def extension_workspace(sagemaker: Callable[[], Any] | None, hyperpod: HyperPodCluster) -> tuple[str | None, str]:
+    """The AMP workspace a Slurm HyperPod cluster's sagemaker-observability extension writes to, or None and why."""
+    where = f"HyperPod cluster {hyperpod.name} is {hyperpod.orchestrator or 'Slurm'}-orchestrated"
+    if sagemaker is None or not hyperpod.arn:
+        return None, f"{where}: its {OBSERVABILITY_EXTENSION} extension was not looked up"
+    try:
+        client = sagemaker()
+        found = None
+        for page in client.get_paginator("list_cluster_extensions").paginate(ClusterArn=hyperpod.arn):
+            found = next((e for e in page.get("Extensions", []) if e.get("ExtensionName") == OBSERVABILITY_EXTENSION),
+                         None)
+            if found is not None:
+                break
+        if found is None:
+            return None, f"{where} and has no {OBSERVABILITY_EXTENSION} extension to find a workspace in"
+        details = client.describe_cluster_extension(ClusterArn=hyperpod.arn, ExtensionArn=found["ExtensionArn"])
+    except Exception as exc:
+        failure = describe_aws_failure(exc)
+        if failure is None:
+            raise
+        return None, f"{where}: its {OBSERVABILITY_EXTENSION} extension could not be read ({_said(failure)})"
+    try:
+        configured = json.loads((details.get("ExtensionDetails") or {}).get("ConfigurationValues") or "{}")
+        remote = (configured.get("prometheus") or {}).get("remoteWriteUrl")
+    except (ValueError, TypeError, AttributeError):
+        remote = None
+    if not remote:
+        return None, (f"{where}: its {OBSERVABILITY_EXTENSION} extension sends metrics to Amazon CloudWatch (its "
+                      "configuration has no prometheus.remoteWriteUrl), not to a Prometheus workspace")
+    url = str(remote).rstrip("/")
+    if not url.endswith("/" + REMOTE_WRITE):
+        return None, (f"{where}: its {OBSERVABILITY_EXTENSION} extension writes to {url[:200]}, which is not a "
+                      f"Prometheus remote-write URL (.../{REMOTE_WRITE})")
+    return url.removesuffix(REMOTE_WRITE), ""
 
 
 def observability_workspace(eks: Callable[[], Any] | None, hyperpod: HyperPodCluster) -> tuple[str | None, str]:
     """The AMP workspace URL the HyperPod observability add-on writes to, or None and why."""
     if not hyperpod.eks_cluster_arn or eks is None:
         return None, (f"HyperPod cluster {hyperpod.name} is {hyperpod.orchestrator or 'Slurm'}-orchestrated: it has "
-                      "no EKS observability add-on to find a workspace in (its sagemaker-observability cluster "
-                      "extension, when installed, names it as prometheus.remoteWriteUrl: the workspace URL is that "
-                      "URL without api/v1/remote_write)")
+                      "no EKS observability add-on to find a workspace in")
     name = _eks_name(hyperpod)
     try:
         raw = eks().describe_addon(clusterName=name, addonName=OBSERVABILITY_ADDON)

@@ -24,7 +24,13 @@ from fmdoctor.config import Settings
 from fmdoctor.engine.errors import ConfigError
 from fmdoctor.engine.hyperpod import HyperPodCluster
 from fmdoctor.metrics.prometheus import BEARER, NONE, SIGV4, Endpoint, PrometheusClient, PrometheusFailed
-from fmdoctor.metrics.source import OBSERVABILITY_ADDON, endpoint, observability_workspace, plan_sources
+from fmdoctor.metrics.source import (
+    OBSERVABILITY_ADDON,
+    endpoint,
+    extension_workspace,
+    observability_workspace,
+    plan_sources,
+)
 
 AMP_URL = "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-0123abcd-4567-89ef-0123-456789abcdef/"
 EKS_ARN = "arn:aws:eks:us-west-2:123456789012:cluster/hp-eks"
@@ -186,15 +192,86 @@ def test_no_add_on_or_no_permission_leaves_a_note_for_the_not_verified_entries(c
     assert sources.prometheus is None and note in sources.note
 
 
-def test_a_slurm_hyperpod_cluster_has_no_add_on_and_cloudwatch_only_never_looks():
-    slurm = HyperPodCluster("hp", "arn", "InService", orchestrator="Slurm")
-    note = plan_sources(Settings().cluster("hp"), slurm, None, lambda: None, "r").note
-    # A Slurm cluster's sagemaker-observability extension names its AMP workspace as a remote-write URL.
-    assert "Slurm-orchestrated" in note and "prometheus.remoteWriteUrl" in note and "api/v1/remote_write" in note
+def test_cloudwatch_only_never_looks_for_a_workspace():
     only = Settings.model_validate({"metrics": {"source": "cloudwatch"}}).cluster("hp")
     eks = HyperPodCluster("hp", "arn", "InService", orchestrator="Eks", eks_cluster_arn=EKS_ARN)
-    assert plan_sources(only, eks, lambda: pytest.fail("no add-on lookup with source: cloudwatch"),
-                        lambda: None, "r").prometheus is None
+    slurm = HyperPodCluster("hp", SLURM_ARN, "InService", orchestrator="Slurm")
+    for cluster in (eks, slurm):
+        assert plan_sources(only, cluster, lambda: pytest.fail("no add-on lookup with source: cloudwatch"),
+                            lambda: None, "r", lambda: pytest.fail("no extension lookup")).prometheus is None
+
+
+# A Slurm HyperPod cluster's observability extension, as ListClusterExtensions and DescribeClusterExtension answer
+# (SageMaker API reference); its ConfigurationValues are the SageMaker developer guide's "Observability extension
+# configuration" example, which HyperPod stores with every default filled in.
+SLURM_ARN = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdef123456"
+EXTENSION_ARN = "arn:aws:sagemaker:us-west-2:123456789012:extension/sagemaker-observability/abcdef123456/0a1b2c3d4e5f"
+REMOTE_WRITE = AMP_URL + "api/v1/remote_write"
+STORED = {"prometheus": {"remoteWriteUrl": REMOTE_WRITE},
+          "metricsProvider": {"nodeMetrics": {"level": "BASIC", "collectionIntervalSeconds": 30},
+                              "acceleratedComputeMetrics": {"level": "BASIC", "collectionIntervalSeconds": 30},
+                              "networkMetrics": {"level": "ENABLED", "collectionIntervalSeconds": 30}}}
+
+
+def _sagemaker(extensions: list[dict], stored: dict | None = None, error: str | None = None):
+    client = boto3.client("sagemaker", region_name="us-west-2", aws_access_key_id="a", aws_secret_access_key="b")
+    stubber = Stubber(client)
+    if error:
+        stubber.add_client_error("list_cluster_extensions", error, "nope", 400)
+    else:
+        stubber.add_response("list_cluster_extensions", {"Extensions": extensions}, {"ClusterArn": SLURM_ARN})
+    if stored is not None:
+        stubber.add_response("describe_cluster_extension", {"ExtensionDetails": {
+            "ClusterArn": SLURM_ARN, "ExtensionArn": EXTENSION_ARN, "ExtensionName": "sagemaker-observability",
+            "ExtensionVersion": "1.0.0", "Status": "Active", "ConfigurationValues": json.dumps(stored)},
+            "NodeSummary": {"TotalCount": 4, "ActiveCount": 4}},
+            {"ClusterArn": SLURM_ARN, "ExtensionArn": EXTENSION_ARN})
+    stubber.activate()
+    return client, stubber
+
+
+def _extension(name: str = "sagemaker-observability", arn: str = EXTENSION_ARN) -> dict:
+    return {"ExtensionArn": arn, "ExtensionName": name, "ExtensionVersion": "1.0.0", "Status": "Active"}
+
+
+def test_a_slurm_clusters_observability_extension_names_the_amp_workspace():
+    slurm = HyperPodCluster("hp", SLURM_ARN, "InService", orchestrator="Slurm")
+    client, stubber = _sagemaker([_extension()], STORED)
+
+    sources = plan_sources(Settings().cluster("hp"), slurm, None, lambda: Credentials("AKID", "SECRET"),
+                           "us-west-2", lambda: client)
+
+    stubber.assert_no_pending_responses()
+    assert (sources.prometheus.url, sources.prometheus.auth, sources.prometheus.region) == (AMP_URL, SIGV4,
+                                                                                             "us-west-2")
+    assert sources.cloudwatch and sources.origin == "the sagemaker-observability extension of HyperPod cluster hp"
+
+
+@pytest.mark.parametrize("extensions, stored, note", [
+    ([], None, "HyperPod cluster hp is Slurm-orchestrated and has no sagemaker-observability extension"),
+    ([_extension("another-extension", EXTENSION_ARN.replace("observability", "other"))], None,
+     "has no sagemaker-observability extension"),
+    # HyperPod stores every default: without prometheus the extension sends to CloudWatch.
+    ([_extension()], {"metricsProvider": STORED["metricsProvider"]},
+     "sends metrics to Amazon CloudWatch (its configuration has no prometheus.remoteWriteUrl)"),
+    ([_extension()], {"prometheus": {"remoteWriteUrl": "https://mimir.example/push"}},
+     "which is not a Prometheus remote-write URL (.../api/v1/remote_write)"),
+])
+def test_without_a_workspace_in_the_extension_the_note_says_why(extensions, stored, note):
+    slurm = HyperPodCluster("hp", SLURM_ARN, "InService", orchestrator="Slurm")
+    client, stubber = _sagemaker(extensions, stored)
+    sources = plan_sources(Settings().cluster("hp"), slurm, None, lambda: None, "us-west-2", lambda: client)
+    stubber.assert_no_pending_responses()
+    assert sources.prometheus is None and note in sources.note
+
+
+def test_a_denied_extension_listing_is_a_note_naming_the_error_never_a_crash():
+    slurm = HyperPodCluster("hp", SLURM_ARN, "InService", orchestrator="Slurm")
+    client, _ = _sagemaker([], error="AccessDeniedException")
+    note = extension_workspace(lambda: client, slurm)[1]
+    assert "sagemaker-observability extension could not be read (AccessDeniedException" in note
+    # Not looked up at all (no SageMaker client): said, never guessed.
+    assert "extension was not looked up" in extension_workspace(None, slurm)[1]
 
 
 def test_a_bearer_token_missing_from_the_environment_is_an_error_entry_not_a_crash(builder, run_checks):
