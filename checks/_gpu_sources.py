@@ -12,7 +12,7 @@ from fmdoctor.engine.hyperpod import HyperPodCluster, describe_hyperpod_cluster
 from fmdoctor.metrics.cluster import ClusterMetrics, load_cloudwatch
 from fmdoctor.metrics.nodes import shared_lister
 from fmdoctor.metrics.prometheus import PrometheusClient, PrometheusFailed
-from fmdoctor.metrics.source import Sources, load_metrics, plan_sources
+from fmdoctor.metrics.source import Sources, count_calls, load_metrics, plan_sources
 from fmdoctor.metrics.targets import MetricNode, ec2_nodes, hyperpod_nodes, sagemaker_instance_types
 
 from ._common import hyperpod_nodes_of
@@ -106,13 +106,4 @@ def _load(ctx: CheckContext) -> ClusterMetrics:
 
 
 def _counter(ctx: CheckContext) -> Callable[[str, str], None]:
-    """AMP's calls are AWS API calls (stats.api_calls); a plain Prometheus's are queries (stats.queries)."""
-    aws = ctx.scope.aws
-
-    def count(service: str, operation: str) -> None:
-        if service == "prometheus":
-            ctx.scope.queries.record(service, operation)
-        elif aws is not None:
-            aws.calls.record(service, operation)
-
-    return count
+    return count_calls(ctx.scope.aws, ctx.scope.queries)

@@ -73,7 +73,7 @@ class AcceleratorSaturation(Check):
             if load is not None:
                 loads.append((load, f"inference node {ctx.inventory.label(node.id)}",
                               {"instance": node.id, "instance_type": node.instance_type, "instances": 1,
-                               "endpoint_kind": "fleet", **stack_evidence(None)}))
+                               "endpoint_kind": "fleet", **stack_evidence(None), **sig.source_of(node.id)}))
         return [f for load, who, identity in loads if (f := self._judge(ctx, load, who, identity))]
 
     def _judge(self, ctx: CheckContext, load: Load, who: str, identity: dict[str, Any]) -> Finding | None:

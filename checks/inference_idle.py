@@ -156,7 +156,7 @@ class InferenceIdle(Check):
                 if peak > settings.idle_utilization_percent:
                     continue
                 signal = {"max_utilization_percent": round(peak, 1),
-                          "idle_utilization_percent": settings.idle_utilization_percent}
+                          "idle_utilization_percent": settings.idle_utilization_percent, **sig.source_of(node.id)}
             summary = (
                 f"Inference node {ctx.inventory.label(node.id)} on {node.instance_type} ({_accelerators(info)}) "
                 f"served no requests in the last {window}: scale the fleet in or stop the node."

@@ -14,7 +14,10 @@ Where the numbers come from:
 - fleet nodes: ``inference.latency_metric`` (dimension InstanceId; p90/p99, SampleCount = requests) and the
   GPU metrics (``gpu.*``: the CloudWatch agent's, Container Insights'...) or neuron-monitor's, whose series
   are discovered with ListMetrics like the training cluster's (:mod:`fmdoctor.metrics.nodes`) and folded
-  into one value per node: the mean over its GPUs, or the busiest for a Maximum.
+  into one value per node: the mean over its GPUs, or the busiest for a Maximum. With ``metrics.url`` set
+  (``metrics.source`` prometheus, or auto for the GPU nodes CloudWatch has no series for), the fleet's GPU load
+  is read from that Prometheus API instead: the DCGM exporter's utilization and framebuffer over the window,
+  one query per metric and statistic for the whole fleet (:func:`fmdoctor.metrics.dcgm.fleet_load`).
 """
 
 from __future__ import annotations
@@ -27,20 +30,26 @@ from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.discovery import DISCOVERY_IAM_ACTIONS
 from fmdoctor.engine.endpoint_details import InferenceComponent
 from fmdoctor.engine.endpoints import Endpoint, EndpointVariant
-from fmdoctor.engine.errors import AwsFailure, describe_aws_failure
+from fmdoctor.engine.errors import AwsFailure, ConfigError, describe_aws_failure
 from fmdoctor.engine.inventory import ENDPOINTS, INSTANCES, InstanceTypeInfo
 from fmdoctor.inference import kinds
 from fmdoctor.inference.metrics import MetricQuery, Window, combine, fetch_metrics, fetch_series, window_ending
+from fmdoctor.metrics.dcgm import fleet_load
+from fmdoctor.metrics.identity import NodeIndex
 from fmdoctor.metrics.nodes import (
     GPU,
     NEURON,
     NodeOwners,
     QueryPlan,
     accelerator_specs,
+    fleet_identities,
     kind_of,
     plan_queries,
     shared_lister,
 )
+from fmdoctor.metrics.prometheus import PrometheusClient
+from fmdoctor.metrics.source import count_calls
+from fmdoctor.metrics.source import endpoint as prometheus_endpoint
 from fmdoctor.metrics.targets import sagemaker_instance_types
 
 # The inventory parts the inference checks read (Check.inventory): the endpoints, and for the checks that
@@ -49,8 +58,10 @@ ENDPOINT_PARTS = frozenset({ENDPOINTS})
 FLEET_PARTS = frozenset({ENDPOINTS, INSTANCES})
 # What endpoint discovery calls (in the inventory step): every inference check needs them.
 DISCOVERY_ACTIONS = DISCOVERY_IAM_ACTIONS[ENDPOINTS]
-# ... and what reading the shared signals costs (ListMetrics finds the fleet nodes' GPU/Neuron series).
-SIGNAL_ACTIONS = (*DISCOVERY_ACTIONS, "cloudwatch:ListMetrics", "cloudwatch:GetMetricData", "ec2:DescribeInstances")
+# ... and what reading the shared signals costs (ListMetrics finds the fleet nodes' GPU/Neuron series; with
+# metrics.url an Amazon Managed Service for Prometheus workspace, aps:QueryMetrics reads their DCGM series).
+SIGNAL_ACTIONS = (*DISCOVERY_ACTIONS, "cloudwatch:ListMetrics", "cloudwatch:GetMetricData", "ec2:DescribeInstances",
+                  "aps:QueryMetrics")
 LOAD_ACTIONS = (*SIGNAL_ACTIONS, "ec2:DescribeInstanceTypes")
 # Statuses in which an endpoint serves traffic (an update keeps the old fleet serving until it is done).
 SERVING = frozenset({"InService", "Updating", "SystemUpdating", "RollingBack", "UpdateRollbackFailed"})
@@ -80,6 +91,14 @@ class Signals:
     fleet_failure: AwsFailure | None = None
     # Minute-by-minute values (oldest first) of the asynchronous endpoints' queues, by (endpoint/E, signal).
     series: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    prometheus_url: str | None = None  # the Prometheus API the fleet nodes below were read from
+    from_prometheus: frozenset[str] = frozenset()
+
+    def source_of(self, node: str) -> dict[str, str]:
+        """Evidence of where a fleet node's load was read, when that was not CloudWatch."""
+        if node in self.from_prometheus and self.prometheus_url:
+            return {"source": "prometheus", "prometheus_url": self.prometheus_url}
+        return {}
 
     def get(self, target: str, signal: str) -> float | None:
         """``target`` is a variant resource (endpoint/E/variant/V), an inference component
@@ -127,13 +146,14 @@ def signals(ctx: CheckContext) -> Signals:
 
 def _load(ctx: CheckContext) -> Signals:
     window = window_ending(ctx.now, ctx.settings.inference.window)
+    plan, failure = QueryPlan((), (), (), {}), None
     try:
-        plan, failure = _fleet_plan(ctx), None  # ListMetrics: the series the fleet's nodes really publish
+        if ctx.settings.metrics.source != "prometheus":
+            plan = _fleet_plan(ctx)  # ListMetrics: the series the fleet's nodes really publish
     except Exception as exc:
         failure = describe_aws_failure(exc)
         if failure is None:
             raise
-        plan = QueryPlan((), (), (), {})
     device_queries = []
     for n, ((i, who, device), query) in enumerate(zip(plan.keys, plan.queries, strict=True)):
         spec, series = plan.specs[i], query.series
@@ -145,8 +165,37 @@ def _load(ctx: CheckContext) -> Signals:
     values = fetch_metrics(cloudwatch, queries, window) if queries else {}
     queue = [q for e in serving_endpoints(ctx) if e.asynchronous for q in kinds.queue_queries(e)]
     series = fetch_series(cloudwatch, queue, window) if queue else {}
-    return Signals(window, _per_node(values, {q.key: q.stat for q in device_queries}), failure,
-                   {(k[0], k[1]): v for k, v in series.items()})
+    per_node = _per_node(values, {q.key: q.stat for q in device_queries})
+    prometheus, url, failed = _prometheus_fleet(ctx, window, per_node)
+    return Signals(window, {**per_node, **prometheus}, failure or failed, {(k[0], k[1]): v for k, v in series.items()},
+                   url, frozenset(node for node, _ in prometheus))
+
+
+def _prometheus_fleet(ctx: CheckContext, window: Window, found: dict[tuple[str, ...], float]
+                      ) -> tuple[dict[tuple[str, str], float], str | None, AwsFailure | None]:
+    """The GPU fleet nodes' load from metrics.url, for the nodes CloudWatch gave none (all of them with source
+    prometheus); nothing when no Prometheus is configured."""
+    metrics = ctx.settings.metrics
+    if not metrics.url or metrics.source == "cloudwatch":
+        return {}, None, None
+    nodes = [n for n in ctx.inventory.inference_nodes()
+             if kind_of(ctx.inventory.type_of(n)) == GPU and (n.id, "gpu_util") not in found]
+    if not nodes:
+        return {}, None, None
+    aws = ctx.scope.aws
+    try:
+        where = prometheus_endpoint(metrics.url, metrics.auth, metrics.token_env,
+                                    aws.session.get_credentials() if aws else None, ctx.region)
+        client = PrometheusClient(where, count_calls(aws, ctx.scope.queries))
+        index = NodeIndex(fleet_identities(ctx.inventory, nodes, ctx.settings.gpu))
+        return fleet_load(client, index, window.start, window.end), where.url, None
+    except ConfigError as exc:
+        return {}, None, AwsFailure("ConfigError", str(exc), None, "bad-input")
+    except Exception as exc:
+        failure = describe_aws_failure(exc)
+        if failure is None:
+            raise
+        return {}, None, failure
 
 
 def _per_node(values: dict[tuple[str, ...], float], stats: dict[tuple[str, ...], str]) -> dict[tuple[str, ...], float]:

@@ -156,3 +156,38 @@ def describe_metric(endpoint: Endpoint) -> dict[str, str]:
     return {"namespace": "prometheus", "metric": UTILIZATION_METRIC, "prometheus_url": endpoint.url,
             "prometheus_auth": endpoint.auth}
 
+
+
+# An inference fleet node's load over one window, as the fleet checks read CloudWatch's (one period = the window):
+# per GPU the window's mean and peak utilization and mean memory; then per node the mean GPU, or the busiest.
+FLEET_QUERIES = (
+    ("gpu_util", "avg_over_time", UTILIZATION_METRIC),
+    ("gpu_util_max", "max_over_time", UTILIZATION_METRIC),
+    ("gpu_memory_used", "avg_over_time", "DCGM_FI_DEV_FB_USED"),
+    (MEMORY_FREE, "avg_over_time", "DCGM_FI_DEV_FB_FREE"),
+)
+
+
+def fleet_load(client: PrometheusClient, index: NodeIndex, start: datetime, end: datetime
+               ) -> dict[tuple[str, str], float]:
+    """(node, signal) -> value for the fleet signals gpu_util, gpu_util_max, gpu_memory_used and
+    gpu_memory_total (used + free, DCGM's FB_USED and FB_FREE in MiB): one query per metric and statistic,
+    evaluated once at the window's end over the whole window."""
+    window = f"{int((end - start).total_seconds())}s"
+    per_device: dict[tuple[str, str], dict[str, float]] = {}  # (node, gpu) -> signal -> value
+    for signal, function, metric in FLEET_QUERIES:
+        for series in client.query_range(f"{function}({metric}[{window}])", end, end, end - start):
+            resolved, _ = index.resolve_labels(series.labels, ID_LABELS, NAME_LABELS)
+            if resolved.node is None or not series.points:
+                continue
+            device = series.labels.get("gpu") or series.labels.get("device", "")
+            per_device.setdefault((resolved.node, device), {})[signal] = series.points[-1][1]
+    values: dict[tuple[str, str], list[float]] = {}
+    for (node, _), found in per_device.items():
+        if "gpu_memory_used" in found and MEMORY_FREE in found:
+            found["gpu_memory_total"] = found["gpu_memory_used"] + found.pop(MEMORY_FREE)
+        for signal, value in found.items():
+            if signal != MEMORY_FREE:
+                values.setdefault((node, signal), []).append(value)
+    return {key: (max(found) if key[1] == "gpu_util_max" else sum(found) / len(found))
+            for key, found in values.items()}

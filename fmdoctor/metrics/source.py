@@ -164,6 +164,19 @@ def _said(failure: AwsFailure) -> str:
     return f"{failure.code}" + (f" on {failure.iam_action}" if failure.iam_action else "")
 
 
+def count_calls(aws: Any, queries: Any) -> Callable[[str, str], None]:
+    """A Prometheus client's counter: AMP's calls are AWS API calls (``stats.api_calls``, through ``aws.calls``), a
+    plain Prometheus's are queries (``stats.queries``)."""
+
+    def count(service: str, operation: str) -> None:
+        if service == "prometheus":
+            queries.record(service, operation)
+        elif aws is not None:
+            aws.calls.record(service, operation)
+
+    return count
+
+
 def load_metrics(nodes: Sequence[MetricNode], sources: Sources, cloudwatch: Callable[[], ClusterMetrics] | None,
                  client: PrometheusClient | None, settings: ClusterSettings, now: datetime,
                  efa_nodes: Sequence[str] = ()) -> ClusterMetrics:
