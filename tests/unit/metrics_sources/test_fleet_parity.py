@@ -16,6 +16,8 @@ import pytest
 from fmdoctor.demo.metrics import MetricsPublisher, describe_nodes
 from fmdoctor.demo.moto_health import backdate_launch
 from fmdoctor.demo.openmetrics import OpenMetricsWriter
+from runbooks.library import get_runbook
+from runbooks.render import render_runbook
 
 LOAD = ["accelerator-saturation", "inference-idle"]
 A10G = ("NVIDIA A10G", 22888.0)
@@ -64,6 +66,14 @@ def test_fleet_gpu_load_from_prometheus_matches_cloudwatch(fleet, aws, prometheu
     idle = {f.check: f for f in from_prometheus.findings}["inference-idle"].evidence
     assert idle["max_utilization_percent"] <= 1.0 and idle["prometheus_url"] == url
     assert "source" not in {f.check: f for f in from_cloudwatch.findings}["inference-idle"].evidence
+    # Their runbooks query that Prometheus, where the CloudWatch-sourced ones query CloudWatch.
+    for finding in from_prometheus.findings:
+        page = render_runbook(get_runbook(finding.runbook), finding, "test-cluster", "us-west-2")
+        assert f"curl -s {url}api/v1/query_range --data-urlencode 'query=" in page and "DCGM_FI_DEV_GPU_UTIL" in page
+        assert "CWAgent" not in page
+    idle_page = render_runbook(get_runbook("inference-idle"), {f.check: f for f in from_cloudwatch.findings}[
+        "inference-idle"], "test-cluster", "us-west-2")
+    assert "--namespace CWAgent" in idle_page and "curl" not in idle_page
     # One query per metric and statistic for the whole fleet (mean and peak utilization, memory used and free),
     # and no CloudWatch listing when Prometheus is the source.
     assert from_prometheus.stats.queries == {"prometheus.query_range": 4}
