@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
+from fmdoctor.metrics.dcgm import ECC_DBE
 from fmdoctor.metrics.model import XID, ClusterMetrics, DeviceMetrics, Point
 from fmdoctor.metrics.targets import MetricNode
 from fmdoctor.node.xid_catalogue import ACTION_ORDER, CATALOGUE_URL, RESOLUTIONS, XidVerdict, xid_verdict
@@ -16,6 +19,10 @@ Event = tuple[DeviceMetrics, int, XidVerdict, str, bool]  # device, xid, NVIDIA'
 _REPLACE = RESOLUTIONS["CONTACT_SUPPORT"]
 ROW_REMAP = XidVerdict(64, "ROW_REMAP_FAILURE", "Row remapping failed (DCGM_FI_DEV_ROW_REMAP_FAILURE): no spare rows "
                        "left", (), "CONTACT_SUPPORT", _REPLACE.severity, _REPLACE.action, _REPLACE.text)
+# Uncorrectable ECC errors are what the kernel logs as Xid 48 (Double Bit ECC Error): NVIDIA's verdict for it,
+# as node-gpu-health judges nvidia-smi's ecc.errors.uncorrected.volatile.total (reset the GPU).
+ECC_DBE_VERDICT = replace(xid_verdict(48), mnemonic="ECC_DBE_VOL_TOTAL", description=(
+    "Uncorrectable (double-bit) ECC errors since the driver loaded (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL)"))
 
 
 def _rank(verdict: XidVerdict) -> int:
@@ -29,7 +36,8 @@ def _meaning(verdict: XidVerdict) -> str:
 class GpuXidMetrics(Check):
     """No GPU of the cluster reported, in its metrics, an NVIDIA Xid error during the window, nor a failed row
     remapping: read for every node at once from the DCGM exporter (DCGM_FI_DEV_XID_ERRORS, the value of the last
-    Xid seen; DCGM_FI_DEV_ROW_REMAP_FAILURE), without logging into a node.
+    Xid seen; DCGM_FI_DEV_ROW_REMAP_FAILURE; DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, uncorrectable ECC errors, where the
+    exporter publishes it), without logging into a node.
 
     Each Xid is judged as the on-node gpu-xid check judges a kernel-log line, by NVIDIA's Xid catalogue
     (docs.nvidia.com/deploy/xid-errors): reset, reboot or replace is critical, an application restart a warning,
@@ -107,6 +115,10 @@ def _events(device: DeviceMetrics) -> list[tuple[int, XidVerdict, str, bool]]:
         if held and _rank(verdict) < ACTION_ORDER.index("reset"):
             continue
         found.append((code, verdict, when.isoformat(timespec="seconds"), held))
+    ecc = list(device.signals.get(ECC_DBE, ()))
+    rise = next((i for i, (_, v) in enumerate(ecc) if v >= 1 and (i == 0 or v > ecc[i - 1][1])), None)
+    if rise is not None:  # a count held from before the window stands until the GPU is reset, like the on-node one
+        found.append((ECC_DBE_VERDICT.code, ECC_DBE_VERDICT, ecc[rise][0].isoformat(timespec="seconds"), rise == 0))
     if any(v >= 1 for _, v in device.signals.get(ROW_REMAP_FAILURE, ())):
         when = next(t for t, v in device.signals[ROW_REMAP_FAILURE] if v >= 1)
         found.append((ROW_REMAP.code, ROW_REMAP, when.isoformat(timespec="seconds"), False))

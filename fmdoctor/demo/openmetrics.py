@@ -36,6 +36,8 @@ DCGM_FAMILIES = {
     "DCGM_FI_DEV_FB_FREE": "Framebuffer memory free (in MiB).",
     "DCGM_FI_DEV_FB_USED": "Framebuffer memory used (in MiB).",
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": "Whether remapping of rows has failed",
+    # A counter in the exporter; written as a gauge since OpenMetrics names counters ..._total.
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "Total number of double-bit volatile ECC errors.",
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "Ratio of time the graphics engine is active.",
     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "Ratio of cycles the tensor (HMMA) pipe is active.",
 }
@@ -91,11 +93,14 @@ class OpenMetricsWriter:
         tensor_active: float | None = None,
         xid: dict[int, tuple[int, int]] | None = None,
         row_remap_failure: dict[int, int] | None = None,
+        ecc_dbe: dict[int, tuple[int, int]] | None = None,
     ) -> None:
         """One node's DCGM exporter series. ``labels`` name the node (Hostname, instance, job...); ``tensor_active``
         is the 0-1 ratio of a busy GPU (profiling metrics are left out when None); ``xid`` maps a GPU to
         (code, the oldest-first period from which DCGM_FI_DEV_XID_ERRORS holds it); ``row_remap_failure`` maps a
-        GPU to the oldest-first period from which DCGM_FI_DEV_ROW_REMAP_FAILURE is 1."""
+        GPU to the oldest-first period from which DCGM_FI_DEV_ROW_REMAP_FAILURE is 1; ``ecc_dbe`` maps a GPU to
+        (count, the oldest-first period from which DCGM_FI_DEV_ECC_DBE_VOL_TOTAL holds it); ECC is written only
+        when given, as the exporter's default counters leave it out."""
         name, total = gpu
         for index in range(gpus):
             digest = hashlib.sha1(f"{labels.get('Hostname')}/{index}".encode()).hexdigest()  # noqa: S324 (an id)
@@ -125,6 +130,9 @@ class OpenMetricsWriter:
                     "DCGM_FI_DEV_ROW_REMAP_FAILURE": float(
                         index in (row_remap_failure or {}) and oldest_first >= (row_remap_failure or {})[index]),
                 }
+                if ecc_dbe is not None:
+                    count, since = ecc_dbe.get(index, (0, 0))
+                    period["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"] = float(count if oldest_first >= since else 0)
                 if tensor_active is not None:
                     busy = sample["utilization"] / 100
                     period["DCGM_FI_PROF_GR_ENGINE_ACTIVE"] = round(busy, 4)

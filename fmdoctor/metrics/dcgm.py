@@ -12,7 +12,9 @@ SageMaker HyperPod observability "Exported metrics reference"), labelled ``gpu``
 * ``DCGM_FI_DEV_POWER_USAGE`` (W), ``DCGM_FI_DEV_SM_CLOCK`` (MHz);
 * ``DCGM_FI_PROF_PIPE_TENSOR_ACTIVE`` (0-1 ratio of cycles the tensor pipes were busy), as a percent;
 * ``DCGM_FI_DEV_XID_ERRORS`` (a gauge: the value of the last Xid seen, 0 for none), each period's maximum;
-* ``DCGM_FI_DEV_ROW_REMAP_FAILURE`` (1 when row remapping failed: the GPU needs replacing).
+* ``DCGM_FI_DEV_ROW_REMAP_FAILURE`` (1 when row remapping failed: the GPU needs replacing);
+* ``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`` (uncorrectable double-bit ECC errors since the driver loaded; commented out
+  of etc/default-counters.csv, read where a deployment enables it), each period's maximum.
 
 ``DCGM_FI_PROF_SM_ACTIVE`` is not read: tensor activity answers the question it would (is real math running).
 
@@ -45,6 +47,7 @@ from fmdoctor.metrics.prometheus import Endpoint, PrometheusClient
 
 MEMORY_FREE = "memory_free"
 ROW_REMAP_FAILURE = "row_remap_failure"
+ECC_DBE = "ecc_dbe_volatile"
 UTILIZATION_METRIC = "DCGM_FI_DEV_GPU_UTIL"
 ENGINE_ACTIVE_METRIC = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 # The labels that name a node, in the order they are trusted (see fmdoctor.metrics.identity).
@@ -76,6 +79,7 @@ GPU_METRICS = (
     PromMetric(TENSOR_ACTIVE, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "avg_over_time", 100.0),
     PromMetric(XID, "DCGM_FI_DEV_XID_ERRORS", "max_over_time"),
     PromMetric(ROW_REMAP_FAILURE, "DCGM_FI_DEV_ROW_REMAP_FAILURE", "max_over_time"),
+    PromMetric(ECC_DBE, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "max_over_time"),
 )
 ENGINE_ACTIVE = PromMetric(UTILIZATION, ENGINE_ACTIVE_METRIC, "avg_over_time", 100.0)
 # EFA exporter counters: the error counters judged, then RDMA throughput for evidence.

@@ -194,3 +194,24 @@ def test_series_listed_without_a_sample_in_the_window_are_not_verified():
     assert starting_reason(held, prometheus, start, now, period, 50.0) == ""
     assert "(4 of the window's 6 periods, under gpu.min_coverage_percent 80%)" in starting_reason(
         held, prometheus, start, now, period, 80.0)
+
+
+def test_uncorrectable_ecc_errors_in_dcgm_are_judged_as_the_node_check_judges_them(hyperpod, prometheus, run_checks):
+    """DCGM_FI_DEV_ECC_DBE_VOL_TOTAL (enabled in the exporter's counters) rising on GPU 2 of a node: critical,
+    reset the GPU (NVIDIA's verdict for Xid 48, Double Bit ECC Error; node-gpu-health's for nvidia-smi's volatile
+    uncorrected count). A count held from before the window stands too; zero counts are healthy."""
+    writer = OpenMetricsWriter(datetime.now(UTC))
+    for n, node in enumerate(hyperpod):
+        ecc = {0: {2: (3, 4)}, 1: {5: (1, 0)}}.get(n, {})
+        writer.dcgm_node({"Hostname": f"hyperpod-{node}"}, 95.0, ecc_dbe=ecc)
+    url = prometheus(writer.text())
+
+    report = run_checks(["gpu-xid-metrics"], cluster=HP, metrics={"url": url}, **SETTLED)
+
+    found = {f.resource: f for f in report.findings}
+    assert set(found) == {hyperpod[0], hyperpod[1]} and report.errors == []
+    rising, held = found[hyperpod[0]], found[hyperpod[1]]
+    assert (rising.severity.value, rising.evidence["action"]) == ("critical", "reset")
+    assert [(x["gpu"], x["xid"], x["held_from_before_window"]) for x in rising.evidence["xids"]] == [("2", 48, False)]
+    assert "Uncorrectable (double-bit) ECC errors" in rising.evidence["xids"][0]["meaning"]
+    assert [(x["gpu"], x["held_from_before_window"]) for x in held.evidence["xids"]] == [("5", True)]
