@@ -1,9 +1,10 @@
 """The Prometheus HTTP API as a metric source: self-hosted Prometheus, Grafana Mimir/Thanos, and Amazon Managed
 Service for Prometheus (AMP).
 
-Only reads: ``GET /api/v1/query_range`` (PromQL over a window, one call per metric for the whole cluster) and
-``GET /api/v1/label/__name__/values`` (which metric names exist, so absent ones cost no query). Auth is none,
-a bearer token read from an environment variable (never from the config file), or AWS SigV4 with service
+Only reads: ``GET /api/v1/query_range`` (PromQL over a window, one call per metric for the whole cluster),
+``GET /api/v1/label/__name__/values`` (which metric names exist, so absent ones cost no query) and, when a
+self-hosted Prometheus holds no exporter series at all, ``GET /api/v1/status/runtimeinfo`` (when it started).
+Auth is none, a bearer token read from an environment variable (never from the config file), or AWS SigV4 with service
 ``aps`` for AMP (IAM ``aps:QueryMetrics``, ``aps:GetLabels``; the workspace URL is
 ``https://aps-workspaces.<region>.amazonaws.com/workspaces/<id>/``, per the AMP user guide's "Query using
 Prometheus-compatible APIs"). Each call is counted: AMP's as AWS API calls (``aps.QueryMetrics``...), a plain
@@ -84,6 +85,17 @@ class PrometheusClient:
         params = [("start", _ts(start)), ("end", _ts(end)), *(("match[]", m) for m in match)]
         data = self._get("label_values", f"api/v1/label/{quote(label, safe='')}/values", params)
         return [str(v) for v in data or []]
+
+    def started(self) -> datetime | None:
+        """When a self-hosted Prometheus started (``/api/v1/status/runtimeinfo``'s startTime); None for AMP, whose
+        query API has no status endpoints, and for a server that does not say (Mimir, Thanos, an old Prometheus)."""
+        if self.endpoint.amp:
+            return None
+        try:
+            data = self._get("runtimeinfo", "api/v1/status/runtimeinfo", []) or {}
+            return datetime.fromisoformat(str(data["startTime"]).replace("Z", "+00:00"))
+        except (PrometheusFailed, KeyError, TypeError, ValueError):
+            return None
 
     def query_range(self, query: str, start: datetime, end: datetime, step: timedelta) -> list[Series]:
         params = [("query", query), ("start", _ts(start)), ("end", _ts(end)), ("step", f"{int(step.total_seconds())}s")]

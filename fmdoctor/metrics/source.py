@@ -203,6 +203,8 @@ def load_metrics(nodes: Sequence[MetricNode], sources: Sources, cloudwatch: Call
     periods = periods_in(start, end, gpu.period)
     where = describe_metric(sources.prometheus)
     young = starting_reason(found, sources.prometheus, start, end, gpu.period, gpu.min_coverage_percent)
+    if not found.published and not young:
+        young = started_reason(client.started(), sources.prometheus, start, end)
     updated = dict(metrics.nodes)
     starting = {}
     for node in lacking:
@@ -220,6 +222,16 @@ def load_metrics(nodes: Sequence[MetricNode], sources: Sources, cloudwatch: Call
     return replace(metrics, nodes=updated, efa=efa, unmatched={**metrics.unmatched, **found.unmatched},
                    queries=metrics.queries + found.queries, prometheus=sources.prometheus.describe(),
                    efa_counters=EFA_ERROR_COUNTERS, starting=starting, efa_starting=efa_starting)
+
+
+def started_reason(started: datetime | None, prometheus: Endpoint, start: datetime, end: datetime) -> str:
+    """Why a Prometheus holding no exporter series at all cannot be judged yet: it started inside the window (it
+    has not scraped the exporters for long, if at all); "" when it has run longer, or does not say."""
+    if started is None or started <= start:
+        return ""
+    return (f"{prometheus.describe()} started at {started.isoformat(timespec='seconds')}, "
+            f"{format_duration(max(end - started, timedelta(0)))} before the window's end, and holds no DCGM or EFA "
+            "exporter series yet: run again once it has scraped them for a window")
 
 
 def starting_reason(found: PromResult, prometheus: Endpoint, start: datetime, end: datetime, period: timedelta,

@@ -22,8 +22,8 @@ from fmdoctor.demo.moto_health import set_hyperpod_node_dns
 from fmdoctor.demo.openmetrics import OpenMetricsWriter
 from fmdoctor.engine.model import Status
 from fmdoctor.metrics.dcgm import PromResult
-from fmdoctor.metrics.prometheus import Endpoint
-from fmdoctor.metrics.source import starting_reason
+from fmdoctor.metrics.prometheus import Endpoint, PrometheusClient
+from fmdoctor.metrics.source import started_reason, starting_reason
 from runbooks.library import get_runbook
 from runbooks.render import render_runbook
 
@@ -215,3 +215,33 @@ def test_uncorrectable_ecc_errors_in_dcgm_are_judged_as_the_node_check_judges_th
     assert [(x["gpu"], x["xid"], x["held_from_before_window"]) for x in rising.evidence["xids"]] == [("2", 48, False)]
     assert "Uncorrectable (double-bit) ECC errors" in rising.evidence["xids"][0]["meaning"]
     assert [(x["gpu"], x["held_from_before_window"]) for x in held.evidence["xids"]] == [("5", True)]
+
+
+def test_a_prometheus_started_inside_the_window_without_exporter_series_is_not_verified(hyperpod, prometheus,
+                                                                                         run_checks):
+    """Prometheus started seconds ago and has scraped nothing from the exporters yet (it holds only its own
+    ``up``): its runtimeinfo startTime says so, and no node is blamed for a missing exporter."""
+    now = datetime.now(UTC).timestamp()
+    url = prometheus(f'# TYPE up gauge\nup{{job="prometheus",instance="localhost:9090"}} 1 {now - 30:.3f}\n# EOF\n')
+
+    report = run_checks([*GPU_CHECKS, "efa-errors"], cluster=HP, metrics={"url": url}, **SETTLED)
+
+    assert report.findings == []
+    assert {(e.check, e.code) for e in report.errors} == {(c, "MetricSourceStarting") for c in [*GPU_CHECKS,
+                                                                                               "efa-errors"]}
+    assert re.search(r"started at \S+, \S+ before the window's end, and holds no DCGM or EFA exporter series yet",
+                     report.errors[0].message)
+    assert report.stats.queries == {"prometheus.label_values": 1, "prometheus.runtimeinfo": 1}
+
+
+def test_only_a_prometheus_started_inside_the_window_is_starting_and_amp_is_never_asked():
+    now = datetime.now(UTC)
+    start = now - timedelta(minutes=30)
+    prometheus = Endpoint("http://prometheus.monitoring:9090/")
+    assert started_reason(now - timedelta(days=3), prometheus, start, now) == ""
+    assert started_reason(None, prometheus, start, now) == ""  # Mimir, Thanos: no runtimeinfo
+    assert "started at" in started_reason(now - timedelta(minutes=2), prometheus, start, now)
+    calls: list[tuple[str, str]] = []
+    amp = PrometheusClient(Endpoint("https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-1/", "sigv4"),
+                           lambda *call: calls.append(call))
+    assert amp.started() is None and calls == []  # AMP's query API has no status endpoints
