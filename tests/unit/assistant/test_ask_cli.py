@@ -59,7 +59,7 @@ def test_model_from_the_environment(capsys, monkeypatch):
 
 @pytest.fixture
 def with_remediation(monkeypatch, fix_backends):
-    monkeypatch.setattr(Backends, "discover", classmethod(lambda cls: fix_backends))
+    monkeypatch.setattr(Backends, "library", classmethod(lambda cls: fix_backends))
     module = types.ModuleType("fmdoctor.remediation")
     module.Approval = FakeApproval
     monkeypatch.setitem(sys.modules, "fmdoctor.remediation", module)
