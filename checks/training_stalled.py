@@ -7,9 +7,9 @@ from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.gaps import Gaps
-from fmdoctor.engine.inventory import Instance
+from fmdoctor.engine.inventory import HYPERPOD, INSTANCES, Instance
 from fmdoctor.engine.model import Finding, Severity
-from fmdoctor.training.culprit import READABLE, Answer, Evidence, answer, read_evidence
+from fmdoctor.training.culprit import READABLE, Answer, Evidence, answer, host_key, read_evidence
 from fmdoctor.training.flight_recorder import find_laggards
 from fmdoctor.training.hosts import instance_index, resolve
 from fmdoctor.training.logs import JobLogs, discover_groups, is_signature, read_job_logs
@@ -21,6 +21,7 @@ from .hyperpod_node_unhealthy import HyperpodNodeUnhealthy
 from .spot_interruption import SpotInterruption
 
 LOGS_KEY = "training.logs"
+PARALLELCLUSTER_GROUPS = "/aws/parallelcluster/"
 HOW_TO_SEE_LOGS = ("ship the job's stdout/stderr to CloudWatch Logs (ParallelCluster: Monitoring/Logs/CloudWatch "
                    "plus an agent entry for the job's output files; EKS: Container Insights' Fluent Bit) or set "
                    "training.log_groups, and allow logs:DescribeLogGroups and logs:FilterLogEvents")
@@ -49,6 +50,7 @@ class TrainingStalled(Check):
     family = "training"
     severity = Severity.CRITICAL
     iam_actions = _iam(EfaErrors, SpotInterruption, HyperpodNodeUnhealthy)
+    inventory = frozenset({INSTANCES, HYPERPOD})  # a HyperPod cluster's nodes are no EC2 instances of the account
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         inv = ctx.inventory
@@ -98,7 +100,8 @@ class TrainingStalled(Check):
             suspects.append((key, instance, hyperpod_id))
         facts, not_checked = cross_reference(ctx, [i for _, i, _ in suspects if i],
                                              [h for _, _, h in suspects if h])
-        culprits = [self._culprit(ctx, key, instance, hyperpod_id, found, xids, facts)
+        slurm = any(g.startswith(PARALLELCLUSTER_GROUPS) for g in logs.groups)
+        culprits = [self._culprit(ctx, key, instance, hyperpod_id, found, xids, facts, slurm)
                     for key, instance, hyperpod_id in suspects]
         conflicts = found.conflicts
         start = found.stall_start or (progress.written if progress else None)
@@ -136,8 +139,8 @@ class TrainingStalled(Check):
         )
 
     def _culprit(self, ctx: CheckContext, key: str, instance: Instance | None, hyperpod_id: str | None,
-                 found: Answer, xids: dict[str, list[dict[str, Any]]], facts: dict[str, dict[str, Any]]
-                 ) -> dict[str, Any]:
+                 found: Answer, xids: dict[str, list[dict[str, Any]]], facts: dict[str, dict[str, Any]],
+                 slurm: bool) -> dict[str, Any]:
         node_id = instance.id if instance else hyperpod_id
         known = facts.get(node_id or "", {})
         node_xid = xids.get(key, []) + (xids.get(node_id, []) if node_id else [])
@@ -161,13 +164,16 @@ class TrainingStalled(Check):
             "explained_by": reasons[0] if reasons else None, "take_out": None,
             "summary": f"{label}{rank_text}, named by {READABLE[found.source or '']}{explained}",
         }
-        out.update(_take_out(ctx, key, instance, hyperpod_id, node_xid))
+        out.update(_take_out(ctx, key, instance, hyperpod_id, node_xid, slurm))
         return out
 
 
 def _take_out(ctx: CheckContext, key: str, instance: Instance | None, hyperpod_id: str | None,
-              xids: list[dict[str, Any]]) -> dict[str, Any]:
-    """The fix where the scheduler is known: HyperPod's API (an approved fix), else the Slurm or Kubernetes command."""
+              xids: list[dict[str, Any]], slurm: bool) -> dict[str, Any]:
+    """The fix where the scheduler is known: HyperPod's API (an approved fix), else the Slurm or Kubernetes command.
+
+    Slurm is known from ParallelCluster's tag on the node or from the job logging to ParallelCluster's log group
+    (its compute fleet's CloudWatch agent writes there; AWS Batch jobs log to /aws/batch/job instead)."""
     hyperpod = ctx.inventory.hyperpod.name if ctx.inventory.hyperpod else ctx.settings.hyperpod.cluster_name
     if hyperpod_id and hyperpod:
         reboot = bool(xids) and xids[0]["action"] in {"reset", "reboot", "restart-vm"}
@@ -176,14 +182,16 @@ def _take_out(ctx: CheckContext, key: str, instance: Instance | None, hyperpod_i
     if instance is None:
         return {}
     tags = instance.tags
-    host = key if key.startswith("ip-") else instance.name
+    host = key if key.startswith("ip-") else (host_key(instance.private_dns) or host_key(instance.private_ip)
+                                              or instance.name)
     reason = shlex.quote(f"fmdoctor training-stalled: hung the job at {ctx.now.isoformat(timespec='minutes')}")
-    if "parallelcluster:cluster-name" in tags:
+    eks = any(k == "eks:cluster-name" or k.startswith("kubernetes.io/cluster/") for k in tags)
+    if "parallelcluster:cluster-name" in tags or (slurm and not eks):
         # ParallelCluster's Slurm node names (queue-st-p5-1) are not host names: sinfo maps one to the other.
         node = f"$(sinfo -h -N -o '%N %n' | awk -v h={shlex.quote(host)} '$2 == h {{print $1}}')"
         return {"take_out": {"scheduler": "slurm", "host": host,
                              "command": f'scontrol update NodeName="{node}" State=DRAIN Reason={reason}'}}
-    if any(k == "eks:cluster-name" or k.startswith("kubernetes.io/cluster/") for k in tags):
+    if eks:
         node = f"{host}.{ctx.region}.compute.internal" if ctx.region != "us-east-1" else f"{host}.ec2.internal"
         return {"take_out": {"scheduler": "eks", "command": f"kubectl cordon {shlex.quote(node)} && kubectl drain "
                              f"{shlex.quote(node)} --ignore-daemonsets --delete-emptydir-data"}}

@@ -182,3 +182,37 @@ def test_nothing_readable_at_all_is_unverified_not_healthy(job, run_checks):
     report = run_checks(ONLY)
     assert report.findings == [] and report.skipped == []
     assert {e.code for e in report.errors} == {"NoLogGroup"}
+
+
+def test_a_hyperpod_culprit_gets_the_gated_hyperpod_fix_its_xid_calls_for(aws, run_checks):
+    """HyperPod streams carry the node's instance id (no EC2 instance behind it in DescribeInstances): the
+    culprit is the HyperPod node, and its fix is HyperPod's API, an Xid 79 asking for a reboot."""
+    from .test_hyperpod import create_hyperpod, node_ids
+
+    name = create_hyperpod(aws)
+    ids = node_ids(aws, name)
+    arn = aws.client("sagemaker").describe_cluster(ClusterName=name)["ClusterArn"]
+    group = f"/aws/sagemaker/Clusters/{name}/{arn.rsplit('/', 1)[-1]}"
+    logs = aws.client("logs")
+    logs.create_log_group(logGroupName=group)
+    now = datetime.now(UTC)
+    hung, timed_out = now - timedelta(minutes=40), now - timedelta(minutes=10)
+    for index, node in enumerate(ids):
+        ranks = range(index * 8, index * 8 + 8)
+        lines = [(hung - timedelta(minutes=2), f"[rank{r}]:step 900 loss 2.01") for r in ranks]
+        if index != 1:
+            lines += [(timed_out, f"[rank{r}]:[E1204 05:01:07.426415540 ProcessGroupNCCL.cpp:629] [Rank {r}] "
+                       "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=901, OpType=ALLREDUCE, "
+                       "NumelIn=1048576, NumelOut=1048576, Timeout(ms)=1800000) ran for 1800043 milliseconds "
+                       "before timing out.") for r in ranks]
+        put_lines(logs, group, f"training/workers/{node}", lines)
+    put_lines(logs, group, f"syslog/workers/{ids[1]}", [(hung, (
+        f"{hung:%b %d %H:%M:%S} ip-10-1-0-12 kernel: [812345.678901] NVRM: Xid (PCI:0000:a8:00): 79, pid=0, "
+        "name=python, GPU has fallen off the bus."))])
+    report = run_checks(ONLY, cluster=name)
+    [finding] = report.findings
+    [culprit] = finding.evidence["culprits"]
+    assert culprit["instance"] == ids[1] and finding.evidence["named_by"] == "nccl-watchdog"
+    assert culprit["explained_by"].startswith("Xid 79")
+    assert finding.evidence["fix"] == [{"action": "reboot-hyperpod-node", "cluster_name": name, "node_id": ids[1]}]
+    assert finding.evidence["logs"]["groups"] == [group]
