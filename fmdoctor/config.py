@@ -480,6 +480,9 @@ class ServeSettings(_Section):
     max_event_bytes: int = Field(256 * 1024, ge=1024, description="Largest event parsed (SQS allows 256 KiB).")
     cluster_label: str = Field("cluster", description="Alertmanager label naming the cluster.")
     routes: list[ServeRoute] = Field(default_factory=list)
+    dedupe_table: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{3,255}$", description=(
+        "DynamoDB table the replicas on one queue share, so an event is posted once whichever replica gets "
+        "it (deploy/serve/dedupe-table.cfn.yaml); without it each replica remembers only its own deliveries."))
 
     @field_validator("slack_channel")
     @classmethod

@@ -76,7 +76,7 @@ def _serve(doctor: Doctor, args: argparse.Namespace) -> int:
         outputs.append(WebhookOutput(serve.webhook_url, redact, token or None))
     if serve.sns_topic_arn:
         outputs.append(SnsOutput(aws_client(doctor, "sns"), serve.sns_topic_arn, redact))
-    service = Service(doctor, serve, outputs, narrator_for(doctor))
+    service = Service(doctor, serve, outputs, narrator_for(doctor), ledger=_ledger(doctor, serve))
     token = os.environ.get("FMDOCTOR_SERVE_TOKEN", "").strip() or None
     if token is not None and len(token) < 16:
         raise ConfigError("FMDOCTOR_SERVE_TOKEN is too short to be a secret (under 16 characters)",
@@ -92,10 +92,22 @@ def _serve(doctor: Doctor, args: argparse.Namespace) -> int:
         hooks = "webhooks on /webhook/alertmanager" if token else "no webhooks (FMDOCTOR_SERVE_TOKEN unset)"
         sys.stderr.write(f"fmdoctor serve: http://{address[0]}:{address[1]} ({hooks}; /metrics; /healthz)\n")
     sys.stderr.write(f"fmdoctor serve: queue {serve.queue_url or 'none'}; outputs "
-                     f"{', '.join(o.name for o in outputs) or 'none (metrics only)'}\n")
+                     f"{', '.join(o.name for o in outputs) or 'none (metrics only)'}; deliveries remembered "
+                     f"{'in DynamoDB table ' + serve.dedupe_table if serve.dedupe_table else 'by this replica'}\n")
     sys.stderr.flush()
     service.run()
     return 0
+
+
+def _ledger(doctor: Doctor, serve: Any) -> Any:
+    """The shared DynamoDB ledger where serve.dedupe_table is set, else this replica's memory."""
+    from fmdoctor.serve.dedupe import SharedLedger
+    from fmdoctor.serve.service import aws_client
+    from fmdoctor.serve.state import Ledger
+
+    if not serve.dedupe_table:
+        return Ledger()
+    return SharedLedger(aws_client(doctor, "dynamodb"), serve.dedupe_table, serve.visibility_timeout.total_seconds())
 
 
 def _slack_output(channel: str, redact: Any, window_s: float, max_blocks: int) -> Any:

@@ -51,6 +51,9 @@ class Ledger:
         with self._lock:
             self._claimed.discard(key)
 
+    def close(self) -> None:
+        """Nothing to let go of in memory (a shared ledger stops renewing its leases)."""
+
     def _expire(self) -> None:
         now = self.clock()
         while self._done and now - next(iter(self._done.values())) > self.ttl_s:
