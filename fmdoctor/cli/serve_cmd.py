@@ -68,15 +68,16 @@ def _serve(doctor: Doctor, args: argparse.Namespace) -> int:
                           hint="events name clusters; only configured ones are investigated")
     redact = redactor(doctor.settings.agent.redact)
     outputs: list[Any] = []
+    ledger = _ledger(doctor, serve)
     if serve.slack_channel:
         outputs.append(_slack_output(serve.slack_channel, redact, serve.repeat_window.total_seconds(),
-                                     doctor.settings.slack.max_blocks))
+                                     doctor.settings.slack.max_blocks, ledger if serve.dedupe_table else None))
     if serve.webhook_url:
         token = os.environ.get(serve.webhook_token_env, "").strip() if serve.webhook_token_env else None
         outputs.append(WebhookOutput(serve.webhook_url, redact, token or None))
     if serve.sns_topic_arn:
         outputs.append(SnsOutput(aws_client(doctor, "sns"), serve.sns_topic_arn, redact))
-    service = Service(doctor, serve, outputs, narrator_for(doctor), ledger=_ledger(doctor, serve))
+    service = Service(doctor, serve, outputs, narrator_for(doctor), ledger=ledger)
     token = os.environ.get("FMDOCTOR_SERVE_TOKEN", "").strip() or None
     if token is not None and len(token) < 16:
         raise ConfigError("FMDOCTOR_SERVE_TOKEN is too short to be a secret (under 16 characters)",
@@ -110,7 +111,7 @@ def _ledger(doctor: Doctor, serve: Any) -> Any:
     return SharedLedger(aws_client(doctor, "dynamodb"), serve.dedupe_table, serve.visibility_timeout.total_seconds())
 
 
-def _slack_output(channel: str, redact: Any, window_s: float, max_blocks: int) -> Any:
+def _slack_output(channel: str, redact: Any, window_s: float, max_blocks: int, shared: Any = None) -> Any:
     try:
         from fmdoctor.serve.outputs import SlackOutput
         from fmdoctor.slack.app import web_client
@@ -120,4 +121,4 @@ def _slack_output(channel: str, redact: Any, window_s: float, max_blocks: int) -
                           hint="pip install 'fmdoctor[slack]'") from None
     tokens = SlackTokens.from_env(None)
     install_redaction(tokens)
-    return SlackOutput(web_client(tokens), channel, redact, window_s, max_blocks)
+    return SlackOutput(web_client(tokens), channel, redact, window_s, max_blocks, shared=shared)

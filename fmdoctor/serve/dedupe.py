@@ -12,6 +12,8 @@ come back to another. The table holds two kinds of item, keyed ``pk``:
   receive the message takes the claim.
 * ``done#<key>``: an event (or one of its outputs) that has its result, so any replica acknowledges a redelivery
   without posting again.
+* ``thread#<repeat key>``: the Slack message an alarm opened, so its repeat on any replica within
+  ``serve.repeat_window`` updates that message and answers in its thread.
 
 Each item carries ``expires_at`` for DynamoDB's TTL (``deploy/serve/dedupe-table.cfn.yaml`` enables it), so the
 table does not grow. Reads are strongly consistent: a ``done`` written by one replica is seen by the next read
@@ -109,6 +111,20 @@ class SharedLedger(Ledger):
 
     def close(self) -> None:
         self._stop.set()
+
+    def thread_of(self, repeat_key: str, window_s: float) -> str | None:
+        """The Slack message a replica opened for this alarm within ``window_s`` (``thread#<repeat key>``)."""
+        item = self.dynamodb.get_item(TableName=self.table, Key={"pk": {"S": f"thread#{repeat_key}"}},
+                                      ConsistentRead=True).get("Item")
+        if item and self.wall() - float(item["at"]["N"]) <= window_s:
+            return str(item["ts"]["S"])
+        return None
+
+    def remember_thread(self, repeat_key: str, ts: str, window_s: float) -> None:
+        now = self.wall()
+        self.dynamodb.put_item(TableName=self.table, Item={
+            "pk": {"S": f"thread#{repeat_key}"}, "ts": {"S": ts}, "at": {"N": str(now)},
+            TTL_ATTRIBUTE: {"N": str(int(now + window_s))}})
 
     def _put_claim(self, key: str, renew: bool = False) -> bool:
         now = self.wall()

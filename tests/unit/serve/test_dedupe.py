@@ -98,3 +98,13 @@ def test_a_failing_table_leaves_no_local_claim_behind(table):
     with pytest.raises(table.exceptions.ResourceNotFoundException):
         ledger.claim("ev-1")
     assert Ledger.claim(ledger, "ev-1")  # the in-memory claim was given back
+
+
+def test_an_alarms_slack_thread_is_shared_within_its_window(table):
+    clock = Clock()
+    a, b = replicas(table, clock)
+    a.remember_thread("alarm:gpu-util", "1700000000.000100", window_s=3600)
+    assert b.thread_of("alarm:gpu-util", 3600) == "1700000000.000100"
+    assert b.thread_of("alarm:other", 3600) is None
+    clock.now += 3601  # past serve.repeat_window: the alarm opens a new message
+    assert b.thread_of("alarm:gpu-util", 3600) is None
