@@ -109,6 +109,11 @@ class SharedLedger(Ledger):
                 log.debug("could not release the claim on %s: %s", key, type(exc).__name__)
         super().release(key)
 
+    def holds(self, key: str) -> bool:
+        """False once another replica took the event over (this one's lease ran out unrenewed)."""
+        with self._held_lock:
+            return key in self._held
+
     def close(self) -> None:
         self._stop.set()
 

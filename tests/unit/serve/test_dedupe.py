@@ -84,7 +84,9 @@ def test_a_dead_replicas_lease_runs_out_and_another_takes_the_event(table, caplo
         clock.now += 2  # A died: nothing renewed, the lease ran out with its message's visibility
         assert b.claim("ev-1")
         caplog.set_level(logging.WARNING, "fmdoctor.serve")
+        assert a.holds("ev-1")
         assert a.renew_due() == ["ev-1"]  # had A only been slow, it learns it lost the event
+        assert not a.holds("ev-1") and b.holds("ev-1")  # so A's processor does not post it too
         assert "another replica took it" in caplog.text
         a.release("ev-1")  # A's late release does not drop B's claim
         assert not a.claim("ev-1")
