@@ -14,7 +14,16 @@ from fmdoctor.training.flight_recorder import find_laggards
 from fmdoctor.training.hosts import instance_index, resolve
 from fmdoctor.training.logs import JobLogs, discover_groups, is_signature, read_job_logs
 
-from ._training import Progress, checkpoint_progress, cross_reference, explains, flight_recorder_dumps, node_xids
+from ._training import (
+    Activity,
+    Progress,
+    checkpoint_progress,
+    cross_reference,
+    explains,
+    flight_recorder_dumps,
+    job_activity,
+    node_xids,
+)
 from ._training import training_iam as _iam
 from .efa_errors import EfaErrors
 from .hyperpod_node_unhealthy import HyperpodNodeUnhealthy
@@ -43,7 +52,9 @@ class TrainingStalled(Check):
 
     With no log group, a checkpoint within its usual interval and no rank behind in the dumps are proof of
     progress (nothing to name); the missing logs are reported as not verified when a stall's culprit cannot be
-    named or no checkpoint shows progress.
+    named or no checkpoint shows progress. With no checkpoint location and silent logs the GPU metrics decide:
+    tensor work (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE) is a job computing; every busy GPU without it while EFA moves
+    no RDMA bytes (node_amazonefa_rdma_*_bytes, where published) is ranks spinning in a hung collective.
     """
 
     id = "training-stalled"
@@ -79,18 +90,23 @@ class TrainingStalled(Check):
                                                                   (evidence.last_failure() or since) > since))
         if evidence.finished and not failed_since and (since is None or evidence.finished[-1].time >= since):
             return []  # torch elastic's agents reported the worker group finished
-        if not failed_since and (progress is None or not progress.stale or talking):
-            if progress is None and not logs.readable and not dumps:
-                raise Unverified("neither checkpoints, logs nor flight-recorder dumps could be read")
-            if progress is None and not talking:
+        # With no checkpoint to go by and silent logs, the GPUs decide: spinning in a collective everywhere (and
+        # no RDMA traffic) is a stall; tensor work is a job computing.
+        activity = job_activity(ctx) if not failed_since and progress is None and not talking else None
+        spinning = activity is not None and activity.stalled
+        if not failed_since and not spinning and (progress is None or not progress.stale or talking):
+            if progress is None and not logs.readable and not dumps and activity is None:
+                raise Unverified("neither checkpoints, logs, flight-recorder dumps nor GPU metrics could be read")
+            if progress is None and not talking and activity is None:
                 ctx.unverified("whether the training job still makes progress", "NoProgressSignal",
-                               "its logs are silent and no checkpoint location is configured "
-                               "(checkpoints.locations): " + HOW_TO_SEE_LOGS)
+                               "its logs are silent, no checkpoint location is configured (checkpoints.locations) "
+                               "and no GPU publishes tensor activity (DCGM): " + HOW_TO_SEE_LOGS)
             return []
-        return [self._finding(ctx, progress, logs, evidence, answer(evidence, laggards), len(dumps), talking)]
+        return [self._finding(ctx, progress, logs, evidence, answer(evidence, laggards), len(dumps), talking,
+                              activity or job_activity(ctx))]
 
     def _finding(self, ctx: CheckContext, progress: Progress | None, logs: JobLogs, evidence: Evidence,
-                 found: Answer, dumps: int, talking: list[Any]) -> Finding:
+                 found: Answer, dumps: int, talking: list[Any], activity: Activity | None) -> Finding:
         index = instance_index(ctx.inventory)
         xids = node_xids(logs.events, ctx.now)
         suspects = []
@@ -113,6 +129,9 @@ class TrainingStalled(Check):
         disagree = ("; the evidence conflicts: " + ", ".join(f"{s} names {', '.join(h)}" for s, h in conflicts.items())
                     if conflicts else "")
         resume = f" Resume from {progress.uri}." if progress else ""
+        spin = (f"; every busy GPU ({len(activity.judged)} node(s)) ran kernels without tensor work over the last "
+                f"{activity.window}" + (" and EFA moved no RDMA bytes" if activity.rdma_bytes == 0 else "")
+                + ": ranks spinning in a collective" if activity is not None and activity.stalled else "")
         evidence_out: dict[str, Any] = {
             "stall_start": start.isoformat(timespec="seconds") if start else None,
             "culprits": culprits,
@@ -125,6 +144,7 @@ class TrainingStalled(Check):
             "logs": {"groups": logs.groups, "failure_lines": len(logs.events), "lines_in_silence_window": len(talking),
                      "silence": format_duration(ctx.settings.training.silence), "truncated": logs.truncated},
             "flight_recorder": {"dumps": dumps, "prefixes": list(ctx.settings.training.flight_recorder)},
+            "gpu_activity": activity.evidence() if activity else None,
             "not_checked": not_checked,
         }
         fixes = [c.pop("fix") for c in culprits if "fix" in c]
@@ -133,7 +153,7 @@ class TrainingStalled(Check):
         hang = bool(found.said) or found.stall_start is not None
         return self.finding(
             resource=(culprits[0]["instance"] or culprits[0]["host"]) if culprits else ctx.cluster,
-            summary=f"Training on {ctx.cluster} stalled{when}: {who}{disagree}.{resume}",
+            summary=f"Training on {ctx.cluster} stalled{when}: {who}{disagree}{spin}.{resume}",
             evidence=evidence_out,
             severity=Severity.CRITICAL if hang else Severity.WARNING,
         )
