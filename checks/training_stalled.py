@@ -47,7 +47,8 @@ class TrainingStalled(Check):
     else the watchdog's "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=...)" lines
     (ProcessGroupNCCL.cpp), else the host NCCL's "Connection closed by remote peer" (NVIDIA/nccl
     src/misc/socket.cc) and libfabric EFA's "Peer host id" (aws-ofi-nccl) point at, else torchrun's "Root Cause
-    (first observed failure)" (torch/distributed/elastic/multiprocessing/errors); then what explains it: an Xid
+    (first observed failure)" (torch/distributed/elastic/multiprocessing/errors), else the one host whose logs
+    show a CUDA error or an Xid NVIDIA's catalogue resolves by a reset or worse; then what explains it: an Xid
     (NVIDIA's Xid catalogue), EFA error counters, a Spot interruption, a failed HyperPod node.
 
     With no log group, a checkpoint within its usual interval and no rank behind in the dumps are proof of

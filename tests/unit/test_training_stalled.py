@@ -216,3 +216,28 @@ def test_a_hyperpod_culprit_gets_the_gated_hyperpod_fix_its_xid_calls_for(aws, r
     assert culprit["explained_by"].startswith("Xid 79")
     assert finding.evidence["fix"] == [{"action": "reboot-hyperpod-node", "cluster_name": name, "node_id": ids[1]}]
     assert finding.evidence["logs"]["groups"] == [group]
+
+
+def test_a_culprit_found_only_through_its_gpu_fault(job, run_checks):
+    """No timeout, peer error or summary was logged (the job hangs inside NCCL's 30-minute timeout, or the
+    watchdog is off): the one node whose kernel log has a reboot-class Xid is named, and the stall is a stall
+    because the checkpoints stopped coming."""
+    aws, nodes = job
+    logs = aws.client("logs")
+    logs.create_log_group(logGroupName=PC_GROUP)
+    now = datetime.now(UTC)
+    for node in nodes.values():
+        stream = f"{host(node)}.{node.id}.training"
+        put_lines(logs, PC_GROUP, stream, [(now - timedelta(minutes=m), f"[rank0]:step {900 - m} loss 2.01")
+                                           for m in (100, 98, 96)])
+    culprit = nodes["gpu-3"]
+    put_lines(logs, PC_GROUP, f"{host(culprit)}.{culprit.id}.syslog", [(now - timedelta(minutes=95), (
+        f"{(now - timedelta(minutes=95)):%b %d %H:%M:%S} {host(culprit)} kernel: [812345.678901] NVRM: Xid "
+        "(PCI:0000:a8:00): 79, pid=0, name=python, GPU has fallen off the bus."))])
+    checkpoints(aws, [190, 160, 130, 100])  # every 30 minutes until 100 minutes ago
+    [finding] = run_checks(ONLY, checkpoints={"locations": [LOCATION]}).findings
+    evidence = finding.evidence
+    assert evidence["named_by"] == "gpu-faults" and [c["instance"] for c in evidence["culprits"]] == [culprit.id]
+    assert evidence["culprits"][0]["explained_by"].startswith("Xid 79 (GPU has fallen off the bus)")
+    assert evidence["culprits"][0]["take_out"]["scheduler"] == "slurm"
+    assert "named by the GPU faults in its logs" in finding.summary
