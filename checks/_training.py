@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fmdoctor.checkpoints.facts import checkpoint_facts
+from fmdoctor.checkpoints.fsx import resolve_fsx
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
@@ -125,10 +126,31 @@ def _rounded(value: float | None) -> float | None:
     return round(value, 1) if value is not None else None
 
 
+def flight_recorder_prefixes(ctx: CheckContext, gaps: Gaps) -> list[str]:
+    """The configured prefixes as S3 ones: an ``fsx://fs-id/path/<file prefix>`` is followed to the S3 prefix its
+    data repository association exports that path to (as for checkpoints: the FSx API cannot list files)."""
+    configured = ctx.settings.training.flight_recorder
+    fsx = {uri: uri.rsplit("/", 1) for uri in configured if uri.startswith("fsx://")}
+    out = [uri for uri in configured if uri.startswith("s3://")]
+    if not fsx:
+        return out
+    directories = {directory: file_prefix for directory, file_prefix in fsx.values()}
+    with gaps.guard("the FSx file systems the flight-recorder dumps are written to"):
+        for target in resolve_fsx(ctx.client("fsx"), sorted(directories), gaps):
+            uri = f"{target.location}/{directories[target.location]}"
+            if target.s3_uri is None:
+                gaps.add(f"the NCCL flight recorder dumps under {uri}", "FsxContentsUnreadable",
+                         f"{target.unreadable}: give the dumps' directory a data repository association that exports "
+                         "new files to S3, or copy them to S3 and set that s3:// prefix")
+            else:
+                out.append(target.s3_uri + directories[target.location])
+    return out
+
+
 def flight_recorder_dumps(ctx: CheckContext, gaps: Gaps) -> list[RankDump]:
-    """Every rank's dump under each configured ``s3://bucket/path/<file prefix>``."""
+    """Every rank's dump under each configured ``s3://bucket/path/<file prefix>`` (or FSx path exported to S3)."""
     dumps: list[RankDump] = []
-    for uri in ctx.settings.training.flight_recorder:
+    for uri in flight_recorder_prefixes(ctx, gaps):
         bucket, _, key_prefix = uri[len("s3://"):].partition("/")
         file_prefix = key_prefix.rsplit("/", 1)[-1] or "nccl_trace_rank_"
         with gaps.guard(f"the NCCL flight recorder dumps under {uri}"):
@@ -220,5 +242,5 @@ def _why(what: str, exc: Exception) -> str:
 
 def training_iam(*checks: type[Check]) -> tuple[str, ...]:
     own = ("logs:DescribeLogGroups", "logs:DescribeLogStreams", "logs:FilterLogEvents", "s3:GetObject", "s3:ListBucket",
-           "sagemaker:ListClusterNodes")
+           "sagemaker:ListClusterNodes", "fsx:DescribeFileSystems", "fsx:DescribeDataRepositoryAssociations")
     return tuple(sorted({*own, *(a for check in checks for a in check.iam_actions)}))

@@ -241,3 +241,51 @@ def test_a_culprit_found_only_through_its_gpu_fault(job, run_checks):
     assert evidence["culprits"][0]["explained_by"].startswith("Xid 79 (GPU has fallen off the bus)")
     assert evidence["culprits"][0]["take_out"]["scheduler"] == "slurm"
     assert "named by the GPU faults in its logs" in finding.summary
+
+
+def test_flight_recorder_dumps_on_fsx_are_read_through_its_s3_export(job):
+    """TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/fsx/fr/job-77/nccl_trace_rank_ on FSx for Lustre: the FSx API lists no
+    files, so the dumps are read where the file system's data repository association exports them."""
+    from fmdoctor.config import Settings
+    from fmdoctor.engine.api import Connection, Doctor
+
+    from .test_checkpoint_checks import FS, _dra, _fsx_factory
+
+    aws, nodes = job
+    load_fixture(aws, nodes, "hang-one-culprit.log", PC_GROUP)
+    checkpoints(aws, [180, 150, 120, 90, 60, 38])
+    s3 = aws.client("s3")
+    for rank in range(24):
+        enqueued, completed = (5209, 5209) if rank == 13 else (5210, 5209)
+        s3.put_object(Bucket=BUCKET, Key=f"exported/job-77/nccl_trace_rank_{rank}",
+                      Body=dump(rank, enqueued, completed))
+    factory = _fsx_factory([_dra(path="/fr", repo=f"s3://{BUCKET}/exported")])
+    settings = Settings.model_validate({"clusters": {CLUSTER: {
+        "checkpoints": {"locations": [LOCATION]},
+        "training": {"flight_recorder": [f"fsx://{FS}/fr/job-77/nccl_trace_rank_"]}}}})
+    report = Doctor(settings=settings, connection=Connection(region=REGION), aws_factory=factory).check(
+        CLUSTER, only=ONLY)
+    assert report.errors == []
+    [finding] = report.findings
+    assert finding.evidence["named_by"] == "flight-recorder" and finding.evidence["flight_recorder"]["dumps"] == 24
+    assert [c["instance"] for c in finding.evidence["culprits"]] == [nodes["gpu-2"].id]
+
+
+def test_flight_recorder_on_fsx_without_an_export_is_said_so(job):
+    from fmdoctor.config import Settings
+    from fmdoctor.engine.api import Connection, Doctor
+
+    from .test_checkpoint_checks import FS, _dra, _fsx_factory
+
+    aws, nodes = job
+    load_fixture(aws, nodes, "hang-one-culprit.log", PC_GROUP)
+    factory = _fsx_factory([_dra(path="/ckpt")])  # exports another path only
+    settings = Settings.model_validate({"clusters": {CLUSTER: {
+        "training": {"flight_recorder": [f"fsx://{FS}/fr/job-77/nccl_trace_rank_"]}}}})
+    report = Doctor(settings=settings, connection=Connection(region=REGION), aws_factory=factory).check(
+        CLUSTER, only=ONLY)
+    [error] = report.errors
+    assert error.code == "FsxContentsUnreadable"
+    assert "no data repository association" in error.message and "fsx://" in error.unverified
+    [finding] = report.findings  # the logs still name the culprit
+    assert finding.evidence["named_by"] == "nccl-watchdog"
