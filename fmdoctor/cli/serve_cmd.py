@@ -108,7 +108,18 @@ def _ledger(doctor: Doctor, serve: Any) -> Any:
 
     if not serve.dedupe_table:
         return Ledger()
-    return SharedLedger(aws_client(doctor, "dynamodb"), serve.dedupe_table, serve.visibility_timeout.total_seconds())
+    ledger = SharedLedger(aws_client(doctor, "dynamodb"), serve.dedupe_table, serve.visibility_timeout.total_seconds())
+    try:
+        ledger.probe()
+    except Exception as exc:
+        from fmdoctor.engine.errors import describe_aws_failure
+
+        failure = describe_aws_failure(exc)
+        why = f"{failure.code}: {failure.message}" if failure else f"{type(exc).__name__}: {exc}"
+        raise ConfigError(f"serve.dedupe_table {serve.dedupe_table!r} cannot be read ({why})",
+                          hint="create it with deploy/serve/dedupe-table.cfn.yaml and grant what "
+                               "'fmdoctor iam-policy --serve' lists") from None
+    return ledger
 
 
 def _slack_output(channel: str, redact: Any, window_s: float, max_blocks: int, shared: Any = None) -> Any:

@@ -62,6 +62,11 @@ class SharedLedger(Ledger):
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
+    def probe(self) -> None:
+        """One read at start-up, so a missing table or grant stops the service with its reason instead of failing
+        every event into the dead-letter queue."""
+        self.dynamodb.get_item(TableName=self.table, Key={"pk": {"S": "probe#fmdoctor"}}, ProjectionExpression="pk")
+
     def done(self, key: str) -> bool:
         if super().done(key):
             return True

@@ -110,3 +110,16 @@ def test_an_alarms_slack_thread_is_shared_within_its_window(table):
     assert b.thread_of("alarm:other", 3600) is None
     clock.now += 3601  # past serve.repeat_window: the alarm opens a new message
     assert b.thread_of("alarm:gpu-util", 3600) is None
+
+
+def test_serve_stops_at_start_when_its_dedupe_table_cannot_be_read(aws, tmp_path, capsys):
+    from fmdoctor.cli.main import main
+
+    config = tmp_path / "fmdoctor.yaml"
+    config.write_text("clusters:\n  llm-train: {}\nserve:\n"
+                      "  queue_url: https://sqs.us-west-2.amazonaws.com/123456789012/fmdoctor-events\n"
+                      "  dedupe_table: no-such-table\n")
+    assert main(["serve", "--config", str(config), "--no-http", "--region", "us-west-2"]) == 3
+    err = capsys.readouterr().err
+    assert "serve.dedupe_table 'no-such-table' cannot be read (ResourceNotFoundException" in err
+    assert "dedupe-table.cfn.yaml" in err
