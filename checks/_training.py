@@ -1,6 +1,6 @@
-"""What ``training-stalled`` reads besides the logs: checkpoint progress, flight-recorder dumps from S3, and what
-the other checks know about a suspect node (an Xid in its kernel log lines, EFA error counters, a Spot
-interruption, its HyperPod status)."""
+"""What ``training-stalled`` reads besides the logs: checkpoint progress, the GPUs' and EFA's activity,
+flight-recorder dumps from S3, and what the other checks know about a suspect node (an Xid in its kernel log
+lines, EFA error counters, a Spot interruption, its HyperPod status)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fmdoctor.checkpoints.facts import checkpoint_facts
+from fmdoctor.checkpoints.fsx import resolve_fsx
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
@@ -16,6 +17,8 @@ from fmdoctor.engine.errors import describe_aws_failure
 from fmdoctor.engine.gaps import Gaps
 from fmdoctor.engine.hyperpod import list_hyperpod_nodes
 from fmdoctor.engine.inventory import Instance
+from fmdoctor.metrics.dcgm import EFA_THROUGHPUT_COUNTERS
+from fmdoctor.metrics.model import POWER, SM_CLOCK, TENSOR_ACTIVE
 from fmdoctor.node.xid import parse_kernel_log
 from fmdoctor.node.xid_catalogue import ACTION_ORDER
 from fmdoctor.spot.sources import SHARED_KEY as SPOT_KEY
@@ -70,10 +73,84 @@ def checkpoint_progress(ctx: CheckContext) -> Progress | None:
                     threshold, age > threshold)
 
 
+@dataclass(frozen=True)
+class Activity:
+    """The job's nodes in the run's metrics window: whose GPUs spin (busy without tensor work) and how many RDMA
+    bytes their EFA devices moved (None where no node publishes EFA throughput counters)."""
+
+    judged: list[str]  # nodes busy at or above gpu.idle_percent that publish tensor activity
+    spinning: dict[str, dict[str, float | None]]  # node -> utilization, tensor activity, power, SM clock
+    rdma_bytes: float | None
+    window: str
+
+    @property
+    def stalled(self) -> bool:
+        """Every judged node spins and (where EFA throughput is published) nothing crossed the network."""
+        return bool(self.judged) and len(self.spinning) == len(self.judged) and not self.rdma_bytes
+
+    def evidence(self) -> dict[str, Any]:
+        return {"window": self.window, "nodes_judged": len(self.judged), "spinning": self.spinning,
+                "rdma_bytes": self.rdma_bytes}
+
+
+def job_activity(ctx: CheckContext) -> Activity | None:
+    """What the GPU metrics say, or None when no node's tensor activity is published (or none could be read).
+
+    NCCL's kernels keep waiting on a peer that never arrives, so a hung collective shows as utilization (a kernel
+    ran: nvidia-smi utilization.gpu, DCGM_FI_DEV_GPU_UTIL) with the tensor pipes idle
+    (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE at or under gpu.no_tensor_work_percent), on every rank at once, while the
+    EFA devices carry no RDMA bytes (the EFA exporter's node_amazonefa_rdma_read_bytes/_write_bytes). Power and
+    SM clock are quoted where published. Reported by the GPU checks when missing; never an error of this check."""
+    try:
+        metrics = cluster_metrics(ctx)
+    except Exception:
+        return None
+    gpu = ctx.settings.gpu
+    judged, spinning = [], {}
+    for node_id, node in metrics.nodes.items():
+        utilization, tensor = node.utilization, node.mean(TENSOR_ACTIVE)
+        if utilization is None or tensor is None or utilization < gpu.idle_percent:
+            continue
+        judged.append(node_id)
+        if tensor <= gpu.no_tensor_work_percent:
+            spinning[node_id] = {"utilization": round(utilization, 1), "tensor_active": round(tensor, 1),
+                                 "power_w": _rounded(node.mean(POWER)), "sm_clock_mhz": _rounded(node.mean(SM_CLOCK))}
+    if not judged:
+        return None
+    throughput = [v for c in metrics.efa.values() for k, v in c.totals.items() if k in EFA_THROUGHPUT_COUNTERS]
+    return Activity(judged, spinning, sum(throughput) if throughput else None, format_duration(metrics.end -
+                                                                                              metrics.start))
+
+
+def _rounded(value: float | None) -> float | None:
+    return round(value, 1) if value is not None else None
+
+
+def flight_recorder_prefixes(ctx: CheckContext, gaps: Gaps) -> list[str]:
+    """The configured prefixes as S3 ones: an ``fsx://fs-id/path/<file prefix>`` is followed to the S3 prefix its
+    data repository association exports that path to (as for checkpoints: the FSx API cannot list files)."""
+    configured = ctx.settings.training.flight_recorder
+    fsx = {uri: uri.rsplit("/", 1) for uri in configured if uri.startswith("fsx://")}
+    out = [uri for uri in configured if uri.startswith("s3://")]
+    if not fsx:
+        return out
+    directories = {directory: file_prefix for directory, file_prefix in fsx.values()}
+    with gaps.guard("the FSx file systems the flight-recorder dumps are written to"):
+        for target in resolve_fsx(ctx.client("fsx"), sorted(directories), gaps):
+            uri = f"{target.location}/{directories[target.location]}"
+            if target.s3_uri is None:
+                gaps.add(f"the NCCL flight recorder dumps under {uri}", "FsxContentsUnreadable",
+                         f"{target.unreadable}: give the dumps' directory a data repository association that exports "
+                         "new files to S3, or copy them to S3 and set that s3:// prefix")
+            else:
+                out.append(target.s3_uri + directories[target.location])
+    return out
+
+
 def flight_recorder_dumps(ctx: CheckContext, gaps: Gaps) -> list[RankDump]:
-    """Every rank's dump under each configured ``s3://bucket/path/<file prefix>``."""
+    """Every rank's dump under each configured ``s3://bucket/path/<file prefix>`` (or FSx path exported to S3)."""
     dumps: list[RankDump] = []
-    for uri in ctx.settings.training.flight_recorder:
+    for uri in flight_recorder_prefixes(ctx, gaps):
         bucket, _, key_prefix = uri[len("s3://"):].partition("/")
         file_prefix = key_prefix.rsplit("/", 1)[-1] or "nccl_trace_rank_"
         with gaps.guard(f"the NCCL flight recorder dumps under {uri}"):
@@ -128,8 +205,10 @@ def cross_reference(ctx: CheckContext, instances: list[Instance], hyperpod_ids: 
     if ids:
         try:
             metrics = cluster_metrics(ctx)
+            errors = set(ctx.settings.gpu.efa_metrics) | set(metrics.efa_counters)  # not the RDMA byte counts
             for counters in metrics.efa.values():
-                rising = {k: v for k, v in counters.totals.items() if v >= ctx.settings.gpu.efa_min_events}
+                rising = {k: v for k, v in counters.totals.items()
+                          if k in errors and v >= ctx.settings.gpu.efa_min_events}
                 if counters.instance_id in ids and rising:
                     totals = facts[counters.instance_id].setdefault("efa_errors", {})
                     for name, value in rising.items():
@@ -163,5 +242,5 @@ def _why(what: str, exc: Exception) -> str:
 
 def training_iam(*checks: type[Check]) -> tuple[str, ...]:
     own = ("logs:DescribeLogGroups", "logs:DescribeLogStreams", "logs:FilterLogEvents", "s3:GetObject", "s3:ListBucket",
-           "sagemaker:ListClusterNodes")
+           "sagemaker:ListClusterNodes", "fsx:DescribeFileSystems", "fsx:DescribeDataRepositoryAssociations")
     return tuple(sorted({*own, *(a for check in checks for a in check.iam_actions)}))

@@ -7,20 +7,30 @@ from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.gaps import Gaps
-from fmdoctor.engine.inventory import Instance
+from fmdoctor.engine.inventory import HYPERPOD, INSTANCES, Instance
 from fmdoctor.engine.model import Finding, Severity
-from fmdoctor.training.culprit import READABLE, Answer, Evidence, answer, read_evidence
+from fmdoctor.training.culprit import READABLE, Answer, Evidence, answer, host_key, read_evidence
 from fmdoctor.training.flight_recorder import find_laggards
 from fmdoctor.training.hosts import instance_index, resolve
 from fmdoctor.training.logs import JobLogs, discover_groups, is_signature, read_job_logs
 
-from ._training import Progress, checkpoint_progress, cross_reference, explains, flight_recorder_dumps, node_xids
+from ._training import (
+    Activity,
+    Progress,
+    checkpoint_progress,
+    cross_reference,
+    explains,
+    flight_recorder_dumps,
+    job_activity,
+    node_xids,
+)
 from ._training import training_iam as _iam
 from .efa_errors import EfaErrors
 from .hyperpod_node_unhealthy import HyperpodNodeUnhealthy
 from .spot_interruption import SpotInterruption
 
 LOGS_KEY = "training.logs"
+PARALLELCLUSTER_GROUPS = "/aws/parallelcluster/"
 HOW_TO_SEE_LOGS = ("ship the job's stdout/stderr to CloudWatch Logs (ParallelCluster: Monitoring/Logs/CloudWatch "
                    "plus an agent entry for the job's output files; EKS: Container Insights' Fluent Bit) or set "
                    "training.log_groups, and allow logs:DescribeLogGroups and logs:FilterLogEvents")
@@ -37,18 +47,22 @@ class TrainingStalled(Check):
     else the watchdog's "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=...)" lines
     (ProcessGroupNCCL.cpp), else the host NCCL's "Connection closed by remote peer" (NVIDIA/nccl
     src/misc/socket.cc) and libfabric EFA's "Peer host id" (aws-ofi-nccl) point at, else torchrun's "Root Cause
-    (first observed failure)" (torch/distributed/elastic/multiprocessing/errors); then what explains it: an Xid
+    (first observed failure)" (torch/distributed/elastic/multiprocessing/errors), else the one host whose logs
+    show a CUDA error or an Xid NVIDIA's catalogue resolves by a reset or worse; then what explains it: an Xid
     (NVIDIA's Xid catalogue), EFA error counters, a Spot interruption, a failed HyperPod node.
 
     With no log group, a checkpoint within its usual interval and no rank behind in the dumps are proof of
     progress (nothing to name); the missing logs are reported as not verified when a stall's culprit cannot be
-    named or no checkpoint shows progress.
+    named or no checkpoint shows progress. With no checkpoint location and silent logs the GPU metrics decide:
+    tensor work (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE) is a job computing; every busy GPU without it while EFA moves
+    no RDMA bytes (node_amazonefa_rdma_*_bytes, where published) is ranks spinning in a hung collective.
     """
 
     id = "training-stalled"
     family = "training"
     severity = Severity.CRITICAL
     iam_actions = _iam(EfaErrors, SpotInterruption, HyperpodNodeUnhealthy)
+    inventory = frozenset({INSTANCES, HYPERPOD})  # a HyperPod cluster's nodes are no EC2 instances of the account
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         inv = ctx.inventory
@@ -77,18 +91,23 @@ class TrainingStalled(Check):
                                                                   (evidence.last_failure() or since) > since))
         if evidence.finished and not failed_since and (since is None or evidence.finished[-1].time >= since):
             return []  # torch elastic's agents reported the worker group finished
-        if not failed_since and (progress is None or not progress.stale or talking):
-            if progress is None and not logs.readable and not dumps:
-                raise Unverified("neither checkpoints, logs nor flight-recorder dumps could be read")
-            if progress is None and not talking:
+        # With no checkpoint to go by and silent logs, the GPUs decide: spinning in a collective everywhere (and
+        # no RDMA traffic) is a stall; tensor work is a job computing.
+        activity = job_activity(ctx) if not failed_since and progress is None and not talking else None
+        spinning = activity is not None and activity.stalled
+        if not failed_since and not spinning and (progress is None or not progress.stale or talking):
+            if progress is None and not logs.readable and not dumps and activity is None:
+                raise Unverified("neither checkpoints, logs, flight-recorder dumps nor GPU metrics could be read")
+            if progress is None and not talking and activity is None:
                 ctx.unverified("whether the training job still makes progress", "NoProgressSignal",
-                               "its logs are silent and no checkpoint location is configured "
-                               "(checkpoints.locations): " + HOW_TO_SEE_LOGS)
+                               "its logs are silent, no checkpoint location is configured (checkpoints.locations) "
+                               "and no GPU publishes tensor activity (DCGM): " + HOW_TO_SEE_LOGS)
             return []
-        return [self._finding(ctx, progress, logs, evidence, answer(evidence, laggards), len(dumps), talking)]
+        return [self._finding(ctx, progress, logs, evidence, answer(evidence, laggards), len(dumps), talking,
+                              activity or job_activity(ctx))]
 
     def _finding(self, ctx: CheckContext, progress: Progress | None, logs: JobLogs, evidence: Evidence,
-                 found: Answer, dumps: int, talking: list[Any]) -> Finding:
+                 found: Answer, dumps: int, talking: list[Any], activity: Activity | None) -> Finding:
         index = instance_index(ctx.inventory)
         xids = node_xids(logs.events, ctx.now)
         suspects = []
@@ -98,7 +117,8 @@ class TrainingStalled(Check):
             suspects.append((key, instance, hyperpod_id))
         facts, not_checked = cross_reference(ctx, [i for _, i, _ in suspects if i],
                                              [h for _, _, h in suspects if h])
-        culprits = [self._culprit(ctx, key, instance, hyperpod_id, found, xids, facts)
+        slurm = any(g.startswith(PARALLELCLUSTER_GROUPS) for g in logs.groups)
+        culprits = [self._culprit(ctx, key, instance, hyperpod_id, found, xids, facts, slurm)
                     for key, instance, hyperpod_id in suspects]
         conflicts = found.conflicts
         start = found.stall_start or (progress.written if progress else None)
@@ -110,6 +130,9 @@ class TrainingStalled(Check):
         disagree = ("; the evidence conflicts: " + ", ".join(f"{s} names {', '.join(h)}" for s, h in conflicts.items())
                     if conflicts else "")
         resume = f" Resume from {progress.uri}." if progress else ""
+        spin = (f"; every busy GPU ({len(activity.judged)} node(s)) ran kernels without tensor work over the last "
+                f"{activity.window}" + (" and EFA moved no RDMA bytes" if activity.rdma_bytes == 0 else "")
+                + ": ranks spinning in a collective" if activity is not None and activity.stalled else "")
         evidence_out: dict[str, Any] = {
             "stall_start": start.isoformat(timespec="seconds") if start else None,
             "culprits": culprits,
@@ -122,6 +145,7 @@ class TrainingStalled(Check):
             "logs": {"groups": logs.groups, "failure_lines": len(logs.events), "lines_in_silence_window": len(talking),
                      "silence": format_duration(ctx.settings.training.silence), "truncated": logs.truncated},
             "flight_recorder": {"dumps": dumps, "prefixes": list(ctx.settings.training.flight_recorder)},
+            "gpu_activity": activity.evidence() if activity else None,
             "not_checked": not_checked,
         }
         fixes = [c.pop("fix") for c in culprits if "fix" in c]
@@ -130,14 +154,14 @@ class TrainingStalled(Check):
         hang = bool(found.said) or found.stall_start is not None
         return self.finding(
             resource=(culprits[0]["instance"] or culprits[0]["host"]) if culprits else ctx.cluster,
-            summary=f"Training on {ctx.cluster} stalled{when}: {who}{disagree}.{resume}",
+            summary=f"Training on {ctx.cluster} stalled{when}: {who}{disagree}{spin}.{resume}",
             evidence=evidence_out,
             severity=Severity.CRITICAL if hang else Severity.WARNING,
         )
 
     def _culprit(self, ctx: CheckContext, key: str, instance: Instance | None, hyperpod_id: str | None,
-                 found: Answer, xids: dict[str, list[dict[str, Any]]], facts: dict[str, dict[str, Any]]
-                 ) -> dict[str, Any]:
+                 found: Answer, xids: dict[str, list[dict[str, Any]]], facts: dict[str, dict[str, Any]],
+                 slurm: bool) -> dict[str, Any]:
         node_id = instance.id if instance else hyperpod_id
         known = facts.get(node_id or "", {})
         node_xid = xids.get(key, []) + (xids.get(node_id, []) if node_id else [])
@@ -161,13 +185,16 @@ class TrainingStalled(Check):
             "explained_by": reasons[0] if reasons else None, "take_out": None,
             "summary": f"{label}{rank_text}, named by {READABLE[found.source or '']}{explained}",
         }
-        out.update(_take_out(ctx, key, instance, hyperpod_id, node_xid))
+        out.update(_take_out(ctx, key, instance, hyperpod_id, node_xid, slurm))
         return out
 
 
 def _take_out(ctx: CheckContext, key: str, instance: Instance | None, hyperpod_id: str | None,
-              xids: list[dict[str, Any]]) -> dict[str, Any]:
-    """The fix where the scheduler is known: HyperPod's API (an approved fix), else the Slurm or Kubernetes command."""
+              xids: list[dict[str, Any]], slurm: bool) -> dict[str, Any]:
+    """The fix where the scheduler is known: HyperPod's API (an approved fix), else the Slurm or Kubernetes command.
+
+    Slurm is known from ParallelCluster's tag on the node or from the job logging to ParallelCluster's log group
+    (its compute fleet's CloudWatch agent writes there; AWS Batch jobs log to /aws/batch/job instead)."""
     hyperpod = ctx.inventory.hyperpod.name if ctx.inventory.hyperpod else ctx.settings.hyperpod.cluster_name
     if hyperpod_id and hyperpod:
         reboot = bool(xids) and xids[0]["action"] in {"reset", "reboot", "restart-vm"}
@@ -176,14 +203,16 @@ def _take_out(ctx: CheckContext, key: str, instance: Instance | None, hyperpod_i
     if instance is None:
         return {}
     tags = instance.tags
-    host = key if key.startswith("ip-") else instance.name
+    host = key if key.startswith("ip-") else (host_key(instance.private_dns) or host_key(instance.private_ip)
+                                              or instance.name)
     reason = shlex.quote(f"fmdoctor training-stalled: hung the job at {ctx.now.isoformat(timespec='minutes')}")
-    if "parallelcluster:cluster-name" in tags:
+    eks = any(k == "eks:cluster-name" or k.startswith("kubernetes.io/cluster/") for k in tags)
+    if "parallelcluster:cluster-name" in tags or (slurm and not eks):
         # ParallelCluster's Slurm node names (queue-st-p5-1) are not host names: sinfo maps one to the other.
         node = f"$(sinfo -h -N -o '%N %n' | awk -v h={shlex.quote(host)} '$2 == h {{print $1}}')"
         return {"take_out": {"scheduler": "slurm", "host": host,
                              "command": f'scontrol update NodeName="{node}" State=DRAIN Reason={reason}'}}
-    if any(k == "eks:cluster-name" or k.startswith("kubernetes.io/cluster/") for k in tags):
+    if eks:
         node = f"{host}.{ctx.region}.compute.internal" if ctx.region != "us-east-1" else f"{host}.ec2.internal"
         return {"take_out": {"scheduler": "eks", "command": f"kubectl cordon {shlex.quote(node)} && kubectl drain "
                              f"{shlex.quote(node)} --ignore-daemonsets --delete-emptydir-data"}}

@@ -284,7 +284,8 @@ class TrainingSettings(_Section):
     max_log_pages: int = Field(20, ge=1, le=500, description="FilterLogEvents pages read per log group.")
     flight_recorder: list[str] = Field(
         default_factory=list, description="Where the ranks' flight-recorder dumps land: s3://bucket/prefix/"
-        "nccl_trace_rank_ (the TORCH_NCCL_DEBUG_INFO_TEMP_FILE prefix, synced to S3).")
+        "nccl_trace_rank_ (the TORCH_NCCL_DEBUG_INFO_TEMP_FILE prefix, synced to S3), or "
+        "fsx://fs-id/path/nccl_trace_rank_ on an FSx for Lustre file system that exports that path to S3.")
     interval_factor: float = Field(2.0, ge=1.1, description="Stalled when the newest usable checkpoint is older "
                                    "than this many times the usual interval between checkpoints.")
     min_interval: Duration = Field(timedelta(minutes=5), description="Floor for the learned interval.")
@@ -293,8 +294,11 @@ class TrainingSettings(_Section):
     @classmethod
     def _s3_prefixes(cls, values: list[str]) -> list[str]:
         for value in values:
-            if not value.startswith("s3://") or len(value) < 6:
-                raise ValueError(f"{value!r} is not an S3 prefix like s3://bucket/dumps/nccl_trace_rank_")
+            s3 = value.startswith("s3://") and len(value) > 5
+            fsx = re.match(r"^fsx://fs-[0-9a-f]{8,17}/.", value) is not None
+            if not (s3 or fsx):
+                raise ValueError(f"{value!r} is not an S3 prefix like s3://bucket/dumps/nccl_trace_rank_ or an FSx "
+                                 "path like fsx://fs-0123456789abcdef0/fr/nccl_trace_rank_")
         return values
 
 
@@ -480,6 +484,9 @@ class ServeSettings(_Section):
     max_event_bytes: int = Field(256 * 1024, ge=1024, description="Largest event parsed (SQS allows 256 KiB).")
     cluster_label: str = Field("cluster", description="Alertmanager label naming the cluster.")
     routes: list[ServeRoute] = Field(default_factory=list)
+    dedupe_table: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{3,255}$", description=(
+        "DynamoDB table the replicas on one queue share, so an event is posted once whichever replica gets "
+        "it (deploy/serve/dedupe-table.cfn.yaml); without it each replica remembers only its own deliveries."))
 
     @field_validator("slack_channel")
     @classmethod

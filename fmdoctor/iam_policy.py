@@ -79,11 +79,12 @@ def queue_arn(queue_url: str | None, partition: str = "aws") -> str | None:
     return f"arn:{partition}:sqs:{match[1]}:{match[2]}:{match[3]}" if match else None
 
 
-def serve_grants(queue_url: str | None, topic_arn: str | None, partition: str = "aws") -> \
-        tuple[list[tuple[str, str]], list[str]]:
+def serve_grants(queue_url: str | None, topic_arn: str | None, partition: str = "aws",
+                 dedupe_table: str | None = None) -> tuple[list[tuple[str, str]], list[str]]:
     """What ``fmdoctor serve`` needs beyond its checks: its queue (receive, delete, extend and release
-    visibility, and send for forwarded webhooks), its SNS topic, and DescribeInstances to find an instance's
-    cluster from its tags. ``(grants, warnings)``."""
+    visibility, and send for forwarded webhooks), its SNS topic, its shared dedupe table (get, conditional put,
+    delete of one table's items), and DescribeInstances to find an instance's cluster from its tags.
+    ``(grants, warnings)``."""
     warnings = []
     queue = queue_arn(queue_url, partition)
     if queue is None:
@@ -94,4 +95,10 @@ def serve_grants(queue_url: str | None, topic_arn: str | None, partition: str = 
     grants.append(("ec2:DescribeInstances", "*"))
     if topic_arn:
         grants.append(("sns:Publish", topic_arn))
+    if dedupe_table:
+        from fmdoctor.serve.dedupe import DEDUPE_ACTIONS
+
+        _, _, _, region, account, _ = (queue.split(":", 5) + ["*"] * 6)[:6]
+        table = f"arn:{partition}:dynamodb:{region}:{account}:table/{dedupe_table}"
+        grants += [(action, table) for action in DEDUPE_ACTIONS]
     return grants, warnings

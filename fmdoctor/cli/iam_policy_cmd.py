@@ -23,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--remediation", action="store_true", help="add the actions of the automated fixes")
     parser.add_argument("--serve", action="store_true",
-                        help="add what 'fmdoctor serve' needs: its SQS queue and SNS topic (serve: in the config)")
+                        help="add what 'fmdoctor serve' needs: its SQS queue, SNS topic and dedupe table "
+                        "(serve: in the config)")
     parser.add_argument("--only", action="append", metavar="ID[,ID]", help="only these check ids or families")
     parser.add_argument("--partition", default="aws", help="ARN partition (aws-cn, aws-us-gov); default aws")
     parser.add_argument("--config", help="fmdoctor.yaml to read (its runbooks_dir may override runbooks)")
@@ -34,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     checks = _selected(split_ids(args.only))
     settings = load_settings(args.config)
     runbooks = list_runbooks(settings) if args.remediation else []
-    extra, warnings = (serve_grants(settings.serve.queue_url, settings.serve.sns_topic_arn, args.partition)
+    extra, warnings = (serve_grants(settings.serve.queue_url, settings.serve.sns_topic_arn, args.partition,
+                                    settings.serve.dedupe_table)
                        if args.serve else ([], []))
     policy, more = iam_policy(checks, runbooks, remediation=args.remediation, partition=args.partition, extra=extra)
     warnings += more

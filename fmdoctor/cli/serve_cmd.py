@@ -68,15 +68,16 @@ def _serve(doctor: Doctor, args: argparse.Namespace) -> int:
                           hint="events name clusters; only configured ones are investigated")
     redact = redactor(doctor.settings.agent.redact)
     outputs: list[Any] = []
+    ledger = _ledger(doctor, serve)
     if serve.slack_channel:
         outputs.append(_slack_output(serve.slack_channel, redact, serve.repeat_window.total_seconds(),
-                                     doctor.settings.slack.max_blocks))
+                                     doctor.settings.slack.max_blocks, ledger if serve.dedupe_table else None))
     if serve.webhook_url:
         token = os.environ.get(serve.webhook_token_env, "").strip() if serve.webhook_token_env else None
         outputs.append(WebhookOutput(serve.webhook_url, redact, token or None))
     if serve.sns_topic_arn:
         outputs.append(SnsOutput(aws_client(doctor, "sns"), serve.sns_topic_arn, redact))
-    service = Service(doctor, serve, outputs, narrator_for(doctor))
+    service = Service(doctor, serve, outputs, narrator_for(doctor), ledger=ledger)
     token = os.environ.get("FMDOCTOR_SERVE_TOKEN", "").strip() or None
     if token is not None and len(token) < 16:
         raise ConfigError("FMDOCTOR_SERVE_TOKEN is too short to be a secret (under 16 characters)",
@@ -92,13 +93,36 @@ def _serve(doctor: Doctor, args: argparse.Namespace) -> int:
         hooks = "webhooks on /webhook/alertmanager" if token else "no webhooks (FMDOCTOR_SERVE_TOKEN unset)"
         sys.stderr.write(f"fmdoctor serve: http://{address[0]}:{address[1]} ({hooks}; /metrics; /healthz)\n")
     sys.stderr.write(f"fmdoctor serve: queue {serve.queue_url or 'none'}; outputs "
-                     f"{', '.join(o.name for o in outputs) or 'none (metrics only)'}\n")
+                     f"{', '.join(o.name for o in outputs) or 'none (metrics only)'}; deliveries remembered "
+                     f"{'in DynamoDB table ' + serve.dedupe_table if serve.dedupe_table else 'by this replica'}\n")
     sys.stderr.flush()
     service.run()
     return 0
 
 
-def _slack_output(channel: str, redact: Any, window_s: float, max_blocks: int) -> Any:
+def _ledger(doctor: Doctor, serve: Any) -> Any:
+    """The shared DynamoDB ledger where serve.dedupe_table is set, else this replica's memory."""
+    from fmdoctor.serve.dedupe import SharedLedger
+    from fmdoctor.serve.service import aws_client
+    from fmdoctor.serve.state import Ledger
+
+    if not serve.dedupe_table:
+        return Ledger()
+    ledger = SharedLedger(aws_client(doctor, "dynamodb"), serve.dedupe_table, serve.visibility_timeout.total_seconds())
+    try:
+        ledger.probe()
+    except Exception as exc:
+        from fmdoctor.engine.errors import describe_aws_failure
+
+        failure = describe_aws_failure(exc)
+        why = f"{failure.code}: {failure.message}" if failure else f"{type(exc).__name__}: {exc}"
+        raise ConfigError(f"serve.dedupe_table {serve.dedupe_table!r} cannot be read ({why})",
+                          hint="create it with deploy/serve/dedupe-table.cfn.yaml and grant what "
+                               "'fmdoctor iam-policy --serve' lists") from None
+    return ledger
+
+
+def _slack_output(channel: str, redact: Any, window_s: float, max_blocks: int, shared: Any = None) -> Any:
     try:
         from fmdoctor.serve.outputs import SlackOutput
         from fmdoctor.slack.app import web_client
@@ -108,4 +132,4 @@ def _slack_output(channel: str, redact: Any, window_s: float, max_blocks: int) -
                           hint="pip install 'fmdoctor[slack]'") from None
     tokens = SlackTokens.from_env(None)
     install_redaction(tokens)
-    return SlackOutput(web_client(tokens), channel, redact, window_s, max_blocks)
+    return SlackOutput(web_client(tokens), channel, redact, window_s, max_blocks, shared=shared)

@@ -143,9 +143,10 @@ class OpenMetricsWriter:
                 self._add(family, series, sorted(points))
 
     def efa_node(self, labels: dict[str, str], devices: Sequence[str],
-                 counters: dict[str, dict[str, float]] | None = None) -> None:
+                 counters: dict[str, dict[str, float]] | None = None, rdma_idle: bool = False) -> None:
         """One node's EFA exporter counters, one series per RDMA device and port; ``counters`` maps a device to the
-        increase of each counter over the window, spread over its periods (the latest gets the remainder)."""
+        increase of each counter over the window, spread over its periods (the latest gets the remainder).
+        The byte counters grow by 4 GB a period (a job's collectives) unless ``rdma_idle`` (a hung job)."""
         for n, device in enumerate(devices):
             raised = (counters or {}).get(device, {})
             for counter in EFA_FAMILIES:
@@ -156,7 +157,7 @@ class OpenMetricsWriter:
                 for k in reversed(range(self.periods)):  # oldest first: a counter only grows
                     times = self._times(k)
                     step = base + (1 if k < extra else 0)
-                    busy_bytes = 4.0e9 if counter.endswith("bytes") else 0.0
+                    busy_bytes = 4.0e9 if counter.endswith("bytes") and not rdma_idle else 0.0
                     for j, when in enumerate(times):
                         if j == len(times) // 2:
                             value += step + busy_bytes  # mid-period, so the period's own samples see it

@@ -49,9 +49,10 @@ class SlackOutput:
     name = "slack"
 
     def __init__(self, client: Any, channel: str, redact: Redact, window_s: float = 6 * 3600, max_blocks: int = 40,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, shared: Any = None):
         self.client, self.channel, self.redact = client, channel, redact
         self.window_s, self.max_blocks, self.clock = window_s, max_blocks, clock
+        self.shared = shared  # the replicas' dedupe table (SharedLedger): threads opened by any replica
         self._threads: OrderedDict[str, tuple[float, str]] = OrderedDict()  # repeat key -> (first post, ts)
         self._lock = threading.Lock()
 
@@ -60,7 +61,7 @@ class SlackOutput:
             entry = self._threads.get(repeat_key)
             if entry and self.clock() - entry[0] <= self.window_s:
                 return entry[1]
-            return None
+        return self.shared.thread_of(repeat_key, self.window_s) if self.shared is not None else None
 
     def send(self, result: Result) -> None:
         thread = self.thread_of(result.event.repeat_key)
@@ -72,6 +73,12 @@ class SlackOutput:
                 self._threads[result.event.repeat_key] = (self.clock(), thread)
                 while len(self._threads) > 10_000:
                     self._threads.popitem(last=False)
+            if self.shared is not None:
+                try:
+                    self.shared.remember_thread(result.event.repeat_key, thread, self.window_s)
+                except Exception as exc:  # posted already: a repeat on another replica opens its own message
+                    log.warning("could not share the Slack thread of %s: %s", result.event.title[:120],
+                                type(exc).__name__)
         else:  # the same alarm again: the first message shows the latest state, the thread tells the story
             self.client.chat_update(channel=self.channel, ts=thread, **summary)
             self.client.chat_postMessage(channel=self.channel, thread_ts=thread, unfurl_links=False, **summary)

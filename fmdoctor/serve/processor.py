@@ -78,6 +78,9 @@ class Processor:
             self.metrics.record(result.report)
         if cancel is not None and cancel.is_set():
             raise Cancelled(event.id)
+        if not self.ledger.holds(event.id):  # another replica took it over: it posts, this copy comes back
+            return self._done(event, where, "in_progress", "another replica took the event over while this one "
+                              "investigated (its claim's lease ran out); this copy stays on the queue", warn=True)
         failed = []
         for output in pending:
             try:

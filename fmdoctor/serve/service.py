@@ -112,6 +112,7 @@ class Service:
         finally:
             if self.http is not None:
                 self.http.stop()
+            self.ledger.close()
             log.info("fmdoctor serve stopped: %s", dict(self.metrics.events))
 
     def shutdown(self) -> None:

@@ -51,6 +51,14 @@ class Ledger:
         with self._lock:
             self._claimed.discard(key)
 
+    def holds(self, key: str) -> bool:
+        """Whether this replica still holds its claim on the event (a shared ledger's can be lost)."""
+        with self._lock:
+            return key in self._claimed
+
+    def close(self) -> None:
+        """Nothing to let go of in memory (a shared ledger stops renewing its leases)."""
+
     def _expire(self) -> None:
         now = self.clock()
         while self._done and now - next(iter(self._done.values())) > self.ttl_s:

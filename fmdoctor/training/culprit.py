@@ -3,8 +3,10 @@
 Sources in the order they are trusted: the flight recorder (the ranks that never enqueued the collective the
 others wait at), the NCCL watchdog (ranks that timed out at an earlier collective, or a host none of whose ranks
 timed out while the others' did), peer errors (the host the most other hosts say dropped them), torchrun's
-"Root Cause" (the first rank that exited). Hosts are compared in a normal form (``ip-10-0-1-23``, or an
-instance id) so the same node named by a stream, an NCCL line and a summary is one suspect.
+"Root Cause" (the first rank that exited), and last the GPU faults in the logs (a rank's ``CUDA error`` or a
+kernel Xid whose catalogue action is a GPU reset or worse), when exactly one host has them. Hosts are compared
+in a normal form (``ip-10-0-1-23``, or an instance id) so the same node named by a stream, an NCCL line and a
+summary is one suspect.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from fmdoctor.node.xid import parse_kernel_log
+from fmdoctor.node.xid_catalogue import ACTION_ORDER
 from fmdoctor.training.flight_recorder import Laggards
 from fmdoctor.training.logs import LogEvent, stream_kind
 from fmdoctor.training.signatures import (
@@ -27,9 +31,11 @@ from fmdoctor.training.signatures import (
 )
 
 FLIGHT_RECORDER, WATCHDOG, PEER_ERRORS, TORCHRUN = "flight-recorder", "nccl-watchdog", "peer-errors", "torchrun"
-SOURCES = (FLIGHT_RECORDER, WATCHDOG, PEER_ERRORS, TORCHRUN)
+GPU_FAULTS = "gpu-faults"
+SOURCES = (FLIGHT_RECORDER, WATCHDOG, PEER_ERRORS, TORCHRUN, GPU_FAULTS)
 READABLE = {FLIGHT_RECORDER: "the NCCL flight recorder dumps", WATCHDOG: "the NCCL watchdog timeouts",
-            PEER_ERRORS: "NCCL/EFA peer errors", TORCHRUN: "torchrun's failure summary"}
+            PEER_ERRORS: "NCCL/EFA peer errors", TORCHRUN: "torchrun's failure summary",
+            GPU_FAULTS: "the GPU faults in its logs"}
 _IP = re.compile(r"^(?:ip-)?(\d{1,3})[-.](\d{1,3})[-.](\d{1,3})[-.](\d{1,3})$")
 
 
@@ -56,6 +62,7 @@ class Evidence:
     rank_hosts: dict[int, str] = field(default_factory=dict)
     hosts: dict[str, str | None] = field(default_factory=dict)  # host key -> instance id, where a stream says
     job_hosts: set[str] = field(default_factory=set)  # hosts with a stream like those that logged a timeout
+    gpu_faults: dict[str, list[LogEvent]] = field(default_factory=dict)  # host key -> CUDA error / grave Xid lines
 
     @property
     def failures(self) -> bool:
@@ -93,6 +100,8 @@ def read_evidence(events: list[LogEvent], streams: dict[str, tuple[str | None, s
             found.peer_errors.append(peer)
         elif "worker group successfully finished" in event.text:
             found.finished.append(event)
+        elif key and _gpu_fault(event):
+            found.gpu_faults.setdefault(key, []).append(event)
     for stream_events in by_stream.values():
         reporter = host_key(stream_events[0].host) or host_key(stream_events[0].instance_id)
         found.root_causes += parse_root_causes([(e.time, e.text) for e in stream_events], reporter)
@@ -138,6 +147,7 @@ def answer(evidence: Evidence, laggards: list[Laggards]) -> Answer:
     _from_watchdogs(evidence, result, starts)
     _from_peer_errors(evidence, result, starts)
     _from_torchrun(evidence, result)
+    _from_gpu_faults(evidence, result, starts)
     result.stall_start = min(starts, default=None)
     result.ranks = dict(result.ranks)
     return result
@@ -218,6 +228,31 @@ def _from_peer_errors(evidence: Evidence, result: Answer, starts: list[datetime]
         result.said[PEER_ERRORS] = f"{len(evidence.peer_errors)} NCCL/EFA peer error(s) name {summary}"
     else:
         result.said[PEER_ERRORS] = f"peer errors name different hosts once each ({summary}): no single peer"
+
+
+def _gpu_fault(event: LogEvent) -> bool:
+    if "CUDA error" in event.text:
+        return True
+    if "NVRM: Xid" not in event.text:
+        return False
+    grave = ACTION_ORDER.index("reset")
+    return any(ACTION_ORDER.index(x.verdict.action) >= grave for x in parse_kernel_log(event.text, event.time))
+
+
+def _from_gpu_faults(evidence: Evidence, result: Answer, starts: list[datetime]) -> None:
+    if not evidence.gpu_faults:
+        return
+    hosts = sorted(evidence.gpu_faults)
+    lines = [e for events in evidence.gpu_faults.values() for e in events]
+    text = "; ".join(f"{h}: {evidence.gpu_faults[h][0].text.strip()[-160:]}" for h in hosts[:3])
+    if len(hosts) == 1:
+        result.named[GPU_FAULTS] = hosts
+        for event in lines:
+            if (rank := rank_prefix(event.text)) is not None:
+                result.ranks[hosts[0]].append(rank)
+        if not result.named.keys() - {GPU_FAULTS}:
+            starts.append(min(e.time for e in lines))
+    result.said[GPU_FAULTS] = f"{len(lines)} GPU fault line(s) on {len(hosts)} host(s): {text}"
 
 
 def _from_torchrun(evidence: Evidence, result: Answer) -> None:

@@ -133,7 +133,7 @@ def stack(moto_server, fake_slack, tmp_path) -> Iterator[dict[str, Any]]:
         return replica.wait_ready()
 
     yield {"world": world, "sqs": sqs, "queue": queue, "dlq": dlq, "start": start, "slack": fake_slack,
-           "moto": moto_server, "tmp": tmp_path}
+           "moto": moto_server, "tmp": tmp_path, "config": config}
     for replica in replicas:
         replica.stop()
 
@@ -297,3 +297,44 @@ def test_burst_of_500_events_all_handled_with_bounded_memory(stack):
     peak_kib = int(next(line.split()[1] for line in Path(f"/proc/{serve.proc.pid}/status").read_text().splitlines()
                         if line.startswith("VmHWM:")))
     assert peak_kib < 700 * 1024, f"peak resident memory {peak_kib} KiB"
+
+
+def test_two_replicas_on_one_queue_post_each_event_once(stack):
+    """serve.dedupe_table shared by replicas: an event delivered again to another replica (a replica that posted
+    and was replaced, EventBridge's second copy) is acknowledged there without a second post; and with two
+    replicas running, copies of each event that land on both are posted once."""
+    from fmdoctor.serve.dedupe import create_table
+
+    sqs, queue, slack = stack["sqs"], stack["queue"], stack["slack"]
+    create_table(stack["moto"].session().client("dynamodb"), "fmdoctor-serve-dedupe")
+    config = json.loads(stack["config"].read_text())
+    config["serve"]["dedupe_table"] = "fmdoctor-serve-dedupe"
+    stack["config"].write_text(json.dumps(config))
+
+    def send(names: list[str]) -> None:
+        for start in range(0, len(names), 10):
+            sqs.send_message_batch(QueueUrl=queue, Entries=[{"Id": str(n), "MessageBody": json.dumps(alert(name))}
+                                                            for n, name in enumerate(names[start:start + 10])])
+
+    def outcome(replicas: list[Serve], name: str) -> float:
+        return sum(r.metric("fmdoctor_serve_events_total", outcome=name) for r in replicas)
+
+    # Replica A delivers four events and is replaced by B; the same four events come again, to B.
+    a = stack["start"]("replica-a")
+    assert "deliveries remembered in DynamoDB table fmdoctor-serve-dedupe" in a.text()
+    first = [f"again-{i}" for i in range(4)]
+    send(first)
+    wait_for(lambda: outcome([a], "delivered") == 4 and queue_depth(sqs, queue) == 0, 180, "A to deliver")
+    assert a.stop() == 0
+    b = stack["start"]("replica-b")
+    send(first)
+    wait_for(lambda: outcome([b], "duplicate") == 4 and queue_depth(sqs, queue) == 0, 180, "B to acknowledge")
+    assert outcome([b], "delivered") == 0 and len(channel_posts(slack)) == 4
+    # Two replicas at once, every event twice.
+    c = stack["start"]("replica-c")
+    both = [f"twice-{i}" for i in range(6)]
+    send(both + both)
+    wait_for(lambda: outcome([b, c], "delivered") >= 6 and queue_depth(sqs, queue) == 0, 300, "every copy handled")
+    assert outcome([b, c], "delivered") == 6 and len(channel_posts(slack)) == 10
+    assert outcome([b, c], "duplicate") == 4 + 6  # each second copy, after in_progress if the two overlapped
+    assert queue_depth(sqs, stack["dlq"]) == 0

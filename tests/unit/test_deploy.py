@@ -123,3 +123,14 @@ def test_eventbridge_rules_cover_every_event_serve_parses():
     assert queue["RedrivePolicy"]["maxReceiveCount"]  # poison messages end in the dead-letter queue
     [statement] = template["Resources"]["EventsQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
     assert len(statement["Condition"]["ArnEquals"]["aws:SourceArn"]) == len(rules)  # only these rules may send
+
+
+def test_dedupe_table_template_matches_what_serve_writes():
+    from fmdoctor.serve.dedupe import TABLE_KEY, TTL_ATTRIBUTE
+
+    [template] = dict(documents())[SERVE / "dedupe-table.cfn.yaml"]
+    table = template["Resources"]["DedupeTable"]["Properties"]
+    assert table["KeySchema"] == TABLE_KEY["KeySchema"]
+    assert table["AttributeDefinitions"] == TABLE_KEY["AttributeDefinitions"]
+    assert table["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
+    assert table["BillingMode"] == "PAY_PER_REQUEST"

@@ -43,7 +43,8 @@ def test_serve_adds_its_queue_and_topic_only(tmp_path, capsys):
 
     config = tmp_path / "fmdoctor.yaml"
     config.write_text("serve:\n  queue_url: https://sqs.us-west-2.amazonaws.com/111122223333/fmdoctor-events\n"
-                      "  sns_topic_arn: arn:aws:sns:us-west-2:111122223333:fmdoctor-results\n")
+                      "  sns_topic_arn: arn:aws:sns:us-west-2:111122223333:fmdoctor-results\n"
+                      "  dedupe_table: fmdoctor-serve-dedupe\n")
     assert main(["iam-policy", "--serve", "--config", str(config)]) == 0
     statements = json.loads(capsys.readouterr().out)["Statement"]
     by_resource: dict[str, set[str]] = {}
@@ -52,6 +53,8 @@ def test_serve_adds_its_queue_and_topic_only(tmp_path, capsys):
     assert by_resource["arn:aws:sqs:us-west-2:111122223333:fmdoctor-events"] == {
         "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:SendMessage"}
     assert by_resource["arn:aws:sns:us-west-2:111122223333:fmdoctor-results"] == {"sns:Publish"}
+    assert by_resource["arn:aws:dynamodb:us-west-2:111122223333:table/fmdoctor-serve-dedupe"] == {
+        "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"}  # the one table, no Scan or Query
     assert "ec2:DescribeInstances" in by_resource["*"]
     assert main(["iam-policy", "--config", str(config)]) == 0  # without --serve: nothing of it
     assert "sns:Publish" not in capsys.readouterr().out

@@ -182,3 +182,110 @@ def test_nothing_readable_at_all_is_unverified_not_healthy(job, run_checks):
     report = run_checks(ONLY)
     assert report.findings == [] and report.skipped == []
     assert {e.code for e in report.errors} == {"NoLogGroup"}
+
+
+def test_a_hyperpod_culprit_gets_the_gated_hyperpod_fix_its_xid_calls_for(aws, run_checks):
+    """HyperPod streams carry the node's instance id (no EC2 instance behind it in DescribeInstances): the
+    culprit is the HyperPod node, and its fix is HyperPod's API, an Xid 79 asking for a reboot."""
+    from .test_hyperpod import create_hyperpod, node_ids
+
+    name = create_hyperpod(aws)
+    ids = node_ids(aws, name)
+    arn = aws.client("sagemaker").describe_cluster(ClusterName=name)["ClusterArn"]
+    group = f"/aws/sagemaker/Clusters/{name}/{arn.rsplit('/', 1)[-1]}"
+    logs = aws.client("logs")
+    logs.create_log_group(logGroupName=group)
+    now = datetime.now(UTC)
+    hung, timed_out = now - timedelta(minutes=40), now - timedelta(minutes=10)
+    for index, node in enumerate(ids):
+        ranks = range(index * 8, index * 8 + 8)
+        lines = [(hung - timedelta(minutes=2), f"[rank{r}]:step 900 loss 2.01") for r in ranks]
+        if index != 1:
+            lines += [(timed_out, f"[rank{r}]:[E1204 05:01:07.426415540 ProcessGroupNCCL.cpp:629] [Rank {r}] "
+                       "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=901, OpType=ALLREDUCE, "
+                       "NumelIn=1048576, NumelOut=1048576, Timeout(ms)=1800000) ran for 1800043 milliseconds "
+                       "before timing out.") for r in ranks]
+        put_lines(logs, group, f"training/workers/{node}", lines)
+    put_lines(logs, group, f"syslog/workers/{ids[1]}", [(hung, (
+        f"{hung:%b %d %H:%M:%S} ip-10-1-0-12 kernel: [812345.678901] NVRM: Xid (PCI:0000:a8:00): 79, pid=0, "
+        "name=python, GPU has fallen off the bus."))])
+    report = run_checks(ONLY, cluster=name)
+    [finding] = report.findings
+    [culprit] = finding.evidence["culprits"]
+    assert culprit["instance"] == ids[1] and finding.evidence["named_by"] == "nccl-watchdog"
+    assert culprit["explained_by"].startswith("Xid 79")
+    assert finding.evidence["fix"] == [{"action": "reboot-hyperpod-node", "cluster_name": name, "node_id": ids[1]}]
+    assert finding.evidence["logs"]["groups"] == [group]
+
+
+def test_a_culprit_found_only_through_its_gpu_fault(job, run_checks):
+    """No timeout, peer error or summary was logged (the job hangs inside NCCL's 30-minute timeout, or the
+    watchdog is off): the one node whose kernel log has a reboot-class Xid is named, and the stall is a stall
+    because the checkpoints stopped coming."""
+    aws, nodes = job
+    logs = aws.client("logs")
+    logs.create_log_group(logGroupName=PC_GROUP)
+    now = datetime.now(UTC)
+    for node in nodes.values():
+        stream = f"{host(node)}.{node.id}.training"
+        put_lines(logs, PC_GROUP, stream, [(now - timedelta(minutes=m), f"[rank0]:step {900 - m} loss 2.01")
+                                           for m in (100, 98, 96)])
+    culprit = nodes["gpu-3"]
+    put_lines(logs, PC_GROUP, f"{host(culprit)}.{culprit.id}.syslog", [(now - timedelta(minutes=95), (
+        f"{(now - timedelta(minutes=95)):%b %d %H:%M:%S} {host(culprit)} kernel: [812345.678901] NVRM: Xid "
+        "(PCI:0000:a8:00): 79, pid=0, name=python, GPU has fallen off the bus."))])
+    checkpoints(aws, [190, 160, 130, 100])  # every 30 minutes until 100 minutes ago
+    [finding] = run_checks(ONLY, checkpoints={"locations": [LOCATION]}).findings
+    evidence = finding.evidence
+    assert evidence["named_by"] == "gpu-faults" and [c["instance"] for c in evidence["culprits"]] == [culprit.id]
+    assert evidence["culprits"][0]["explained_by"].startswith("Xid 79 (GPU has fallen off the bus)")
+    assert evidence["culprits"][0]["take_out"]["scheduler"] == "slurm"
+    assert "named by the GPU faults in its logs" in finding.summary
+
+
+def test_flight_recorder_dumps_on_fsx_are_read_through_its_s3_export(job):
+    """TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/fsx/fr/job-77/nccl_trace_rank_ on FSx for Lustre: the FSx API lists no
+    files, so the dumps are read where the file system's data repository association exports them."""
+    from fmdoctor.config import Settings
+    from fmdoctor.engine.api import Connection, Doctor
+
+    from .test_checkpoint_checks import FS, _dra, _fsx_factory
+
+    aws, nodes = job
+    load_fixture(aws, nodes, "hang-one-culprit.log", PC_GROUP)
+    checkpoints(aws, [180, 150, 120, 90, 60, 38])
+    s3 = aws.client("s3")
+    for rank in range(24):
+        enqueued, completed = (5209, 5209) if rank == 13 else (5210, 5209)
+        s3.put_object(Bucket=BUCKET, Key=f"exported/job-77/nccl_trace_rank_{rank}",
+                      Body=dump(rank, enqueued, completed))
+    factory = _fsx_factory([_dra(path="/fr", repo=f"s3://{BUCKET}/exported")])
+    settings = Settings.model_validate({"clusters": {CLUSTER: {
+        "checkpoints": {"locations": [LOCATION]},
+        "training": {"flight_recorder": [f"fsx://{FS}/fr/job-77/nccl_trace_rank_"]}}}})
+    report = Doctor(settings=settings, connection=Connection(region=REGION), aws_factory=factory).check(
+        CLUSTER, only=ONLY)
+    assert report.errors == []
+    [finding] = report.findings
+    assert finding.evidence["named_by"] == "flight-recorder" and finding.evidence["flight_recorder"]["dumps"] == 24
+    assert [c["instance"] for c in finding.evidence["culprits"]] == [nodes["gpu-2"].id]
+
+
+def test_flight_recorder_on_fsx_without_an_export_is_said_so(job):
+    from fmdoctor.config import Settings
+    from fmdoctor.engine.api import Connection, Doctor
+
+    from .test_checkpoint_checks import FS, _dra, _fsx_factory
+
+    aws, nodes = job
+    load_fixture(aws, nodes, "hang-one-culprit.log", PC_GROUP)
+    factory = _fsx_factory([_dra(path="/ckpt")])  # exports another path only
+    settings = Settings.model_validate({"clusters": {CLUSTER: {
+        "training": {"flight_recorder": [f"fsx://{FS}/fr/job-77/nccl_trace_rank_"]}}}})
+    report = Doctor(settings=settings, connection=Connection(region=REGION), aws_factory=factory).check(
+        CLUSTER, only=ONLY)
+    [error] = report.errors
+    assert error.code == "FsxContentsUnreadable"
+    assert "no data repository association" in error.message and "fsx://" in error.unverified
+    [finding] = report.findings  # the logs still name the culprit
+    assert finding.evidence["named_by"] == "nccl-watchdog"

@@ -126,3 +126,47 @@ def test_metrics_show_the_last_verdict_per_cluster_and_check(served):
     events = {s.labels["outcome"]: s.value for s in families["fmdoctor_serve_events"].samples
               if s.name.endswith("_total")}
     assert events == {"delivered": 1}
+
+
+def test_two_replicas_sharing_a_dedupe_table_post_each_event_once(served, fake_slack, caplog):
+    """Two processors (replicas) on one serve.dedupe_table: EventBridge's second copy of an event reaching the
+    other replica is a duplicate; an event a replica died on is left alone while its lease lasts, then handled
+    once by the other, which answers in the Slack thread the first replica opened for the same alarm."""
+    from slack_sdk import WebClient
+
+    from fmdoctor.serve.dedupe import SharedLedger, create_table
+    from fmdoctor.serve.outputs import SlackOutput, redactor
+    from fmdoctor.serve.processor import Processor
+    from fmdoctor.serve.state import Metrics
+    from fmdoctor.slack.testing import BOT_TOKEN, CHANNEL
+
+    world = served.world
+    dynamodb = world.session.client("dynamodb", region_name=world.region)
+    create_table(dynamodb, "dedupe-two-replicas")
+    now = [1_000_000.0]
+    ledgers = [SharedLedger(dynamodb, "dedupe-two-replicas", 120, clock=lambda: now[0], owner=o) for o in "ab"]
+    a = served.processor
+    a.ledger = served.slack.shared = ledgers[0]
+    b = Processor(a.router, a.investigator, [SlackOutput(WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url),
+                                                         CHANNEL, redactor(), shared=ledgers[1])],
+                  ledgers[1], Metrics(), 256 * 1024)
+    interrupted = world.facts["spot"]["interrupted"]
+    caplog.set_level(logging.INFO, "fmdoctor.serve")
+    try:
+        assert a.handle_body(spot_warning(interrupted, "twice"), "sqs:copy-1") == ["delivered"]
+        assert b.handle_body(spot_warning(interrupted, "twice"), "sqs:copy-2") == ["duplicate"]
+        # Replica A received "killed" and claimed it, then died mid-investigation (no release, no renewal).
+        assert ledgers[0].claim("killed")
+        assert b.handle_body(spot_warning(interrupted, "killed"), "sqs:m (receive 2)") == ["in_progress"]
+        now[0] += 121  # A's lease ran out, as its message's visibility timeout did
+        assert b.handle_body(spot_warning(interrupted, "killed"), "sqs:m (receive 3)") == ["delivered"]
+        assert b.handle_body(spot_warning(interrupted, "killed"), "sqs:late-copy") == ["duplicate"]
+    finally:
+        for ledger in ledgers:
+            ledger.close()
+    [opened] = [p for p in fake_slack.of("chat.postMessage") if not p.get("thread_ts")]
+    # The second event is the same alarm again (same instance): B updates the message A opened, in its thread.
+    [update] = fake_slack.of("chat.update")
+    assert update["ts"] == fake_slack.replies("chat.postMessage")[0]["ts"] and "Spot interruption" in opened["text"]
+    assert any("sqs:m (receive 2) killed" in r.getMessage() and "in_progress" in r.getMessage()
+               for r in caplog.records)
