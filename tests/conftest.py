@@ -45,6 +45,9 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Non
     monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    # moto without its ~1,300 default AMIs (and their snapshots) per region: every EC2 test starts several times
+    # faster, and no test looks an image up (moto does not validate ImageId unless told to).
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
@@ -65,13 +68,6 @@ def test_session() -> boto3.Session:
     core.register_component("data_loader", _SHARED_LOADER)
     core.set_config_variable("region", REGION)
     return boto3.Session(botocore_session=core)
-
-
-@pytest.fixture
-def no_default_amis(monkeypatch: pytest.MonkeyPatch) -> None:
-    """moto without its ~1,300 default AMIs (and their volumes) per region: EC2 tests that need no image
-    lookups start several times faster. Request it before ``aws`` (``pytest.mark.usefixtures``)."""
-    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
 
 
 @pytest.fixture

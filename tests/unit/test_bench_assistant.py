@@ -12,6 +12,11 @@ import pytest
 
 import fmdoctor
 
+# End to end, so out of the fast tier (`pytest -m "not e2e"`): a benchmark's smoke run: the assistant through
+# each provider's client library.
+pytestmark = pytest.mark.e2e
+
+
 BENCH = Path(fmdoctor.__file__).resolve().parent.parent / "bench" / "assistant.py"
 
 

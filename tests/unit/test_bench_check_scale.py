@@ -14,6 +14,11 @@ import pytest
 
 import fmdoctor
 
+# End to end, so out of the fast tier (`pytest -m "not e2e"`): a benchmark's smoke run: the CLI against a scale
+# world on moto's server.
+pytestmark = pytest.mark.e2e
+
+
 BENCH = Path(fmdoctor.__file__).resolve().parent.parent / "bench" / "check_scale.py"
 
 

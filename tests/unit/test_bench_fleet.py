@@ -13,7 +13,9 @@ import fmdoctor
 
 BENCH = Path(fmdoctor.__file__).resolve().parent.parent / "bench" / "fleet.py"
 
-pytestmark = pytest.mark.skipif(not BENCH.exists(), reason="needs the source tree")
+# End to end, so out of the fast tier (`pytest -m "not e2e"`): a benchmark's smoke run: fleet scans over seeded
+# accounts.
+pytestmark = [pytest.mark.skipif(not BENCH.exists(), reason="needs the source tree"), pytest.mark.e2e]
 
 
 def test_quick_fleet_benchmark_passes(capsys, monkeypatch):

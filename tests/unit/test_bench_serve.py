@@ -11,6 +11,11 @@ import pytest
 
 import fmdoctor
 
+# End to end, so out of the fast tier (`pytest -m "not e2e"`): a benchmark's smoke run: `fmdoctor serve` over a
+# burst of events.
+pytestmark = pytest.mark.e2e
+
+
 BENCH = Path(fmdoctor.__file__).resolve().parent.parent / "bench" / "serve.py"
 
 

@@ -11,6 +11,10 @@ import pytest
 
 import fmdoctor
 
+# End to end, so out of the fast tier (`pytest -m "not e2e"`): a benchmark's smoke run.
+pytestmark = pytest.mark.e2e
+
+
 BENCH = Path(fmdoctor.__file__).resolve().parent.parent / "bench" / "gpu_checks.py"
 
 

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from fmdoctor.config import Settings
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.model import Status
-
-pytestmark = pytest.mark.usefixtures("no_default_amis")
 
 
 def test_a_check_under_way_stops_at_its_next_aws_call(sg_fault_cluster):

@@ -14,8 +14,6 @@ import pytest
 from fmdoctor.demo.builders import ClusterBuilder
 from fmdoctor.engine.model import Severity, Status
 
-pytestmark = pytest.mark.usefixtures("no_default_amis")
-
 REGION = "us-west-2"
 EFA_GROUP_CHECKS = ["efa-sg-self-reference", "efa-peer-unreachable"]
 

@@ -9,8 +9,6 @@ import pytest
 from fmdoctor.demo.builders import ClusterBuilder, acl_entry
 from fmdoctor.engine.model import Severity
 
-pytestmark = pytest.mark.usefixtures("no_default_amis")
-
 REGION = "us-west-2"
 OFFICE = "203.0.113.0/24"
 NETWORK = ["ssh-unreachable", "fsx-unreachable", "s3-unreachable"]

@@ -86,7 +86,6 @@ def test_runbooks_render_the_demo_findings_with_their_real_values(demo_findings)
         assert "aws ec2" in text and "fmdoctor check --cluster demo-llm-train" in text
 
 
-@pytest.mark.usefixtures("no_default_amis")
 def test_runbooks_render_acl_and_route_blockers(builder: ClusterBuilder):
     """The other branches of the runbooks: a network ACL on the reply, and a subnet with no way to S3."""
     b = builder

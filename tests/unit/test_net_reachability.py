@@ -20,8 +20,6 @@ from fmdoctor.engine.errors import TargetNotFound, UsageError
 from fmdoctor.net import model as m
 from fmdoctor.net.reachability import why_not
 
-pytestmark = pytest.mark.usefixtures("no_default_amis")
-
 REGION = "us-west-2"
 CLUSTER = "test-cluster"
 OFFICE = "203.0.113.0/24"

@@ -23,8 +23,6 @@ from fmdoctor.net import model as m
 from fmdoctor.net.reachability import why_not
 from fmdoctor.report.reachability import render_reachability
 
-pytestmark = pytest.mark.usefixtures("no_default_amis")
-
 REGION = "us-west-2"
 OFFICE = "203.0.113.0/24"
 VPC = "10.0.0.0/16"

@@ -20,8 +20,6 @@ from fmdoctor.remediation import Approval, AuditLog, RemediationError, apply_fix
 from fmdoctor.remediation.actions import build_call
 from fmdoctor.runbooks import list_runbooks
 
-pytestmark = pytest.mark.usefixtures("no_default_amis")
-
 CLUSTER = "test-cluster"
 REGION = "us-west-2"
 CHECK = "s3-unreachable"

@@ -10,8 +10,6 @@ import pytest
 
 from fmdoctor.cli.main import main
 
-pytestmark = pytest.mark.usefixtures("no_default_amis")
-
 REGION = "us-west-2"
 
 

@@ -16,6 +16,11 @@ from fmdoctor.cli.main import main
 
 from .conftest import FakeApproval
 
+# End to end, so out of the fast tier (`pytest -m "not e2e"`): `fmdoctor ask` end to end: the command, the
+# assistant and the fix path over seeded clusters.
+pytestmark = pytest.mark.e2e
+
+
 
 def test_ask_json_has_answer_tool_calls_and_findings(capsys):
     code = main(["ask", "--demo", "why is training slow?", "--format", "json"])

@@ -5,10 +5,16 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 import yaml
 
 from fmdoctor.cli.main import main
 from fmdoctor.loopback_models import LoopbackModel, planner_brain
+
+# End to end, so out of the fast tier (`pytest -m "not e2e"`): `fmdoctor eval` end to end over the seeded eval
+# clusters.
+pytestmark = pytest.mark.e2e
+
 
 
 def test_eval_prices_a_model_from_its_reported_tokens(tmp_path, capsys):

@@ -10,7 +10,9 @@ from fmdoctor.engine.registry import default_registry
 
 from .conftest import ScriptedModel
 
-pytestmark = pytest.mark.eval
+# End to end, so out of the fast tier (`pytest -m "not e2e"`): the offline planner over every eval case's seeded
+# cluster.
+pytestmark = [pytest.mark.eval, pytest.mark.e2e]
 
 
 def test_offline_planner_passes_every_eval_case():

@@ -6,8 +6,15 @@ import json
 import threading
 import time
 
+import pytest
+
 from fmdoctor.engine.model import Severity
 from fmdoctor.slack.testing import CHANNEL, buttons, sign, texts
+
+# End to end, so out of the fast tier (`pytest -m "not e2e"`): the Slack app end to end: signed HTTP requests
+# in, Block Kit posts to the fake Web API, over the seeded demo.
+pytestmark = pytest.mark.e2e
+
 
 
 def test_slash_check_acks_at_once_then_posts_every_finding_with_buttons(demo, make_app, fake_slack):

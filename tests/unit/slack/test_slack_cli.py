@@ -18,6 +18,11 @@ from fmdoctor.cli.main import main
 from fmdoctor.slack.server import SlackHTTPServer
 from fmdoctor.slack.testing import BOT_TOKEN, CHANNEL, SIGNING_SECRET, sign, texts
 
+# End to end, so out of the fast tier (`pytest -m "not e2e"`): `fmdoctor slack` end to end: the command's
+# servers and the fake Web API.
+pytestmark = pytest.mark.e2e
+
+
 APP_TOKEN = "xapp-1-A0FAKE-1234-fmdoctorapptoken"
 
 

@@ -5,8 +5,15 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from fmdoctor.assistant import Assistant
 from fmdoctor.slack.testing import CHANNEL, buttons, texts
+
+# End to end, so out of the fast tier (`pytest -m "not e2e"`): the Slack app end to end: Events API deliveries
+# over signed HTTP, over the seeded demo.
+pytestmark = pytest.mark.e2e
+
 
 BOT = "<@UBOT00001>"
 

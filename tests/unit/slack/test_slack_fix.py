@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from fmdoctor.slack.testing import APPROVER, CHANNEL, GROUP_MEMBER, STRANGER, buttons, texts
+
+# End to end, so out of the fast tier (`pytest -m "not e2e"`): the Slack app end to end: a fix from the button
+# to the audited apply, over the seeded demo.
+pytestmark = pytest.mark.e2e
+
 
 CHECK = "efa-sg-self-reference"
 

@@ -14,6 +14,11 @@ from fmdoctor.slack import watch
 from fmdoctor.slack.testing import BOT_TOKEN, CHANNEL, texts
 from fmdoctor.slack.watch import Change, Snapshot, Watcher
 
+# End to end, so out of the fast tier (`pytest -m "not e2e"`): `fmdoctor slack watch` end to end: repeated runs
+# over the seeded demo, posts to the fake Web API.
+pytestmark = pytest.mark.e2e
+
+
 CHECK = "efa-sg-self-reference"
 
 

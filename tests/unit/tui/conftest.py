@@ -70,8 +70,8 @@ def app_for(audit: AuditLog, tmp_path: Any) -> Callable[..., Any]:
 
 
 @pytest.fixture
-def sg_fault(no_default_amis: None, sg_fault_cluster: ClusterBuilder) -> ClusterBuilder:
-    """The shared security-group-fault cluster (tests/conftest.py), in moto without its default AMIs."""
+def sg_fault(sg_fault_cluster: ClusterBuilder) -> ClusterBuilder:
+    """The shared security-group-fault cluster (tests/conftest.py)."""
     return sg_fault_cluster
 
 

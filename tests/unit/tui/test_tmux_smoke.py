@@ -15,7 +15,11 @@ import pytest
 
 TMUX = shutil.which("tmux")
 FMDOCTOR = shutil.which("fmdoctor", path=str(Path(sys.executable).parent)) or shutil.which("fmdoctor")
-pytestmark = pytest.mark.skipif(not TMUX or not FMDOCTOR, reason="needs tmux and the installed fmdoctor")
+
+# End to end, so out of the fast tier (`pytest -m "not e2e"`): the installed `fmdoctor` in a real terminal
+# (tmux).
+pytestmark = [pytest.mark.skipif(not TMUX or not FMDOCTOR, reason="needs tmux and the installed fmdoctor"),
+              pytest.mark.e2e]
 
 
 @pytest.fixture
