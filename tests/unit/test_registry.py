@@ -52,7 +52,8 @@ def test_registry_refuses_bad_declarations():
 
 def test_selection_names_the_inventory_parts_it_reads():
     registry = default_registry()
-    assert inventory_parts(registry.select(["efa"])) == {"instances"}
+    # efa-errors reads a HyperPod cluster's nodes too (looked up only when no EC2 instance carries the name).
+    assert inventory_parts(registry.select(["efa"])) == {"instances", "hyperpod"}
     assert inventory_parts(registry.select(["hyperpod"])) == {"hyperpod"}
     assert inventory_parts(registry.select(["endpoint-unhealthy", "inference-errors"])) == {"endpoints"}
     assert inventory_parts(registry.select(["inference"])) == {"endpoints", "instances"}
