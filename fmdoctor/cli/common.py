@@ -1,4 +1,8 @@
-"""Flags and set-up every command shares, so each command module stays about its own job."""
+"""Flags and set-up every command shares, so each command module stays about its own job.
+
+Registering a command's flags imports nothing heavy: the engine, settings models and botocore are imported
+when a command opens its target, so ``fmdoctor --version`` or ``--help`` never pays for them.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,12 @@ import os
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fmdoctor.config import Settings, load_settings
-from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.errors import UsageError
-from fmdoctor.engine.regions import check_region
+
+if TYPE_CHECKING:
+    from fmdoctor.engine.api import Doctor
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -72,6 +76,10 @@ def open_target(args: argparse.Namespace, overrides: dict[str, Any] | None = Non
 
     A --region botocore does not know is refused here, before the demo is seeded or AWS is called.
     """
+    from fmdoctor.config import load_settings
+    from fmdoctor.engine.api import Connection, Doctor
+    from fmdoctor.engine.regions import check_region
+
     named = getattr(args, "cluster", None)
     if named is not None and not named.strip():
         raise UsageError("--cluster needs a name", hint="leave it out to use FMDOCTOR_CLUSTER or the configured one")
@@ -86,7 +94,7 @@ def open_target(args: argparse.Namespace, overrides: dict[str, Any] | None = Non
             doctor.extras["demo"] = world
             yield Target(doctor, args.cluster or world.cluster, demo=True)
         return
-    settings: Settings = load_settings(getattr(args, "config", None))
+    settings = load_settings(getattr(args, "config", None))
     connection = Connection(
         region=getattr(args, "region", None) or os.environ.get("FMDOCTOR_REGION"),
         profile=getattr(args, "profile", None),

@@ -11,7 +11,6 @@ import sys
 
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target
 from fmdoctor.engine.errors import ConfigError
-from fmdoctor.remediation import AuditLog
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from fmdoctor.mcp.server import build_server
         from fmdoctor.mcp.service import McpService
+        from fmdoctor.remediation import AuditLog
     except ImportError as exc:
         raise ConfigError(f"the MCP server needs the MCP Python SDK ({exc.name} is missing)",
                           hint="pip install 'fmdoctor[mcp]'") from None
