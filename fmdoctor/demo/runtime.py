@@ -6,6 +6,7 @@ import contextlib
 import os
 import subprocess
 from collections.abc import Iterator, Sequence
+from typing import Any
 from unittest import mock
 
 import boto3
@@ -22,8 +23,24 @@ _FAKE = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AW
 
 
 # Every account/region is a new moto backend, and loading moto's sample AMIs into each is most of the cost
-# of seeding a fleet; no check reads AMIs (run_instances does not validate the image id by default).
+# of seeding a fleet (and a second of the demo's); no check reads AMIs (run_instances does not validate the
+# image id by default, and an instance whose image moto lacks differs only in fields no check reads).
 LEAN_MOTO_ENV = {"MOTO_EC2_LOAD_DEFAULT_AMIS": "false"}
+
+
+def _shared_loader(search_path_string: str | None = None) -> Any:
+    """Every botocore session made while the demo runs reads models through the engine's one loader.
+
+    Each session (the seeders', moto's, the run's) would build its own loader and parse again the service models
+    it uses (EC2's is megabytes of JSON; ``check --demo`` parsed it seven times). Clients only read those models,
+    so sharing the loader that :func:`fmdoctor.engine.api.new_aws` already shares parses each model once per
+    process. moto's own models (its extras applied) keep moto's loader.
+    """
+    from botocore.loaders import create_loader
+
+    from fmdoctor.engine import api
+
+    return api._SHARED_LOADER if search_path_string is None else create_loader(search_path_string)
 
 
 @contextlib.contextmanager
@@ -35,15 +52,16 @@ def mocked_aws(
     ``passthrough_services`` reach the real AWS (e.g. ``bedrock-runtime`` for an eval against Bedrock, whose
     client must be made before this starts so it keeps the real credentials); ``extra_env`` tunes moto
     (e.g. :data:`LEAN_MOTO_ENV`)."""
-    try:
-        from moto import mock_aws
-    except ImportError as exc:
-        raise FmdoctorError(
-            "the embedded demo needs moto", hint="pip install 'fmdoctor[demo]'"
-        ) from exc
-    from fmdoctor.demo import moto_compat
+    with mock.patch("botocore.session.create_loader", _shared_loader):  # moto's import makes sessions too
+        try:
+            from moto import mock_aws
+        except ImportError as exc:
+            raise FmdoctorError(
+                "the embedded demo needs moto", hint="pip install 'fmdoctor[demo]'"
+            ) from exc
+        from fmdoctor.demo import moto_compat
 
-    moto_compat.install()
+        moto_compat.install()
     env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED and not k.startswith("AWS_ENDPOINT_URL_")}
     env.update(_FAKE)
     env["AWS_CONFIG_FILE"] = os.devnull
@@ -56,7 +74,8 @@ def mocked_aws(
         core = dict(default_user_config.get("core", {}))
         core["passthrough"] = {"urls": [], "services": list(passthrough_services)}
         config = {"core": core}  # mock_aws replaces top-level sections, so keep the other core defaults
-    with mock.patch.dict(os.environ, env, clear=True), mock_aws(config=config):
+    with (mock.patch.dict(os.environ, env, clear=True), mock.patch("botocore.session.create_loader", _shared_loader),
+          mock_aws(config=config)):
         yield boto3.Session(region_name="us-west-2")
 
 
@@ -64,7 +83,7 @@ def mocked_aws(
 def demo_environment() -> Iterator[DemoWorld]:
     """Start moto in-process, seed the demo cluster, load its HyperPod metrics into a loopback Prometheus (when
     the binary is installed) and yield it; everything is gone on exit."""
-    with mocked_aws() as session:
+    with mocked_aws(extra_env=LEAN_MOTO_ENV) as session:
         world = seed_demo(session)
         with demo_prometheus(world):
             yield world
