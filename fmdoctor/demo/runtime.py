@@ -28,19 +28,38 @@ _FAKE = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AW
 LEAN_MOTO_ENV = {"MOTO_EC2_LOAD_DEFAULT_AMIS": "false"}
 
 
+_LOADER: Any = None
+
+
 def _shared_loader(search_path_string: str | None = None) -> Any:
-    """Every botocore session made while the demo runs reads models through the engine's one loader.
+    """The one botocore loader of every session made while the demo runs (moto's own models keep moto's loader).
 
-    Each session (the seeders', moto's, the run's) would build its own loader and parse again the service models
-    it uses (EC2's is megabytes of JSON; ``check --demo`` parsed it seven times). Clients only read those models,
-    so sharing the loader that :func:`fmdoctor.engine.api.new_aws` already shares parses each model once per
-    process. moto's own models (its extras applied) keep moto's loader.
+    Each session (moto's import and backends, the seeders', the run's) would build its own loader and parse again
+    the service models it uses: EC2's is megabytes of JSON, and ``check --demo`` parsed it seven times. Clients
+    only read those models, so one loader for the process parses each once. botocore asks for a model with
+    ``type_name`` as a keyword in one place and positionally in another, which its per-loader cache keys apart;
+    this loader asks one way.
     """
-    from botocore.loaders import create_loader
+    global _LOADER
+    from botocore.loaders import Loader, create_loader
 
-    from fmdoctor.engine import api
+    if search_path_string is not None:
+        return create_loader(search_path_string)
+    if _LOADER is None:
 
-    return api._SHARED_LOADER if search_path_string is None else create_loader(search_path_string)
+        class OneKeyLoader(Loader):
+            def load_service_model(self, service_name: str, type_name: str, api_version: str | None = None) -> Any:
+                return super().load_service_model(service_name, type_name, api_version)
+
+        _LOADER = OneKeyLoader()
+    return _LOADER
+
+
+@contextlib.contextmanager
+def _sessions_share_one_loader() -> Iterator[None]:
+    with (mock.patch("botocore.session.create_loader", _shared_loader),
+          mock.patch("fmdoctor.engine.api._SHARED_LOADER", _shared_loader())):
+        yield
 
 
 @contextlib.contextmanager
@@ -52,7 +71,7 @@ def mocked_aws(
     ``passthrough_services`` reach the real AWS (e.g. ``bedrock-runtime`` for an eval against Bedrock, whose
     client must be made before this starts so it keeps the real credentials); ``extra_env`` tunes moto
     (e.g. :data:`LEAN_MOTO_ENV`)."""
-    with mock.patch("botocore.session.create_loader", _shared_loader):  # moto's import makes sessions too
+    with _sessions_share_one_loader():  # moto's import makes sessions too
         try:
             from moto import mock_aws
         except ImportError as exc:
@@ -74,8 +93,7 @@ def mocked_aws(
         core = dict(default_user_config.get("core", {}))
         core["passthrough"] = {"urls": [], "services": list(passthrough_services)}
         config = {"core": core}  # mock_aws replaces top-level sections, so keep the other core defaults
-    with (mock.patch.dict(os.environ, env, clear=True), mock.patch("botocore.session.create_loader", _shared_loader),
-          mock_aws(config=config)):
+    with mock.patch.dict(os.environ, env, clear=True), _sessions_share_one_loader(), mock_aws(config=config):
         yield boto3.Session(region_name="us-west-2")
 
 
