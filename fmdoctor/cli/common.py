@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import threading
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -70,6 +71,60 @@ class Target:
     demo: bool = False
 
 
+def check_target_args(args: argparse.Namespace) -> None:
+    """What can be refused from the flags alone: an empty --cluster, a --region botocore does not know."""
+    named = getattr(args, "cluster", None)
+    if named is not None and not named.strip():
+        raise UsageError("--cluster needs a name", hint="leave it out to use FMDOCTOR_CLUSTER or the configured one")
+    if getattr(args, "region", None) and not getattr(args, "endpoint_url", None):
+        from fmdoctor.engine.regions import check_region
+
+        check_region(args.region, "--region")
+
+
+class BackgroundTarget:
+    """:func:`open_target` in a thread of its own, so a server can answer its clients while the demo world is
+    seeded (seconds); whatever needs the target calls :meth:`wait`. The flags are checked before the thread
+    starts, so their mistakes still stop the command at once. :meth:`close` leaves the target (moto, the demo's
+    Prometheus) and waits for that."""
+
+    def __init__(self, args: argparse.Namespace, overrides: dict[str, Any] | None = None):
+        check_target_args(args)
+        self.ready = threading.Event()
+        self._stop = threading.Event()
+        self._target: Target | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._hold, args=(args, overrides), name="fmdoctor-target")
+
+    def start(self) -> BackgroundTarget:
+        self._thread.start()
+        return self
+
+    def _hold(self, args: argparse.Namespace, overrides: dict[str, Any] | None) -> None:
+        try:
+            with open_target(args, overrides) as target:
+                self._target = target
+                self.ready.set()
+                self._stop.wait()
+        except BaseException as exc:  # kept for wait(); the thread itself has nowhere to report it
+            if self._target is None:
+                self._error = exc
+        finally:
+            self.ready.set()
+
+    def wait(self) -> Target:
+        """The target once it is open; its error if it could not be opened (raised to every caller)."""
+        self.ready.wait()
+        if self._target is None:
+            raise self._error or RuntimeError("the target was closed before it opened")
+        return self._target
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
 @contextlib.contextmanager
 def open_target(args: argparse.Namespace, overrides: dict[str, Any] | None = None) -> Iterator[Target]:
     """Settings + connection + cluster name from flags/env/config; with --demo, the seeded demo cluster.
@@ -78,13 +133,8 @@ def open_target(args: argparse.Namespace, overrides: dict[str, Any] | None = Non
     """
     from fmdoctor.config import load_settings
     from fmdoctor.engine.api import Connection, Doctor
-    from fmdoctor.engine.regions import check_region
 
-    named = getattr(args, "cluster", None)
-    if named is not None and not named.strip():
-        raise UsageError("--cluster needs a name", hint="leave it out to use FMDOCTOR_CLUSTER or the configured one")
-    if getattr(args, "region", None) and not getattr(args, "endpoint_url", None):
-        check_region(args.region, "--region")
+    check_target_args(args)
     if getattr(args, "demo", False):
         from fmdoctor.demo.runtime import demo_environment, demo_settings
 
