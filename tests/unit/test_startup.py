@@ -4,9 +4,14 @@ catalogue that can never drift from the registry."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
+
+import fmdoctor
 from fmdoctor.cli import check_cmd, checks_cmd, export_cmd, fleet_cmd, why_not_cmd
 
 HEAVY = ("langchain", "langchain_core", "textual", "slack_bolt", "slack_sdk", "mcp", "moto", "boto3", "botocore",
@@ -39,3 +44,29 @@ def test_the_names_registration_repeats_are_the_engine_s():
     assert tuple(sorted(FLEET_RENDERERS)) == fleet_cmd.FORMATS
     assert why_not_cmd.PROTOCOLS == PROTOCOLS
     assert export_cmd.IAM_ACTION == IAM_ACTION
+
+
+RECORDED = Path(fmdoctor.__file__).resolve().parent.parent / "bench" / "startup.json"
+
+
+def _start_up_cpu(argv: list[str]) -> float:
+    """The least CPU of three runs of the installed CLI (after one that writes Python's compiled modules)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    command = [str(Path(sys.executable).with_name("fmdoctor")), *argv]
+    cpu = []
+    for _ in range(4):
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        assert proc.returncode == 0, argv
+        cpu.append(usage.ru_utime + usage.ru_stime)
+    return min(cpu[1:])
+
+
+@pytest.mark.skipif(not RECORDED.exists(), reason="needs the source tree's bench/startup.json")
+@pytest.mark.parametrize("command", [["--version"], ["checks", "list"]], ids=" ".join)
+def test_start_up_cpu_stays_within_twice_the_recorded_figure(command):
+    """A smoke test of start-up cost (CPU, not wall: steadier on a shared machine); bench/startup.py records
+    the figure. Twice it is room for a slower machine, not for importing a subcommand's world at start."""
+    recorded = json.loads(RECORDED.read_text())[" ".join(command)]["cpu_min"]
+    assert _start_up_cpu(command) <= 2 * recorded
