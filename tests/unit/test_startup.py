@@ -46,6 +46,14 @@ def test_the_names_registration_repeats_are_the_engine_s():
     assert export_cmd.IAM_ACTION == IAM_ACTION
 
 
+def test_the_mcp_service_s_verify_delays_are_the_remediation_s():
+    from fmdoctor.mcp.service import DEFAULT_VERIFY_DELAYS
+    from fmdoctor.remediation.apply import DEFAULT_VERIFY_DELAYS as APPLY_DELAYS
+
+    assert DEFAULT_VERIFY_DELAYS == APPLY_DELAYS
+
+
+
 RECORDED = Path(fmdoctor.__file__).resolve().parent.parent / "bench" / "startup.json"
 
 
