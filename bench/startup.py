@@ -203,11 +203,12 @@ of the gap to the goals of issue 26:
   the assistant runs.
 - `mcp --demo` (goal: `initialize` answered in under 2 s): the transport starts before the demo world is seeded
   (in a thread, after the server is built), so `initialize` waits only for imports: the MCP SDK and the
-  server's tools (the engine, remediation with its runbooks and Jinja, the network analysis); LangChain comes
-  at the first `check`. That is about 1.1 s of CPU; the wall time above is what a load average of 7-8 on 2
-  cores makes of it (a third of a core each), far inside the MCP Inspector's 15 s, and under 2 s when the cores
-  are not oversubscribed. The first tool call waits for the world. Left to try: the server's tools importing
-  the engine and remediation at their first call.
+  server's tools (the engine and remediation with its runbooks and Jinja; the network analysis and LangChain
+  come at the first call of a tool that needs them). That is about 1 s of CPU; the wall time above is what a
+  load average of 6 on 2 cores makes of it, far inside the MCP Inspector's 15 s, and under 2 s when the cores
+  are not oversubscribed. The first tool call waits for the world. Left to try: fmdoctor.remediation importing
+  its modules at first use (its `preflight` function shares its name with a submodule, which a lazy package
+  must keep from being shadowed).
 """
 
 if __name__ == "__main__":
