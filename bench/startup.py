@@ -190,14 +190,16 @@ of the gap to the goals of issue 26:
 - `runbook show`: the runbook library, pydantic, Jinja and the settings models (`fmdoctor.config` builds its
   pydantic models at import, about 0.1 s; deferring that build only moved the cost to the first load). It no
   longer imports boto3.
-- `check --demo` (goal 3 s): roughly a quarter is imports (moto's EC2 models alone, with its instance-type and
-  region tables, about 0.5 s; the checks, engine and boto3 the rest), half is seeding the world through moto's
-  request path (about 170 API calls, each serialized by botocore, then parsed, answered and serialized by moto;
-  PutMetricData of the GPU and EFA series is the largest step), and the rest is the run, much of it moto
-  answering. Removed: botocore parsed EC2's service model seven times per run (now once, plus once by moto with
-  its own extras: every demo session shares one loader) and moto built its 5,200 sample AMIs, which nothing
-  reads. Not met on this machine; what is left to try is seeding EC2 and CloudWatch through moto's backends
-  directly, or restoring a snapshot of the seeded world shipped with the package.
+- `check --demo` (goal 3 s): about a quarter is imports (moto's EC2 models alone, with its instance-type and
+  region tables, about 0.5 s; the checks, engine and boto3 the rest); about 2 s seeds the world through moto's
+  request path (172 API calls, each serialized by botocore, then parsed, answered and serialized by moto: the 14
+  PutMetricData calls of the GPU and EFA series take a quarter of it, SageMaker's first call 0.3 s); about 1.7 s
+  is the run's 81 calls, most of it moto answering. Removed: botocore parsed EC2's service model seven times
+  per run (now once, plus once by moto with its own extras: every demo session shares one loader); moto built
+  its 5,200 sample AMIs, which nothing reads; moto's ListMetrics judged every datapoint on each of the run's
+  ten calls (now one per series: 0.8 s to 0.3 s). Not met on this machine; what is left to try is seeding EC2
+  and CloudWatch through moto's backends directly (the seeders make ordinary boto3 calls today, so the same
+  world can be seeded into a moto server in another process), or restoring a snapshot of the seeded world.
 - `ask --demo` (goal 4 s): the demo above, plus LangChain and the assistant (about 1 s of imports), plus the
   inventory fetched once before the question (so a bad cluster exits 3 before asking) and again by the checks
   the assistant runs.
