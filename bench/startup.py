@@ -206,9 +206,9 @@ of the gap to the goals of issue 26:
 - `mcp --demo` (goal: `initialize` answered in under 2 s): the transport starts before the demo world is seeded
   (in a thread, after the server is built), so `initialize` waits only for imports: the MCP SDK and the
   server's tools (the engine and remediation with its runbooks and Jinja; the network analysis and LangChain
-  come at the first call of a tool that needs them). That is about 1 s of CPU; the wall time above is what a
-  load average of 6 on 2 cores makes of it, far inside the MCP Inspector's 15 s, and under 2 s when the cores
-  are not oversubscribed. The first tool call waits for the world. Left to try: fmdoctor.remediation importing
+  come at the first call of a tool that needs them). That is about 1 s of CPU: under 2 s of wall time at the
+  load above (at a load average of 6-8 on these 2 cores it was 2.2-2.8 s), far inside the MCP Inspector's 15 s.
+  The first tool call waits for the world. Left to try: fmdoctor.remediation importing
   its modules at first use (its `preflight` function shares its name with a submodule, which a lazy package
   must keep from being shadowed).
 """
