@@ -14,7 +14,6 @@ from fmdoctor.cli.ask_cmd import model_spec
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target, split_ids
 from fmdoctor.cli.progress import ProgressLine
 from fmdoctor.engine.errors import ConfigError
-from fmdoctor.engine.registry import default_registry
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from fmdoctor.assistant import Assistant
     from fmdoctor.assistant.providers import aws_services
+    from fmdoctor.engine.registry import default_registry
     from fmdoctor.remediation import AuditLog
     from fmdoctor.tui.app import FmdoctorApp
 

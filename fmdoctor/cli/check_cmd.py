@@ -5,18 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target, split_ids
 from fmdoctor.cli.progress import StderrProgress
-from fmdoctor.config import load_settings
-from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.errors import UsageError
-from fmdoctor.engine.host import Host, LocalHost
-from fmdoctor.engine.model import Report
-from fmdoctor.engine.registry import default_registry
-from fmdoctor.report import RENDERERS
-from fmdoctor.report.text import make_console, write_text
+
+if TYPE_CHECKING:
+    from fmdoctor.engine.host import Host
+    from fmdoctor.engine.model import Report
+
+# The names of fmdoctor.report.RENDERERS (a test keeps them equal): registering --format must not import the
+# renderers, the engine and rich.
+FORMATS = ("json", "markdown", "prometheus", "text")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="also check these SageMaker endpoints (repeatable); alone, check only them")
     parser.add_argument("--only", action="append", metavar="ID[,ID]",
                         help="run only these check ids or families (repeatable)")
-    parser.add_argument("--format", choices=sorted(RENDERERS), default="text")
+    parser.add_argument("--format", choices=FORMATS, default="text")
     parser.add_argument("--no-progress", action="store_true", help="never print progress on stderr")
     parser.add_argument("--local", action="store_true",
                         help="run the on-node checks on this machine (GPU driver, Xid errors, EFA provider, IMDS)")
@@ -70,6 +71,10 @@ def settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fmdoctor.engine.registry import default_registry
+    from fmdoctor.report import RENDERERS
+    from fmdoctor.report.text import make_console, write_text
+
     if args.record and not (args.local or args.replay):
         raise UsageError("--record DIR records what the node answers: use it with --local")
     progress = StderrProgress(enabled=not args.no_progress)
@@ -93,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_node(args: argparse.Namespace, progress: StderrProgress) -> Report:
     """On-node checks on this machine, a --replay recording, or (--local --demo) the demo node's recording."""
+    from fmdoctor.config import load_settings
+    from fmdoctor.engine.api import Doctor
+    from fmdoctor.engine.host import LocalHost
     from fmdoctor.node import recording
 
     doctor = Doctor(settings=load_settings(args.config), overrides=settings_from_flags(args))

@@ -1,4 +1,10 @@
-"""``fmdoctor checks list``: the catalogue, with what each check proves and the IAM actions it needs."""
+"""``fmdoctor checks list``: the catalogue, with what each check proves and the IAM actions it needs.
+
+The listing reads ``checks_catalogue.json``, generated from the registry and shipped with the package, so it
+starts without importing every check (and pydantic, boto3 and the engine with them). A test regenerates it
+and fails when it differs from the registry; after changing a check, regenerate it with
+``python -m fmdoctor.cli.checks_cmd``.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +12,9 @@ import argparse
 import json
 import sys
 import textwrap
+from pathlib import Path
 
-from fmdoctor.engine.registry import default_registry
+CATALOGUE_FILE = Path(__file__).with_name("checks_catalogue.json")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,7 +26,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     listing.set_defaults(func=run_list)
 
 
-def catalogue() -> list[dict[str, object]]:
+def registry_catalogue() -> list[dict[str, object]]:
+    """The catalogue from the registry itself: the source of truth ``checks_catalogue.json`` is generated from."""
+    from fmdoctor.engine.registry import default_registry
+
     return [
         {
             "id": c.id,
@@ -33,12 +43,20 @@ def catalogue() -> list[dict[str, object]]:
     ]
 
 
+def catalogue_text(entries: list[dict[str, object]]) -> str:
+    """The JSON of ``checks list --format json``, which is also the shipped file's exact content."""
+    return json.dumps(entries, indent=2) + "\n"
+
+
+def catalogue() -> list[dict[str, object]]:
+    return json.loads(CATALOGUE_FILE.read_text(encoding="utf-8"))
+
+
 def run_list(args: argparse.Namespace) -> int:
-    entries = catalogue()
     if args.format == "json":
-        sys.stdout.write(json.dumps(entries, indent=2) + "\n")
+        sys.stdout.write(CATALOGUE_FILE.read_text(encoding="utf-8"))
         return 0
-    for entry in entries:
+    for entry in catalogue():
         sys.stdout.write(f"{entry['id']}  [{entry['family']}, {entry['severity']}]\n")
         for line in textwrap.wrap(str(entry["proves"]), width=76):
             sys.stdout.write(f"    {line}\n")
@@ -47,3 +65,8 @@ def run_list(args: argparse.Namespace) -> int:
             sys.stdout.write(f"    {line}\n")
         sys.stdout.write("\n")
     return 0
+
+
+if __name__ == "__main__":  # regenerate the shipped catalogue from the registry
+    CATALOGUE_FILE.write_text(catalogue_text(registry_catalogue()), encoding="utf-8")
+    sys.stdout.write(f"wrote {CATALOGUE_FILE}\n")

@@ -1,19 +1,24 @@
-"""Flags and set-up every command shares, so each command module stays about its own job."""
+"""Flags and set-up every command shares, so each command module stays about its own job.
+
+Registering a command's flags imports nothing heavy: the engine, settings models and botocore are imported
+when a command opens its target, so ``fmdoctor --version`` or ``--help`` never pays for them.
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import os
+import threading
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fmdoctor.config import Settings, load_settings
-from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.errors import UsageError
-from fmdoctor.engine.regions import check_region
+
+if TYPE_CHECKING:
+    from fmdoctor.engine.api import Doctor
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -66,17 +71,70 @@ class Target:
     demo: bool = False
 
 
+def check_target_args(args: argparse.Namespace) -> None:
+    """What can be refused from the flags alone: an empty --cluster, a --region botocore does not know."""
+    named = getattr(args, "cluster", None)
+    if named is not None and not named.strip():
+        raise UsageError("--cluster needs a name", hint="leave it out to use FMDOCTOR_CLUSTER or the configured one")
+    if getattr(args, "region", None) and not getattr(args, "endpoint_url", None):
+        from fmdoctor.engine.regions import check_region
+
+        check_region(args.region, "--region")
+
+
+class BackgroundTarget:
+    """:func:`open_target` in a thread of its own, so a server can answer its clients while the demo world is
+    seeded (seconds); whatever needs the target calls :meth:`wait`. The flags are checked before the thread
+    starts, so their mistakes still stop the command at once. :meth:`close` leaves the target (moto, the demo's
+    Prometheus) and waits for that."""
+
+    def __init__(self, args: argparse.Namespace, overrides: dict[str, Any] | None = None):
+        check_target_args(args)
+        self.ready = threading.Event()
+        self._stop = threading.Event()
+        self._target: Target | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._hold, args=(args, overrides), name="fmdoctor-target")
+
+    def start(self) -> BackgroundTarget:
+        self._thread.start()
+        return self
+
+    def _hold(self, args: argparse.Namespace, overrides: dict[str, Any] | None) -> None:
+        try:
+            with open_target(args, overrides) as target:
+                self._target = target
+                self.ready.set()
+                self._stop.wait()
+        except BaseException as exc:  # kept for wait(); the thread itself has nowhere to report it
+            if self._target is None:
+                self._error = exc
+        finally:
+            self.ready.set()
+
+    def wait(self) -> Target:
+        """The target once it is open; its error if it could not be opened (raised to every caller)."""
+        self.ready.wait()
+        if self._target is None:
+            raise self._error or RuntimeError("the target was closed before it opened")
+        return self._target
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
 @contextlib.contextmanager
 def open_target(args: argparse.Namespace, overrides: dict[str, Any] | None = None) -> Iterator[Target]:
     """Settings + connection + cluster name from flags/env/config; with --demo, the seeded demo cluster.
 
     A --region botocore does not know is refused here, before the demo is seeded or AWS is called.
     """
-    named = getattr(args, "cluster", None)
-    if named is not None and not named.strip():
-        raise UsageError("--cluster needs a name", hint="leave it out to use FMDOCTOR_CLUSTER or the configured one")
-    if getattr(args, "region", None) and not getattr(args, "endpoint_url", None):
-        check_region(args.region, "--region")
+    from fmdoctor.config import load_settings
+    from fmdoctor.engine.api import Connection, Doctor
+
+    check_target_args(args)
     if getattr(args, "demo", False):
         from fmdoctor.demo.runtime import demo_environment, demo_settings
 
@@ -86,7 +144,7 @@ def open_target(args: argparse.Namespace, overrides: dict[str, Any] | None = Non
             doctor.extras["demo"] = world
             yield Target(doctor, args.cluster or world.cluster, demo=True)
         return
-    settings: Settings = load_settings(getattr(args, "config", None))
+    settings = load_settings(getattr(args, "config", None))
     connection = Connection(
         region=getattr(args, "region", None) or os.environ.get("FMDOCTOR_REGION"),
         profile=getattr(args, "profile", None),

@@ -7,7 +7,6 @@ import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from fmdoctor.report.fix import plan_lines, preflight_lines
 from fmdoctor.words import plural
 
 ACCEPTED = frozenset({"y", "yes"})
@@ -15,6 +14,8 @@ ACCEPTED = frozenset({"y", "yes"})
 
 def show_plan(plan: Any, preflight: Any = None, out: TextIO | None = None) -> None:
     """The plan (a FixPlan or its JSON form) and its pre-flight, exactly as ``fmdoctor fix`` shows them."""
+    from fmdoctor.report.fix import plan_lines, preflight_lines
+
     out = out or sys.stdout
     lines = plan_lines(plan) + (preflight_lines(preflight) if preflight else [])
     out.write("\n".join(lines) + "\n")

@@ -13,10 +13,12 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fmdoctor.cli.common import split_ids
-from fmdoctor.config import AgentSettings, load_settings
+
+if TYPE_CHECKING:
+    from fmdoctor.config import AgentSettings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,6 +44,7 @@ def _progress(result: Any, done: int, total: int) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fmdoctor.assistant.evaluation import run_suite
+    from fmdoctor.config import load_settings
 
     agent = load_settings(args.config).agent
     models = split_ids(args.model) or [os.environ.get("FMDOCTOR_MODEL") or agent.model or "offline"]

@@ -5,18 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target, split_ids
 from fmdoctor.cli.progress import StderrProgress
-from fmdoctor.config import load_settings
-from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.errors import UsageError
-from fmdoctor.engine.model import Report
-from fmdoctor.export.cloudwatch import IAM_ACTION, CloudWatchExport, export_to_cloudwatch
-from fmdoctor.fleet.model import FleetReport
+
+if TYPE_CHECKING:
+    from fmdoctor.engine.model import Report
+    from fmdoctor.export.cloudwatch import CloudWatchExport
+    from fmdoctor.fleet.model import FleetReport
+
+# fmdoctor.export.cloudwatch.IAM_ACTION (a test keeps them equal), named in --help without importing the engine.
+IAM_ACTION = "cloudwatch:PutMetricData"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,6 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_cloudwatch(args: argparse.Namespace) -> int:
+    from fmdoctor.config import load_settings
+    from fmdoctor.engine.api import Connection, Doctor
+    from fmdoctor.export.cloudwatch import export_to_cloudwatch
+
     if args.report:
         if args.cluster or args.demo or args.only:
             raise UsageError("--report exports a saved report: it does not take --cluster, --demo or --only")
@@ -61,6 +66,11 @@ def run_cloudwatch(args: argparse.Namespace) -> int:
 
 
 def read_report(path: str) -> Report | FleetReport:
+    from pydantic import ValidationError
+
+    from fmdoctor.engine.model import Report
+    from fmdoctor.fleet.model import FleetReport
+
     try:
         text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
         data: Any = json.loads(text)

@@ -10,16 +10,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target
 from fmdoctor.cli.confirm import confirm
 from fmdoctor.cli.json_input import read_json_arg
 from fmdoctor.engine.errors import UsageError
-from fmdoctor.engine.registry import default_registry
-from fmdoctor.remediation import Approval, AuditLog, FixPlan, apply_fix, plan_fix, preflight
-from fmdoctor.remediation.audit import local_user, plan_fields, who
-from fmdoctor.report.fix import plan_lines, preflight_lines, result_lines
+
+if TYPE_CHECKING:
+    from fmdoctor.remediation import Approval, AuditLog, FixPlan
 
 FIXED, NOT_FIXED = 0, 2
 
@@ -50,6 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fmdoctor.engine.registry import default_registry
+    from fmdoctor.remediation import AuditLog, apply_fix, plan_fix, preflight
+    from fmdoctor.report.fix import plan_lines, preflight_lines, result_lines
+
     default_registry().get(args.check)  # an unknown check id: exit 3 before the demo is seeded or AWS is called
     report = read_json_arg(args.report, "--report", allow_inline=False) if args.report else None
     audit = AuditLog(args.audit_log)
@@ -81,6 +84,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _approve(plan: FixPlan, yes: bool, audit: AuditLog) -> Approval | None:
     """--yes, or a y/N question on the terminal; with neither, refuse (exit 3) before anything changes."""
+    from fmdoctor.remediation import Approval
+    from fmdoctor.remediation.audit import local_user, plan_fields, who
+
     user = local_user()
     if yes:
         return Approval.grant(plan, approver=user, channel="cli --yes")

@@ -7,15 +7,27 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from fmdoctor.cli.common import add_connection_args, split_ids
 from fmdoctor.cli.progress import ProgressLine
-from fmdoctor.config import Settings, load_settings
-from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.errors import UsageError
-from fmdoctor.fleet import FleetEvent, FleetPlan, build_plan, parse_shard, scan_fleet
-from fmdoctor.report.fleet import FLEET_RENDERERS, write_fleet_text
-from fmdoctor.report.text import make_console
+
+if TYPE_CHECKING:
+    from fmdoctor.config import Settings
+    from fmdoctor.engine.api import Doctor
+    from fmdoctor.fleet import FleetEvent, FleetPlan
+
+# The names of fmdoctor.report.fleet.FLEET_RENDERERS (a test keeps them equal): registering --format must not
+# import the fleet scanner, the engine and rich.
+FORMATS = ("json", "markdown", "prometheus", "text")
+
+
+def _shard(value: str) -> Any:
+    """--shard INDEX/COUNT, parsed by fmdoctor.fleet.parse_shard (imported when the flag is given)."""
+    from fmdoctor.fleet import parse_shard
+
+    return parse_shard(value)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,12 +53,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.add_argument("--role-name", help="role to assume in each account (default: fleet.role_name, "
                        "fmdoctor-read-only)")
     check.add_argument("--external-id", help="ExternalId for AssumeRole, when the roles' trust policies ask for one")
-    check.add_argument("--shard", metavar="INDEX/COUNT", type=parse_shard,
+    check.add_argument("--shard", metavar="INDEX/COUNT", type=_shard,
                        help="scan only this shard of the accounts, e.g. $JOB_COMPLETION_INDEX/4")
     check.add_argument("--concurrency", type=int, metavar="N", help="clusters checked at once (default 8)")
     check.add_argument("--only", action="append", metavar="ID[,ID]", help="run only these checks or families")
     check.add_argument("--no-hyperpod", action="store_true", help="do not list SageMaker HyperPod clusters")
-    check.add_argument("--format", choices=sorted(FLEET_RENDERERS), default="text")
+    check.add_argument("--format", choices=FORMATS, default="text")
     check.add_argument("--no-progress", action="store_true", help="never print progress on stderr")
     check.add_argument("--demo", action="store_true",
                        help="scan an embedded demo fleet (moto in-process; 2 accounts x 2 regions x 2 clusters)")
@@ -58,6 +70,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fmdoctor.fleet import scan_fleet
+    from fmdoctor.report.fleet import FLEET_RENDERERS, write_fleet_text
+    from fmdoctor.report.text import make_console
+
     if args.concurrency is not None and not 1 <= args.concurrency <= 64:
         raise UsageError("--concurrency must be between 1 and 64")
     progress = FleetProgressLine(enabled=not args.no_progress)
@@ -76,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def _doctor_and_plan(args: argparse.Namespace) -> Iterator[tuple[Doctor, FleetPlan]]:
+    from fmdoctor.config import Settings, load_settings
+    from fmdoctor.engine.api import Connection, Doctor
+    from fmdoctor.fleet import build_plan
+
     if args.demo:
         from fmdoctor.demo.fleet import DEMO_REGIONS, seed_demo_fleet
         from fmdoctor.demo.runtime import LEAN_MOTO_ENV, mocked_aws

@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from fmdoctor.cli.common import split_ids
-from fmdoctor.config import load_settings
-from fmdoctor.engine.check import Check
-from fmdoctor.engine.registry import default_registry
-from fmdoctor.iam_policy import iam_policy, serve_grants
-from fmdoctor.runbooks import list_runbooks
+
+if TYPE_CHECKING:
+    from fmdoctor.engine.check import Check
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,6 +31,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fmdoctor.config import load_settings
+    from fmdoctor.iam_policy import iam_policy, serve_grants
+    from fmdoctor.runbooks import list_runbooks
+
     checks = _selected(split_ids(args.only))
     settings = load_settings(args.config)
     runbooks = list_runbooks(settings) if args.remediation else []
@@ -48,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _selected(only: list[str] | None) -> list[Check]:
     """Checks by id or family, cluster and node checks alike (the policy covers both modes)."""
+    from fmdoctor.engine.registry import default_registry
+
     registry = default_registry()
     if not only:
         return list(registry)

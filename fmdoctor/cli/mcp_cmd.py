@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target
 from fmdoctor.engine.errors import ConfigError
-from fmdoctor.remediation import AuditLog
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,19 +50,62 @@ def run(args: argparse.Namespace) -> int:
     try:
         from fmdoctor.mcp.server import build_server
         from fmdoctor.mcp.service import McpService
+        from fmdoctor.remediation import AuditLog
     except ImportError as exc:
         raise ConfigError(f"the MCP server needs the MCP Python SDK ({exc.name} is missing)",
                           hint="pip install 'fmdoctor[mcp]'") from None
+    if args.demo:
+        return _serve_demo(args, token)
     with open_target(args) as target:
         service = McpService(target.doctor, cluster=target.cluster, allow_fixes=args.allow_fixes,
                              audit=AuditLog(args.audit_log))
-        server = build_server(service)
-        if token is not None:
-            from fmdoctor.mcp.http import serve_http
-
-            sys.stderr.write(f"fmdoctor mcp: http://{args.host}:{args.port}/mcp (cluster {target.cluster}, "
-                             f"fixes {'allowed, each confirmed by the client user' if args.allow_fixes else 'off'})\n")
-            serve_http(server, token, args.host, args.port)
-        else:
-            server.run("stdio")
+        _serve(build_server(service), args, token, target.cluster)
     return 0
+
+
+def _serve_demo(args: argparse.Namespace, token: str | None) -> int:
+    """The transport starts first and answers ``initialize`` at once (the MCP Inspector gives up after 15 s);
+    the demo world is seeded meanwhile in a thread, and each tool call waits for it."""
+    server, background, cluster = demo_server(args)
+    background.start()  # after the imports and the server are built: seeding would slow both down
+    try:
+        _serve(server, args, token, cluster)
+    finally:
+        background.close()
+    return 0
+
+
+def demo_server(args: argparse.Namespace) -> tuple[Any, Any, str]:
+    """The server, the demo world to seed in the background (not started) and the cluster it serves."""
+    import importlib.util
+
+    from fmdoctor.cli.common import BackgroundTarget
+    from fmdoctor.demo import DEMO_CLUSTER
+    from fmdoctor.mcp.server import build_server
+    from fmdoctor.mcp.service import McpService
+    from fmdoctor.remediation import AuditLog
+
+    if importlib.util.find_spec("moto") is None:  # the one failure worth stopping for before serving
+        raise ConfigError("the embedded demo needs moto", hint="pip install 'fmdoctor[demo]'")
+    cluster = args.cluster or DEMO_CLUSTER
+    background = BackgroundTarget(args)
+    # The doctor is the demo's, set once it is seeded; no tool reads it before (before_tools waits).
+    service = McpService(None, cluster=cluster, allow_fixes=args.allow_fixes,  # type: ignore[arg-type]
+                         audit=AuditLog(args.audit_log))
+
+    def world_ready() -> None:
+        target = background.wait()
+        service.doctor, service.cluster = target.doctor, target.cluster
+
+    return build_server(service, before_tools=world_ready), background, cluster
+
+
+def _serve(server: Any, args: argparse.Namespace, token: str | None, cluster: str) -> None:
+    if token is not None:
+        from fmdoctor.mcp.http import serve_http
+
+        sys.stderr.write(f"fmdoctor mcp: http://{args.host}:{args.port}/mcp (cluster {cluster}, "
+                         f"fixes {'allowed, each confirmed by the client user' if args.allow_fixes else 'off'})\n")
+        serve_http(server, token, args.host, args.port)
+    else:
+        server.run("stdio")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from fmdoctor.engine.runner import CheckEvent
 from fmdoctor.words import plural
+
+if TYPE_CHECKING:
+    from fmdoctor.engine.runner import CheckEvent
 
 
 class ProgressLine:

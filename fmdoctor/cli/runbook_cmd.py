@@ -7,13 +7,15 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fmdoctor.cli.json_input import read_json_arg
-from fmdoctor.config import Settings, load_settings
 from fmdoctor.engine.errors import UsageError
-from fmdoctor.runbooks import Runbook, get_runbook, list_runbooks
 from fmdoctor.safety.text import dumps_json
+
+if TYPE_CHECKING:
+    from fmdoctor.config import Settings
+    from fmdoctor.runbooks import Runbook
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,6 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    from fmdoctor.config import load_settings
+    from fmdoctor.runbooks import list_runbooks
+
     runbooks = list_runbooks(load_settings(args.config))
     if args.format == "json":
         sys.stdout.write(json.dumps([r.to_json_dict() for r in runbooks], indent=2) + "\n")
@@ -54,6 +59,9 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from fmdoctor.config import load_settings
+    from fmdoctor.runbooks import get_runbook
+
     settings = load_settings(args.config)
     runbook = get_runbook(args.id, settings)
     report: Mapping[str, Any] = {}

@@ -7,12 +7,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fmdoctor.cli.common import add_connection_args
-from fmdoctor.config import load_settings
-from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.errors import ConfigError, UsageError
+
+if TYPE_CHECKING:
+    from fmdoctor.engine.api import Doctor
 
 _FLAGS = ("queue_url", "host", "port", "concurrency", "slack_channel", "webhook_url", "sns_topic_arn")
 
@@ -37,6 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fmdoctor.config import load_settings
+    from fmdoctor.engine.api import Connection, Doctor
+
     settings = load_settings(args.config)
     overrides = {k: getattr(args, k) for k in _FLAGS if getattr(args, k) is not None}
     try:

@@ -13,13 +13,15 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target, split_ids
-from fmdoctor.config import SlackSettings, load_settings
 from fmdoctor.durations import parse_duration
-from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.errors import ConfigError, FmdoctorError, UsageError
+
+if TYPE_CHECKING:
+    from fmdoctor.config import SlackSettings
+    from fmdoctor.engine.api import Doctor
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -65,6 +67,9 @@ def _duration(value: str) -> Any:
 @contextlib.contextmanager
 def _doctor(args: argparse.Namespace) -> Iterator[tuple[Doctor, SlackSettings]]:
     """The engine for every request, and the slack: settings (from --config even with --demo)."""
+    from fmdoctor.config import load_settings
+    from fmdoctor.engine.api import Connection, Doctor
+
     settings = load_settings(getattr(args, "config", None))
     if not args.demo:
         connection = Connection(region=args.region or os.environ.get("FMDOCTOR_REGION"), profile=args.profile,
@@ -127,6 +132,8 @@ def run_watch(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise ConfigError(f"fmdoctor slack needs slack-bolt ({exc.name} is missing)",
                           hint="pip install 'fmdoctor[slack]'") from None
+    from fmdoctor.config import SlackSettings, load_settings
+
     if args.count is not None and args.count < 1:
         raise UsageError("--count must be at least 1")
     tokens = SlackTokens.from_env(None)

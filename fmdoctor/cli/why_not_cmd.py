@@ -6,12 +6,11 @@ import argparse
 import sys
 
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target
-from fmdoctor.net.reachability import PROTOCOLS, parse_flow, why_not
-from fmdoctor.report.reachability import write_reachability
-from fmdoctor.report.text import make_console
 from fmdoctor.safety.text import dumps_json
 
 EXIT = {True: 0, False: 2, None: 3}
+# fmdoctor.net.reachability.PROTOCOLS (a test keeps them equal): --help must not import the network analysis.
+PROTOCOLS = ("tcp", "udp", "icmp", "all", "efa")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,6 +35,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fmdoctor.net.reachability import parse_flow, why_not
+    from fmdoctor.report.reachability import write_reachability
+    from fmdoctor.report.text import make_console
+
     parse_flow(args.protocol, args.port, default_ports=((0, 0),))  # a bad port: exit 3 before the demo is seeded
     with open_target(args) as target:
         result = why_not(target.doctor, target.cluster, args.source, args.destination, args.port, args.protocol)

@@ -4,7 +4,8 @@ Two gaps in moto 5.x, patched on its backend class (real AWS needs none of this)
 
 * ListMetrics repeats a metric once per datapoint when it has two or more dimensions (its dimension
   comparison matches only single-dimension sets), and de-duplicates in quadratic time. CloudWatch lists each
-  series (namespace, name, exact dimension set) once. Replaced by a set-based listing with the same filter.
+  series (namespace, name, exact dimension set) once. Replaced by a listing of the series index (below) with
+  the same filter.
 * GetMetricData scans every stored datapoint for every query and period (queries x periods x datapoints:
   hours for a 1,000-node cluster), ignores the query's namespace when dimensions are given, and accepts any
   number of queries. Metric-stat queries are answered from an index of the datapoints instead, with the
@@ -51,16 +52,11 @@ def _series_key(namespace: str, name: str, dimensions: Any) -> tuple[str, str, f
 
 
 def _get_filtered_metrics(self: Any, metric_name: str, namespace: str, dimensions: list[dict[str, str]]) -> list[Any]:
-    seen: set[tuple[str, str, frozenset[tuple[str, str]]]] = set()
-    listed = []
-    for datum in self.get_all_metrics():
-        if not datum.filter(namespace=namespace, name=metric_name, dimensions=dimensions):
-            continue
-        key = _series_key(datum.namespace, datum.name, datum.dimensions)
-        if key not in seen:
-            seen.add(key)
-            listed.append(datum)
-    return listed
+    """Each series once, as its first datapoint (in moto's order), if it passes moto's own filter. The filter
+    reads only a datapoint's namespace, name and dimension set, so judging one datapoint per series from the
+    index answers as scanning them all did, in time per series rather than per datapoint."""
+    return [data[0] for data in _index(self).values()
+            if data[0].filter(namespace=namespace, name=metric_name, dimensions=dimensions)]
 
 
 def _index(backend: Any) -> dict[tuple[str, str, frozenset[tuple[str, str]]], list[Any]]:

@@ -6,6 +6,7 @@ import contextlib
 import os
 import subprocess
 from collections.abc import Iterator, Sequence
+from typing import Any
 from unittest import mock
 
 import boto3
@@ -22,8 +23,43 @@ _FAKE = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AW
 
 
 # Every account/region is a new moto backend, and loading moto's sample AMIs into each is most of the cost
-# of seeding a fleet; no check reads AMIs (run_instances does not validate the image id by default).
+# of seeding a fleet (and a second of the demo's); no check reads AMIs (run_instances does not validate the
+# image id by default, and an instance whose image moto lacks differs only in fields no check reads).
 LEAN_MOTO_ENV = {"MOTO_EC2_LOAD_DEFAULT_AMIS": "false"}
+
+
+_LOADER: Any = None
+
+
+def _shared_loader(search_path_string: str | None = None) -> Any:
+    """The one botocore loader of every session made while the demo runs (moto's own models keep moto's loader).
+
+    Each session (moto's import and backends, the seeders', the run's) would build its own loader and parse again
+    the service models it uses: EC2's is megabytes of JSON, and ``check --demo`` parsed it seven times. Clients
+    only read those models, so one loader for the process parses each once. botocore asks for a model with
+    ``type_name`` as a keyword in one place and positionally in another, which its per-loader cache keys apart;
+    this loader asks one way.
+    """
+    global _LOADER
+    from botocore.loaders import Loader, create_loader
+
+    if search_path_string is not None:
+        return create_loader(search_path_string)
+    if _LOADER is None:
+
+        class OneKeyLoader(Loader):
+            def load_service_model(self, service_name: str, type_name: str, api_version: str | None = None) -> Any:
+                return super().load_service_model(service_name, type_name, api_version)
+
+        _LOADER = OneKeyLoader()
+    return _LOADER
+
+
+@contextlib.contextmanager
+def _sessions_share_one_loader() -> Iterator[None]:
+    with (mock.patch("botocore.session.create_loader", _shared_loader),
+          mock.patch("fmdoctor.engine.api._SHARED_LOADER", _shared_loader())):
+        yield
 
 
 @contextlib.contextmanager
@@ -35,15 +71,16 @@ def mocked_aws(
     ``passthrough_services`` reach the real AWS (e.g. ``bedrock-runtime`` for an eval against Bedrock, whose
     client must be made before this starts so it keeps the real credentials); ``extra_env`` tunes moto
     (e.g. :data:`LEAN_MOTO_ENV`)."""
-    try:
-        from moto import mock_aws
-    except ImportError as exc:
-        raise FmdoctorError(
-            "the embedded demo needs moto", hint="pip install 'fmdoctor[demo]'"
-        ) from exc
-    from fmdoctor.demo import moto_compat
+    with _sessions_share_one_loader():  # moto's import makes sessions too
+        try:
+            from moto import mock_aws
+        except ImportError as exc:
+            raise FmdoctorError(
+                "the embedded demo needs moto", hint="pip install 'fmdoctor[demo]'"
+            ) from exc
+        from fmdoctor.demo import moto_compat
 
-    moto_compat.install()
+        moto_compat.install()
     env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED and not k.startswith("AWS_ENDPOINT_URL_")}
     env.update(_FAKE)
     env["AWS_CONFIG_FILE"] = os.devnull
@@ -56,7 +93,7 @@ def mocked_aws(
         core = dict(default_user_config.get("core", {}))
         core["passthrough"] = {"urls": [], "services": list(passthrough_services)}
         config = {"core": core}  # mock_aws replaces top-level sections, so keep the other core defaults
-    with mock.patch.dict(os.environ, env, clear=True), mock_aws(config=config):
+    with mock.patch.dict(os.environ, env, clear=True), _sessions_share_one_loader(), mock_aws(config=config):
         yield boto3.Session(region_name="us-west-2")
 
 
@@ -64,7 +101,7 @@ def mocked_aws(
 def demo_environment() -> Iterator[DemoWorld]:
     """Start moto in-process, seed the demo cluster, load its HyperPod metrics into a loopback Prometheus (when
     the binary is installed) and yield it; everything is gone on exit."""
-    with mocked_aws() as session:
+    with mocked_aws(extra_env=LEAN_MOTO_ENV) as session:
         world = seed_demo(session)
         with demo_prometheus(world):
             yield world

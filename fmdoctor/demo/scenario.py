@@ -12,6 +12,7 @@ from typing import Any
 
 import boto3
 
+from fmdoctor import demo
 from fmdoctor.demo.builders import ClusterBuilder
 from fmdoctor.demo.seed_gpu import seed_gpu_metrics
 from fmdoctor.demo.seed_health import demo_capacity_block, seed_checkpoints, seed_hyperpod, seed_spot
@@ -20,7 +21,7 @@ from fmdoctor.demo.seed_network import seed_network
 from fmdoctor.demo.seed_prometheus import seed_hyperpod_metrics
 from fmdoctor.demo.seed_training import seed_training_logs
 
-DEMO_CLUSTER = "demo-llm-train"
+DEMO_CLUSTER = demo.DEMO_CLUSTER
 DEMO_REGION = "us-west-2"
 DEMO_ADMIN_CIDR = "203.0.113.0/24"  # TEST-NET-3: "the on-call engineer's office"
 

@@ -13,12 +13,6 @@ import re
 import threading
 from dataclasses import dataclass
 
-from botocore import exceptions as bex
-from botocore.parsers import ResponseParserError
-from urllib3.exceptions import ProtocolError
-
-from fmdoctor.engine.responses import CorruptResponse
-
 
 class FmdoctorError(Exception):
     """Anything fmdoctor reports as a plain message with exit status 3 ('unknown: could not run')."""
@@ -161,6 +155,13 @@ def describe_aws_failure(exc: BaseException) -> AwsFailure | None:
     """Classify a botocore/boto3 exception; ``None`` means it is not an AWS failure (a bug: let it surface)."""
     if isinstance(exc, AwsCallFailed):
         return dataclasses.replace(exc.failure, message=str(exc))
+    # Imported here, not at the top: every command imports this module, and only those that call AWS need botocore.
+    from botocore import exceptions as bex
+    from botocore.parsers import ResponseParserError
+    from urllib3.exceptions import ProtocolError
+
+    from fmdoctor.engine.responses import CorruptResponse
+
     if isinstance(exc, bex.ClientError):
         error = exc.response.get("Error", {})
         code = str(error.get("Code") or "ClientError")

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
-from fmdoctor.engine.aws import Aws
 from fmdoctor.engine.errors import describe_aws_failure
+
+if TYPE_CHECKING:  # the inventory's types import this module; botocore only when a cluster is described
+    from fmdoctor.engine.aws import Aws
 
 NODE_PAGE_SIZE = 100  # ListClusterNodes' maximum
 
@@ -51,6 +51,8 @@ class HyperPodNode:
 
 def is_not_found(exc: BaseException) -> bool:
     """DescribeCluster's 'no such cluster' (ResourceNotFound; moto answers ValidationException 'Could not find')."""
+    from botocore.exceptions import ClientError
+
     if not isinstance(exc, ClientError):
         return False
     error = exc.response.get("Error", {})
@@ -62,6 +64,8 @@ def is_not_found(exc: BaseException) -> bool:
 
 def describe_hyperpod_cluster(sagemaker: Any, name: str) -> HyperPodCluster | None:
     """The cluster, or None when no HyperPod cluster has that name; other AWS failures propagate."""
+    from botocore.exceptions import ClientError
+
     try:
         raw = sagemaker.describe_cluster(ClusterName=name)
     except ClientError as exc:

@@ -22,7 +22,6 @@ from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, model_validator
 
 from fmdoctor import __version__
-from fmdoctor.assistant.results import report_text
 from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.mcp.service import McpService, Prepared, confirmation_message
 from fmdoctor.remediation.actions import ACTIONS
@@ -78,8 +77,14 @@ class _AuditedServer(MCPServer):
     goes back to the client. Nothing was applied."""
 
     service: McpService
+    before_tools: Callable[[], None] | None = None
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if self.before_tools is not None:  # e.g. the demo world still being seeded: wait off the event loop
+            try:
+                await anyio.to_thread.run_sync(self.before_tools)
+            except FmdoctorError as exc:
+                raise ToolError(clean(str(exc))) from None
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -88,9 +93,12 @@ class _AuditedServer(MCPServer):
             raise
 
 
-def build_server(service: McpService) -> MCPServer:
+def build_server(service: McpService, before_tools: Callable[[], None] | None = None) -> MCPServer:
+    """The server for ``service``. ``before_tools`` runs (in a worker thread) before every tool call: the server
+    answers ``initialize`` and lists its tools at once, and a tool waits until what it needs is ready."""
     server = _AuditedServer("fmdoctor", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     server.service = service
+    server.before_tools = before_tools
     _read_tools(server, service)
     if service.allow_fixes:
         _fix_tools(server, service)
@@ -132,6 +140,8 @@ def _read_tools(server: MCPServer, service: McpService) -> None:
         """Run fmdoctor's checks on a cluster and return the report: status, findings (id, check, severity,
         resource, summary, evidence, runbook), errors (what could not be verified) and stats. `only` takes
         check ids or families (efa, inference, ...); `cluster` defaults to the server's."""
+        from fmdoctor.assistant.results import report_text  # LangChain comes with it: not before a check
+
         report = guarded(lambda: service.check(cluster, only), service.redactor)
         # The text a client's model reads: every finding as one line, evidence digested, within the same
         # limit as the assistant's tool output; the structured content stays the whole (cleaned) report.

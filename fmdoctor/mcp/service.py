@@ -13,16 +13,18 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.errors import UsageError
-from fmdoctor.net.reachability import why_not
-from fmdoctor.remediation import Approval, AuditLog, FixPlan, apply_fix, plan_fix, preflight
-from fmdoctor.remediation.apply import DEFAULT_VERIFY_DELAYS
-from fmdoctor.remediation.audit import plan_fields, who
-from fmdoctor.runbooks import get_runbook, list_runbooks
+from fmdoctor.remediation.audit import AuditLog, plan_fields, who
 from fmdoctor.safety.redact import Redactor, redactor_for
+
+if TYPE_CHECKING:  # the rest is imported by the tools that use it, so the server answers initialize sooner
+    from fmdoctor.engine.api import Doctor
+    from fmdoctor.remediation import FixPlan
+
+# fmdoctor.remediation.apply.DEFAULT_VERIFY_DELAYS (a test keeps them equal), without importing apply at start.
+DEFAULT_VERIFY_DELAYS = (2.0, 5.0)
 
 PLAN_TTL_S = 15 * 60  # a digest from plan_fix is good for this long (then plan again: state moves on)
 MAX_PLANS = 256  # per ledger scope; the oldest are forgotten first
@@ -94,16 +96,22 @@ class McpService:
     def why_not(self, source: str, destination: str, port: str | int | None = None, protocol: str = "tcp",
                 cluster: str | None = None) -> dict[str, Any]:
         """The same JSON as ``fmdoctor why-not --format json``; ``port`` 22, '22', '1018-1023' or '988,1018-1023'."""
+        from fmdoctor.net.reachability import why_not
+
         ports = None if port is None else str(port)
         return why_not(self.doctor, self._cluster(cluster), source, destination, ports, protocol).to_json_dict()
 
     def list_runbooks(self) -> list[dict[str, Any]]:
+        from fmdoctor.runbooks import list_runbooks
+
         return [r.to_json_dict() for r in list_runbooks(self.doctor.settings)]
 
     def get_runbook(self, runbook_id: str, finding_id: str | None = None, finding: dict[str, Any] | None = None,
                     cluster: str | None = None) -> dict[str, Any]:
         """The runbook as Markdown: for ``finding_id`` (``check/resource``, looked up by running that check now),
         for a ``finding`` object, or with placeholders when neither is given."""
+        from fmdoctor.runbooks import get_runbook
+
         runbook = get_runbook(runbook_id, self.doctor.settings)
         name = self._cluster(cluster) if (cluster or self.cluster or finding_id) else None
         region = None
@@ -128,6 +136,8 @@ class McpService:
     def plan(self, check: str, resource: str | None, cluster: str | None, scope: str) -> dict[str, Any]:
         """plan_fix: the calls, their digest and the DryRun pre-flight. Changes nothing; the digest is remembered
         for ``scope`` so apply_fix can require that the client saw this plan."""
+        from fmdoctor.remediation import plan_fix, preflight
+
         self._fixes_allowed()
         plan = plan_fix(self.doctor, self._cluster(cluster), check, resource=resource, audit=self.audit)
         checked = preflight(self.doctor, plan, audit=self.audit) if not plan.empty else None
@@ -142,6 +152,8 @@ class McpService:
     def prepare(self, check: str, resource: str | None, cluster: str | None, digest: str | None,
                 scope: str) -> Prepared:
         """apply_fix, before asking: plan from the current state and refuse what a person should not be asked."""
+        from fmdoctor.remediation import plan_fix, preflight
+
         self._fixes_allowed()
         plan = plan_fix(self.doctor, self._cluster(cluster), check, resource=resource, audit=self.audit)
         if plan.empty:
@@ -180,6 +192,8 @@ class McpService:
 
     def apply(self, prepared: Prepared, approver: str) -> dict[str, Any]:
         """Apply after a person confirmed this exact plan through the client (the caller checked that)."""
+        from fmdoctor.remediation import Approval, apply_fix
+
         assert prepared.plan is not None and prepared.askable
         approval = Approval.grant(prepared.plan, approver=approver, channel="mcp elicitation")
         result = apply_fix(self.doctor, prepared.plan, approval, audit=self.audit, verify_delays=self.verify_delays)

@@ -85,7 +85,8 @@ def test_terminal_prompt_yes_and_no(builder, efa_egress_fault, fix):
 
 def test_denied_preflight_exits_2_naming_the_action(builder, efa_egress_fault, fix, faults, monkeypatch):
     faults.deny("ec2", "AuthorizeSecurityGroupEgress", code="UnauthorizedOperation")
-    monkeypatch.setattr("fmdoctor.cli.common.Doctor", functools.partial(Doctor, aws_factory=faults.aws_factory))
+    monkeypatch.setattr("fmdoctor.engine.api.Doctor",  # open_target imports it when it runs
+                        functools.partial(Doctor, aws_factory=faults.aws_factory))
     before = state(builder.ec2, efa_egress_fault)
     code, out, _ = fix("--yes")
     assert code == 2

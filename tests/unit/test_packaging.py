@@ -38,3 +38,4 @@ def test_wheel_contents(tmp_path):
         assert f"fmdoctor/runbooks/{path.name}" in names
     assert "fmdoctor/evals/cases.yaml" in names  # fmdoctor eval works from an installed wheel
     assert "fmdoctor/tui/app.tcss" in names  # fmdoctor chat finds its styles in an installed wheel
+    assert "fmdoctor/cli/checks_catalogue.json" in names  # fmdoctor checks list reads it
