@@ -4,7 +4,7 @@ import shlex
 from typing import Any
 
 from fmdoctor.durations import format_duration
-from fmdoctor.engine.check import Check, NotApplicable, Unverified
+from fmdoctor.engine.check import EFA_METRICS, Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.gaps import Gaps
 from fmdoctor.engine.inventory import Instance
@@ -49,6 +49,7 @@ class TrainingStalled(Check):
     family = "training"
     severity = Severity.CRITICAL
     iam_actions = _iam(EfaErrors, SpotInterruption, HyperpodNodeUnhealthy)
+    metrics = frozenset({EFA_METRICS})
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         inv = ctx.inventory

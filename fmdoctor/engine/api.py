@@ -17,7 +17,7 @@ from botocore.loaders import Loader
 
 from fmdoctor.config import ClusterSettings, Settings
 from fmdoctor.engine.aws import Aws, AwsOptions
-from fmdoctor.engine.check import inventory_parts
+from fmdoctor.engine.check import inventory_parts, metric_families
 from fmdoctor.engine.context import RunScope
 from fmdoctor.engine.discovery import fetch_inventory
 from fmdoctor.engine.endpoints import endpoint_target_name
@@ -194,7 +194,8 @@ class Doctor:
                 errors=[failed.error],
                 stats=RunStats(api_calls=aws.calls.snapshot(), duration_s=time.perf_counter() - started),
             )
-        scope = RunScope(cluster=name, settings=settings, aws=aws, inventory=inventory, now=now, extras=self.extras)
+        scope = RunScope(cluster=name, settings=settings, aws=aws, inventory=inventory, now=now, extras=self.extras,
+                         metrics=metric_families(checks))
         outcome = run_checks(scope, checks, self.settings.max_workers, progress, cancel)
         return _report(scope, outcome, started)
 

@@ -83,7 +83,10 @@ def load_cluster_metrics(cloudwatch: Any, inventory: Inventory, gpu: GpuSettings
 
 
 def load_cloudwatch(cloudwatch: Any, nodes: Sequence[MetricNode], efa_interfaces: dict[str, str],
-                    gpu: GpuSettings, now: datetime, lister: Lister | None = None) -> ClusterMetrics:
+                    gpu: GpuSettings, now: datetime, lister: Lister | None = None,
+                    accelerators: bool = True) -> ClusterMetrics:
+    """The snapshot; without ``accelerators`` only the EFA counters are listed and fetched, and every node is
+    left without GPU/Neuron series (for runs whose checks read none)."""
     start, end = now - gpu.window, now
     kinds: dict[str, str | None] = {n.id: n.kind for n in nodes}
     owners = NodeOwners([n.identity for n in nodes], kinds, gpu)
@@ -100,13 +103,14 @@ def load_cloudwatch(cloudwatch: Any, nodes: Sequence[MetricNode], efa_interfaces
     def devices(spec: MetricSpec) -> Sequence[str]:
         return EFA_DEVICE_DIMENSIONS if spec.kind == EFA else gpu.device_dimensions
 
-    specs = metric_specs(gpu, {n.kind for n in nodes}, bool(efa_interfaces))
+    specs = metric_specs(gpu, {n.kind for n in nodes} if accelerators else set(), bool(efa_interfaces))
     plan = plan_queries(cloudwatch, specs, owner, narrow, devices, gpu.window, lister, owners.unmatched)
     entries = _entries(plan)
     where = {n.id: _where(gpu_publisher(gpu) if n.kind == GPU else None, gpu) for n in nodes}
     unmatched = {label: listing.unmatched for label, listing in plan.listings.items() if listing.unmatched}
     listings = {label: listing.mode for label, listing in plan.listings.items()}
-    missing = {n.id for n in nodes if n.kind == GPU} - {e.owner for e in entries if e.spec.role == UTILIZATION}
+    missing = {n.id for n in nodes if n.kind == GPU and accelerators} - {e.owner for e in entries
+                                                                          if e.spec.role == UTILIZATION}
     for publisher in other_publishers(gpu) if missing else []:
         found, strangers = _other_publisher(cloudwatch, publisher, missing, owners, devices, gpu)
         unmatched.update(strangers)
