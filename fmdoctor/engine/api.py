@@ -19,7 +19,7 @@ from fmdoctor.config import ClusterSettings, Settings
 from fmdoctor.engine.aws import Aws, AwsOptions
 from fmdoctor.engine.check import inventory_parts, metric_families
 from fmdoctor.engine.context import RunScope
-from fmdoctor.engine.discovery import fetch_inventory
+from fmdoctor.engine.discovery import fetch_inventory, has_tagged_instance
 from fmdoctor.engine.endpoints import endpoint_target_name
 from fmdoctor.engine.errors import (
     AwsUnavailable,
@@ -163,6 +163,17 @@ class Doctor:
                 hint=_not_found_hint(settings.tag_keys, wanted),
             )
         return inventory
+
+    def confirm_target(self, cluster: str | None = None) -> None:
+        """Fail as :meth:`inventory` does when the target is not there (an unknown cluster, bad credentials, a
+        denied listing), for one small DescribeInstances per tag key instead of the whole inventory, which the
+        checks that follow read anyway. A target no tagged instance names (a HyperPod cluster, endpoints only),
+        or a probe that fails, is confirmed by :meth:`inventory` itself, with its errors and hints."""
+        name = self.resolve_cluster(cluster)
+        settings = self.cluster_settings(name)
+        aws = self.connect(settings)
+        if not has_tagged_instance(aws.client("ec2"), name, settings.tag_keys):
+            self.inventory(name, aws)
 
     def check(
         self,
