@@ -187,7 +187,9 @@ def _assemble(entries: list[_Entry], fetched: Fetched, nodes: Sequence[MetricNod
         else:
             points.setdefault((who, device), {}).setdefault(spec.role, []).extend(found)
     periods = periods_in(start, end, gpu.period)
-    metrics = {n.id: node_metrics(n, points, periods, failed[n.id], "cloudwatch", where[n.id]) for n in nodes}
+    grouped = points_by_node(points)
+    metrics = {n.id: node_metrics(n, grouped.get(n.id, {}), periods, failed[n.id], "cloudwatch", where[n.id])
+               for n in nodes}
     efa = {
         eni: EfaCounters(eni, efa_interfaces[eni], efa_device.get(eni) or None, totals, efa_points[eni])
         for eni, totals in efa_totals.items()
@@ -195,9 +197,20 @@ def _assemble(entries: list[_Entry], fetched: Fetched, nodes: Sequence[MetricNod
     return ClusterMetrics(start, end, gpu.period, metrics, efa_interfaces, efa, listings, len(entries), unmatched)
 
 
+def points_by_node(points: dict[tuple[str, str], dict[str, list[Point]]]
+                   ) -> dict[str, dict[tuple[str, str], dict[str, list[Point]]]]:
+    """``points`` split by node, in their order: each node's :func:`node_metrics` then reads its own devices
+    instead of sorting and scanning every device of the cluster (2,048 nodes x 16,384 devices)."""
+    grouped: dict[str, dict[tuple[str, str], dict[str, list[Point]]]] = {}
+    for key, by_role in points.items():
+        grouped.setdefault(key[0], {})[key] = by_role
+    return grouped
+
+
 def node_metrics(node: MetricNode, points: dict[tuple[str, str], dict[str, list[Point]]], periods: int,
                  failed: int, source: str, where: dict[str, str]) -> NodeMetrics:
-    """One node's devices from its per-(device, signal) points; a device is one that reports utilization."""
+    """One node's devices from its per-(device, signal) points (any others', from :func:`points_by_node`, are
+    passed over); a device is one that reports utilization."""
     devices = []
     for (who, device), by_role in sorted(points.items(), key=lambda item: _device_order(item[0][1])):
         if who != node.id or not by_role.get(UTILIZATION):
