@@ -97,12 +97,11 @@ class PromResult:
 
 
 def sweep(client: PrometheusClient, index: NodeIndex, start: datetime, end: datetime, period: timedelta,
-          with_efa: bool, accelerators: bool = True) -> PromResult:
-    """One label-values call for the names that exist, then one query_range per metric present (GPU metrics
-    only with ``accelerators``, EFA counters only ``with_efa``)."""
+          with_efa: bool) -> PromResult:
+    """One label-values call for the names that exist, then one query_range per metric present."""
     names = set(client.label_values("__name__", ['{__name__=~"DCGM_FI_.*|node_amazonefa_.*"}'], start, end))
-    wanted = [m for m in GPU_METRICS if m.metric in names] if accelerators else []
-    if accelerators and UTILIZATION_METRIC not in names and ENGINE_ACTIVE_METRIC in names:
+    wanted = [m for m in GPU_METRICS if m.metric in names]
+    if UTILIZATION_METRIC not in names and ENGINE_ACTIVE_METRIC in names:
         wanted.append(ENGINE_ACTIVE)
     if with_efa:
         wanted += [m for m in EFA_METRICS if m.metric in names or f"{m.metric}_total" in names]

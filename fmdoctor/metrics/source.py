@@ -120,9 +120,8 @@ def _said(failure: AwsFailure) -> str:
 
 def load_metrics(nodes: Sequence[MetricNode], sources: Sources, cloudwatch: Callable[[], ClusterMetrics] | None,
                  client: PrometheusClient | None, settings: ClusterSettings, now: datetime,
-                 efa_nodes: Sequence[str] = (), accelerators: bool = True) -> ClusterMetrics:
-    """CloudWatch's snapshot (when it is a source), completed from Prometheus for what it lacks; without
-    ``accelerators``, Prometheus is asked for EFA counters only."""
+                 efa_nodes: Sequence[str] = ()) -> ClusterMetrics:
+    """CloudWatch's snapshot (when it is a source), completed from Prometheus for what it lacks."""
     gpu = settings.gpu
     start, end = now - gpu.window, now
     if sources.cloudwatch and cloudwatch is not None:
@@ -136,8 +135,7 @@ def load_metrics(nodes: Sequence[MetricNode], sources: Sources, cloudwatch: Call
         unseen = {n.id: _unseen(n, sources) for n in lacking if n.hyperpod}
         return replace(metrics, unseen=unseen)
     try:
-        found = sweep(client, NodeIndex(n.identity for n in nodes), start, end, gpu.period, bool(efa_lacking),
-                      accelerators)
+        found = sweep(client, NodeIndex(n.identity for n in nodes), start, end, gpu.period, bool(efa_lacking))
     except Exception as exc:
         failure = describe_aws_failure(exc)
         if failure is None or not sources.cloudwatch:
