@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fmdoctor.engine.check import ACCELERATOR_METRICS
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.errors import AwsFailure, ConfigError, describe_aws_failure
 from fmdoctor.engine.hyperpod import HyperPodCluster, describe_hyperpod_cluster
@@ -92,17 +93,27 @@ def _load(ctx: CheckContext) -> ClusterMetrics:
     settings = ctx.settings
     sources = metric_sources(ctx)
     nodes = list(targets.nodes)
+    accelerators = wants_accelerators(ctx.scope.metrics, nodes, sources)
 
     def cloudwatch() -> ClusterMetrics:
         client = ctx.client("cloudwatch")
         lister = shared_lister(client, ctx.inventory, settings, ctx.shared)  # the inference fleet's listings too
-        return load_cloudwatch(client, nodes, efa_interfaces(ctx), settings.gpu, ctx.now, lister)
+        return load_cloudwatch(client, nodes, efa_interfaces(ctx), settings.gpu, ctx.now, lister, accelerators)
 
     client = None
     if sources.prometheus is not None:
         client = PrometheusClient(sources.prometheus, _counter(ctx))
     efa_nodes = [n.id for n in nodes if n.efa]
     return load_metrics(nodes, sources, cloudwatch, client, settings, ctx.now, efa_nodes)
+
+
+def wants_accelerators(families: frozenset[str] | None, nodes: list[MetricNode], sources: Sources) -> bool:
+    """Whether the snapshot needs GPU/Neuron series: a check of the run reads them (Check.metrics), or the run
+    does not say (None). Also, as a full snapshot reads them, when a node is HyperPod's (whether it has GPU
+    series decides whether efa-errors calls its counters unseen) or a Prometheus completes CloudWatch (which
+    nodes lack GPU series there decides what is asked of it): those runs stay as they were."""
+    return (families is None or ACCELERATOR_METRICS in families or any(n.hyperpod for n in nodes)
+            or sources.prometheus is not None)
 
 
 def _counter(ctx: CheckContext) -> Callable[[str, str], None]:

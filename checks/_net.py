@@ -53,19 +53,23 @@ def by_blocker(outcomes: Iterable[PairOutcome]) -> list[tuple[Blocked, list[Pair
     """Outcomes grouped by what blocks them (code, component, resource, direction), biggest group first."""
     groups: dict[tuple[str, str, str, str], list[PairOutcome]] = {}
     for outcome in outcomes:
-        blocked = outcome.result.blocked_by
+        blocked = outcome.blocked_by
         assert blocked is not None
         key = (blocked.code, blocked.component, blocked.resource, str(blocked.evidence.get("direction")))
         groups.setdefault(key, []).append(outcome)
-    ordered = sorted(groups.values(), key=lambda g: (-len(g), g[0].result.blocked_by.resource))  # type: ignore
-    return [(g[0].result.blocked_by, g) for g in ordered]  # type: ignore[misc]
+    ordered = sorted(groups.values(), key=lambda g: (-len(g), g[0].blocked_by.resource))  # type: ignore
+    return [(g[0].blocked_by, g) for g in ordered]  # type: ignore[misc]
 
 
 def merged_fix(blockers: Iterable[Blocked]) -> list[dict[str, Any]]:
     """Every fix action once, in order (several class pairs often need the very same rule)."""
     seen: set[str] = set()
+    read: dict[int, Blocked] = {}  # the same blocker object for many class pairs: its actions once (held, so ids stay)
     actions = []
     for blocked in blockers:
+        if id(blocked) in read:
+            continue
+        read[id(blocked)] = blocked
         for action in blocked.fix:
             key = json.dumps(action, sort_keys=True)
             if key not in seen:
@@ -144,7 +148,7 @@ def explain(reason: Blocked, outcomes: Sequence[PairOutcome], inventory: Invento
         return f"{reason.summary}; {remedy}"
     peers = list(dict.fromkeys(
         a.get("peer_group_id") or a.get("prefix_list_id") or a.get("cidr")
-        for o in outcomes if o.result.blocked_by for a in o.result.blocked_by.fix))
+        for o in outcomes if o.blocked_by for a in o.blocked_by.fix))
     if len(peers) < 2:
         return f"{reason.summary}; {remedy}"
     named = ", ".join(f"{p} ({inventory.security_groups[p].name})" if p in inventory.security_groups else str(p)

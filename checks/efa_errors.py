@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from fmdoctor.engine.check import Check, NotApplicable, Unverified
+from fmdoctor.engine.check import EFA_METRICS, Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.metrics.cluster import ClusterMetrics, EfaCounters
@@ -47,6 +47,7 @@ class EfaErrors(Check):
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
     inventory = INVENTORY
+    metrics = frozenset({EFA_METRICS})
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         gpu = ctx.settings.gpu

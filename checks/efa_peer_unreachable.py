@@ -3,9 +3,7 @@ from __future__ import annotations
 from fmdoctor.engine.check import Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
-from fmdoctor.net.classes import PairOutcome, blocked_outcomes, evaluate_classes
-from fmdoctor.net.classes import islands as find_islands
-from fmdoctor.net.efa import needs_pair
+from fmdoctor.net.classes import PairOutcome, evaluate_efa_classes
 from fmdoctor.net.model import Blocked, Flow
 from fmdoctor.net.network import ClassKey, Network
 from fmdoctor.net.topology import Topology
@@ -26,7 +24,8 @@ class EfaPeerUnreachable(Check):
     must be a member of a security group that allows all inbound and outbound traffic to and from the security
     group itself") and its limitations (efa.html: "EFA traffic can't cross Availability Zones or VPCs"), with the
     model efa-sg-self-reference uses (fmdoctor.net.efa). Evaluated per equivalence class (subnet, security
-    groups), so thousands of nodes cost as much as a few. One blocked pair is enough to hang an all-reduce.
+    groups), and classes with the same groups by block (fmdoctor.net.classes.evaluate_efa_classes), so
+    thousands of nodes cost as much as a few. One blocked pair is enough to hang an all-reduce.
     """
 
     id = "efa-peer-unreachable"
@@ -43,12 +42,11 @@ class EfaPeerUnreachable(Check):
         # EFA is not routed and its addresses are not IP addresses: the inventory's groups and subnets decide.
         network = Network.build(inv, Topology(region=ctx.region))
         classes = efa_classes(ctx, network, efa)
-        graph = evaluate_classes(network, classes, classes, EFA,
-                                 skip=lambda a, b: not needs_pair(network.subnets, a, b))
-        blocked = blocked_outcomes(graph)
+        verdicts = evaluate_efa_classes(network, classes, EFA)  # the pairs fmdoctor.net.efa.needs_pair names
+        blocked = verdicts.blocked_outcomes()
         if not blocked:
             return []
-        split = find_islands(graph)
+        split = verdicts.islands()
         return [self._finding(ctx, reason, outcomes, split) for reason, outcomes in by_blocker(blocked)]
 
     def _finding(self, ctx: CheckContext, reason: Blocked, outcomes: list[PairOutcome],
@@ -75,6 +73,6 @@ class EfaPeerUnreachable(Check):
                 "class_pairs": sample([f"{a} -> {b}" for a, b in pairs], 5),
                 "islands": len(split),
                 "rules_considered": reason.evidence.get("rules_considered", []),
-                "fix": merged_fix(o.result.blocked_by for o in outcomes if o.result.blocked_by),
+                "fix": merged_fix(o.blocked_by for o in outcomes if o.blocked_by),
             },
         )

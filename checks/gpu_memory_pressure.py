@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from fmdoctor.engine.check import Check, NotApplicable
+from fmdoctor.engine.check import ACCELERATOR_METRICS, Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.metrics.cluster import GPU, ClusterMetrics, NodeMetrics
@@ -39,6 +39,7 @@ class GpuMemoryPressure(Check):
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
     inventory = INVENTORY
+    metrics = frozenset({ACCELERATOR_METRICS})
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         gpu = ctx.settings.gpu

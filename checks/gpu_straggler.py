@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import statistics
 
-from fmdoctor.engine.check import Check, NotApplicable
+from fmdoctor.engine.check import ACCELERATOR_METRICS, Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.metrics.model import POWER, SM_CLOCK, TENSOR_ACTIVE, UTILIZATION, ClusterMetrics
@@ -49,6 +49,7 @@ class GpuStraggler(Check):
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
     inventory = INVENTORY
+    metrics = frozenset({ACCELERATOR_METRICS})
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         gpu = ctx.settings.gpu

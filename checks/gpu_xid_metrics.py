@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fmdoctor.engine.check import Check
+from fmdoctor.engine.check import ACCELERATOR_METRICS, Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.metrics.dcgm import ECC_DBE
@@ -53,6 +53,7 @@ class GpuXidMetrics(Check):
     severity = Severity.CRITICAL
     iam_actions = IAM_ACTIONS
     inventory = INVENTORY
+    metrics = frozenset({ACCELERATOR_METRICS})
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         metrics, judged = judged_nodes(ctx, "Xid errors")

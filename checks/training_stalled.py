@@ -4,7 +4,7 @@ import shlex
 from typing import Any
 
 from fmdoctor.durations import format_duration
-from fmdoctor.engine.check import Check, NotApplicable, Unverified
+from fmdoctor.engine.check import ACCELERATOR_METRICS, EFA_METRICS, Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.gaps import Gaps
 from fmdoctor.engine.inventory import HYPERPOD, INSTANCES, Instance
@@ -63,6 +63,7 @@ class TrainingStalled(Check):
     severity = Severity.CRITICAL
     iam_actions = _iam(EfaErrors, SpotInterruption, HyperpodNodeUnhealthy)
     inventory = frozenset({INSTANCES, HYPERPOD})  # a HyperPod cluster's nodes are no EC2 instances of the account
+    metrics = frozenset({ACCELERATOR_METRICS, EFA_METRICS})  # GPU activity (spin) and the EFA cross-reference
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         inv = ctx.inventory

@@ -53,7 +53,9 @@ def run(args: argparse.Namespace) -> int:
                           hint="use --demo with a model outside AWS, or the offline planner")
     show_progress = args.format == "text" and not args.no_progress
     with open_target(args) as target:
-        target.doctor.inventory(target.cluster)  # an unknown cluster or bad credentials: exit 3 before asking
+        # An unknown cluster or bad credentials: exit 3 before asking, without reading the whole inventory the
+        # assistant's checks read again.
+        target.doctor.confirm_target(target.cluster)
         assistant = Assistant(target.doctor, target.cluster, model=spec or target.doctor.settings.agent.model)
         answer = None
         for event in assistant.stream(args.question, session_id="cli"):

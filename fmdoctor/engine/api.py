@@ -17,9 +17,9 @@ from botocore.loaders import Loader
 
 from fmdoctor.config import ClusterSettings, Settings
 from fmdoctor.engine.aws import Aws, AwsOptions
-from fmdoctor.engine.check import inventory_parts
+from fmdoctor.engine.check import inventory_parts, metric_families
 from fmdoctor.engine.context import RunScope
-from fmdoctor.engine.discovery import fetch_inventory
+from fmdoctor.engine.discovery import fetch_inventory, has_tagged_instance
 from fmdoctor.engine.endpoints import endpoint_target_name
 from fmdoctor.engine.errors import (
     AwsUnavailable,
@@ -164,6 +164,17 @@ class Doctor:
             )
         return inventory
 
+    def confirm_target(self, cluster: str | None = None) -> None:
+        """Fail as :meth:`inventory` does when the target is not there (an unknown cluster, bad credentials, a
+        denied listing), for one small DescribeInstances per tag key instead of the whole inventory, which the
+        checks that follow read anyway. A target no tagged instance names (a HyperPod cluster, endpoints only),
+        or a probe that fails, is confirmed by :meth:`inventory` itself, with its errors and hints."""
+        name = self.resolve_cluster(cluster)
+        settings = self.cluster_settings(name)
+        aws = self.connect(settings)
+        if not has_tagged_instance(aws.client("ec2"), name, settings.tag_keys):
+            self.inventory(name, aws)
+
     def check(
         self,
         cluster: str | None = None,
@@ -194,7 +205,8 @@ class Doctor:
                 errors=[failed.error],
                 stats=RunStats(api_calls=aws.calls.snapshot(), duration_s=time.perf_counter() - started),
             )
-        scope = RunScope(cluster=name, settings=settings, aws=aws, inventory=inventory, now=now, extras=self.extras)
+        scope = RunScope(cluster=name, settings=settings, aws=aws, inventory=inventory, now=now, extras=self.extras,
+                         metrics=metric_families(checks))
         outcome = run_checks(scope, checks, self.settings.max_workers, progress, cancel)
         return _report(scope, outcome, started)
 

@@ -20,6 +20,12 @@ from fmdoctor.engine.model import Finding, Severity
 if TYPE_CHECKING:
     from fmdoctor.engine.context import CheckContext
 
+# The families of the run's shared metric snapshot a check may read (Check.metrics): GPU/Neuron series, and
+# EFA error counters.
+ACCELERATOR_METRICS = "accelerators"
+EFA_METRICS = "efa"
+METRIC_FAMILIES = frozenset({ACCELERATOR_METRICS, EFA_METRICS})
+
 CHECK_ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 IAM_ACTION = re.compile(r"^[a-z0-9-]+:[A-Z][A-Za-z0-9]+$")
 
@@ -51,6 +57,9 @@ class Check(ABC):
     # The inventory parts it reads (fmdoctor.engine.inventory: "instances", "endpoints", "hyperpod"); a run
     # discovers only what its checks name, so `--only efa` makes no SageMaker call.
     inventory: ClassVar[frozenset[str]] = frozenset({INSTANCES})
+    # The families of the shared metric snapshot it reads (METRIC_FAMILIES); the snapshot asks for the series
+    # of those its run's checks name, so `--only efa` lists and fetches no GPU series.
+    metrics: ClassVar[frozenset[str]] = frozenset()
 
     @abstractmethod
     def run(self, ctx: CheckContext) -> list[Finding]:
@@ -99,6 +108,8 @@ def validate_check_class(cls: type[Check]) -> list[str]:
         problems.append(f"{cls.id}: targets must be a non-empty subset of {{'cluster', 'node'}}")
     if not set(cls.inventory) <= INVENTORY_PARTS:
         problems.append(f"{cls.id}: inventory parts must be a subset of {sorted(INVENTORY_PARTS)}")
+    if not set(cls.metrics) <= METRIC_FAMILIES:
+        problems.append(f"{cls.id}: metrics must be a subset of {sorted(METRIC_FAMILIES)}")
     if not isinstance(cls.severity, Severity):
         problems.append(f"{cls.id}: severity must be a Severity")
     for action in cls.iam_actions:
@@ -110,3 +121,8 @@ def validate_check_class(cls: type[Check]) -> list[str]:
 def inventory_parts(checks: Iterable[Check]) -> frozenset[str]:
     """What discovery must fetch for these checks."""
     return frozenset(part for check in checks for part in check.inventory)
+
+
+def metric_families(checks: Iterable[Check]) -> frozenset[str]:
+    """The metric families these checks read (see Check.metrics)."""
+    return frozenset(family for check in checks for family in check.metrics)

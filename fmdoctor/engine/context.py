@@ -59,6 +59,8 @@ class RunScope:
     host: Host | None = None  # the node itself, in on-node mode (fmdoctor check --local)
     extras: dict[str, Any] = field(default_factory=dict)
     queries: ApiCallCounter = field(default_factory=ApiCallCounter)  # metric-source calls that are not AWS's
+    # The metric families the run's checks read (Check.metrics); None: every family (a scope built by hand).
+    metrics: frozenset[str] | None = None
 
 
 @dataclass

@@ -126,6 +126,27 @@ def _part(name: str, fetch: Callable[[], Any]) -> Any:
         return UnavailablePart(name, failure)
 
 
+PROBE_PAGE = 5  # DescribeInstances' smallest MaxResults
+
+
+def has_tagged_instance(ec2: Any, cluster: str, tag_keys: Sequence[str]) -> bool:
+    """Whether a pending or running instance carries ``cluster`` under one of ``tag_keys``: one DescribeInstances
+    of at most 5 instances per key, stopping at the first that names one. False when a call fails (the caller
+    then lists the inventory, which reports the failure as every run does)."""
+    for key in tag_keys:
+        try:
+            page = ec2.describe_instances(Filters=[{"Name": f"tag:{key}", "Values": [cluster]},
+                                                   {"Name": "instance-state-name", "Values": ["pending", "running"]}],
+                                          MaxResults=PROBE_PAGE)
+        except Exception as exc:
+            if describe_aws_failure(exc) is None:
+                raise
+            return False
+        if any(r.get("Instances") for r in page.get("Reservations", [])):
+            return True
+    return False
+
+
 def _fetch_instances(
     ec2: Any, cluster: str, tag_keys: Sequence[str], head_node_ids: set[str]
 ) -> tuple[list[Instance], dict[str, NetworkInterface]]:

@@ -33,7 +33,7 @@ from fmdoctor.config import ClusterSettings
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.errors import AwsFailure, ConfigError, describe_aws_failure
 from fmdoctor.engine.hyperpod import HyperPodCluster
-from fmdoctor.metrics.cluster import node_metrics
+from fmdoctor.metrics.cluster import node_metrics, points_by_node
 from fmdoctor.metrics.dcgm import EFA_ERROR_COUNTERS, PromResult, describe_metric, sweep
 from fmdoctor.metrics.identity import NodeIndex
 from fmdoctor.metrics.model import ClusterMetrics, NodeMetrics, periods_in
@@ -206,9 +206,10 @@ def load_metrics(nodes: Sequence[MetricNode], sources: Sources, cloudwatch: Call
     if not found.published and not young:
         young = started_reason(client.started(), sources.prometheus, start, end)
     updated = dict(metrics.nodes)
+    grouped = points_by_node(found.points)
     starting = {}
     for node in lacking:
-        answer = node_metrics(node, found.points, periods, 0, "prometheus", where)
+        answer = node_metrics(node, grouped.get(node.id, {}), periods, 0, "prometheus", where)
         if answer.publishes or node.hyperpod or not sources.cloudwatch:  # else CloudWatch's is the one to fix
             updated[node.id] = answer
             if young:

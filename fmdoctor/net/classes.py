@@ -5,21 +5,29 @@ evaluation reads, except CIDR rules narrower than the subnet. So a class is eval
 set of all its members' addresses; when a blocker drops only some of those addresses, that end is split
 into the members it drops and the rest, and each part is evaluated again. Verdicts stay exact while an
 all-pairs answer for 5,000 nodes costs about as much as for 50 (bench/reachability.py measures it).
+
+EFA goes one step further (:func:`evaluate_efa_classes`): between classes in one zone and VPC its verdict
+reads nothing but the two ends' security groups, so classes with the same groups form a block and one
+evaluated pair per ordered pair of blocks decides every class pair in it; a pair's path (its hops) is
+evaluated only when something reads it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import networkx as nx
 
 from fmdoctor.engine.inventory import NetworkInterface
 from fmdoctor.net.analyze import analyze_endpoints
-from fmdoctor.net.model import Endpoint, Flow, ReachabilityResult
+from fmdoctor.net.model import Blocked, Endpoint, Flow, ReachabilityResult
 from fmdoctor.net.network import ClassKey, Network, group_interfaces
 from fmdoctor.net.space import address_range, ranges_overlap
 
+# Where EFA can join a class: ("zone", VPC, zone), or ("subnet", id) where only the subnet is known.
+EfaPlace = tuple[str, ...]
 
 @dataclass(frozen=True)
 class InterfaceClass:
@@ -27,7 +35,7 @@ class InterfaceClass:
     endpoint: Endpoint
     members: tuple[NetworkInterface, ...]
 
-    @property
+    @cached_property
     def instance_ids(self) -> list[str]:
         return sorted({m.instance_id for m in self.members if m.instance_id})
 
@@ -53,13 +61,36 @@ def interface_classes(network: Network, interfaces: Iterable[NetworkInterface], 
             for key, members in group_interfaces(interfaces, by_public_ip).items()]
 
 
-@dataclass(frozen=True)
 class PairOutcome:
-    """The verdict for some members of a source class towards some members of a destination class."""
+    """The verdict for some members of a source class towards some members of a destination class.
 
-    source: InterfaceClass
-    destination: InterfaceClass
-    result: ReachabilityResult
+    ``reachable`` and ``blocked_by`` are always known; ``result`` (the whole path, hop by hop) is either given
+    or, for a verdict taken from an equivalent pair, evaluated when first read."""
+
+    __slots__ = ("source", "destination", "reachable", "blocked_by", "_result", "_path")
+
+    def __init__(self, source: InterfaceClass, destination: InterfaceClass, result: ReachabilityResult | None = None,
+                 *, reachable: bool | None = None, blocked_by: Blocked | None = None,
+                 path: tuple[Network, Flow] | None = None):
+        self.source = source
+        self.destination = destination
+        self._result = result
+        self._path = path
+        if result is not None:
+            reachable, blocked_by = result.reachable, result.blocked_by
+        self.reachable = reachable
+        self.blocked_by = blocked_by
+
+    @property
+    def result(self) -> ReachabilityResult:
+        if self._result is None:
+            assert self._path is not None, "an outcome needs its result or the network and flow to evaluate it"
+            network, flow = self._path
+            self._result = analyze_endpoints(network, self.source.endpoint, self.destination.endpoint, flow)
+        return self._result
+
+    def __repr__(self) -> str:
+        return f"PairOutcome({self.source.key} -> {self.destination.key}: {self.reachable})"
 
 
 def evaluate_pair(network: Network, source: InterfaceClass, destination: InterfaceClass, flow: Flow
@@ -108,6 +139,144 @@ def evaluate_classes(
     return graph
 
 
+def evaluate_efa_classes(network: Network, classes: Sequence[InterfaceClass], flow: Flow) -> EfaVerdicts:
+    """Every ordered pair of classes EFA should join (fmdoctor.net.efa.needs_pair: one zone and VPC, two
+    different nodes), with the verdicts :func:`evaluate_classes` would give them, by equivalence blocks.
+
+    Inside one zone and VPC the EFA path (fmdoctor.net.analyze._efa) passes the zone hop, notes the route hop,
+    and then reads only the security groups of each end and the peer's group ids, in order; an end's label
+    enters a blocker only when it has no group at all, so such a class is a block of its own. One pair per
+    ordered pair of blocks is evaluated, and decides every pair in it; a pair's own path is evaluated when it
+    is read. tests/unit/test_efa_blocks.py holds this equal to per-pair evaluation on random worlds."""
+    if not flow.efa:
+        raise ValueError("equivalence blocks hold for EFA flows only")
+    return EfaVerdicts(network, flow, tuple(classes))
+
+
+class EfaVerdicts:
+    """All-pairs EFA verdicts between classes, held per ordered pair of blocks (:func:`evaluate_efa_classes`)."""
+
+    def __init__(self, network: Network, flow: Flow, classes: tuple[InterfaceClass, ...]):
+        self.network, self.flow, self.classes = network, flow, classes
+        self._places: dict[EfaPlace, list[InterfaceClass]] = {}
+        self._place_of: dict[ClassKey, EfaPlace] = {}
+        for cls in classes:
+            place = _efa_place(network, cls)
+            if place is not None:
+                self._places.setdefault(place, []).append(cls)
+                self._place_of[cls.key] = place
+        blocks: dict[tuple[str, ...] | tuple[str, ClassKey], int] = {}
+        self._block_of = {c.key: blocks.setdefault(c.endpoint.group_ids or ("", c.key), len(blocks)) for c in classes}
+        self._decided: dict[tuple[int, int], PairOutcome] = {}  # (source block, destination block) -> its first pair
+
+    def pairs(self) -> Iterator[tuple[InterfaceClass, InterfaceClass]]:
+        """The ordered pairs EFA should join, in :func:`evaluate_classes`' order (source-major, as listed)."""
+        for a in self.classes:
+            place = self._place_of.get(a.key)
+            if place is None:
+                continue
+            for b in self._places[place]:
+                if a.key != b.key or len(a.instance_ids) >= 2:  # one node's own interfaces are no pair to judge
+                    yield a, b
+
+    def outcome(self, a: InterfaceClass, b: InterfaceClass) -> PairOutcome:
+        """The pair's outcome: its block's verdict and blocker, its own path when read."""
+        decided = self._decide(a, b)
+        if decided.source is a and decided.destination is b:
+            return decided
+        return PairOutcome(a, b, reachable=decided.reachable, blocked_by=decided.blocked_by,
+                           path=(self.network, self.flow))
+
+    @property
+    def evaluated(self) -> int:
+        """Pairs evaluated so far: one per ordered pair of blocks read."""
+        return len(self._decided)
+
+    def reachable(self, a: InterfaceClass, b: InterfaceClass) -> bool | None:
+        return self._decide(a, b).reachable
+
+    def _decide(self, a: InterfaceClass, b: InterfaceClass) -> PairOutcome:
+        key = (self._block_of[a.key], self._block_of[b.key])
+        decided = self._decided.get(key)
+        if decided is None:
+            decided = PairOutcome(a, b, analyze_endpoints(self.network, a.endpoint, b.endpoint, self.flow))
+            self._decided[key] = decided
+        return decided
+
+    def blocked_outcomes(self) -> list[PairOutcome]:
+        """What :func:`blocked_outcomes` reads from :func:`evaluate_classes`' graph, in the same order."""
+        return self._outcomes(False)
+
+    def unverified_outcomes(self) -> list[PairOutcome]:
+        return self._outcomes(None)
+
+    def _outcomes(self, verdict: bool | None) -> list[PairOutcome]:
+        block_of, decided = self._block_of, self._decided
+        found = []
+        for a, b in self.pairs():
+            known = decided.get((block_of[a.key], block_of[b.key])) or self._decide(a, b)
+            if known.reachable is verdict:
+                found.append(self.outcome(a, b))
+        return found
+
+    def islands(self) -> list[list[ClassKey]]:
+        """What :func:`islands` reads from :func:`evaluate_classes`' graph: two classes of a place whose blocks
+        reach each other both ways are joined (two classes of one block too, a class alone has no pair)."""
+        parent = {c.key: c.key for c in self.classes}
+        for members in self._places.values():
+            by_block: dict[int, list[InterfaceClass]] = {}
+            for cls in members:
+                by_block.setdefault(self._block_of[cls.key], []).append(cls)
+            for first, these in by_block.items():
+                for second, those in by_block.items():
+                    if first > second or (first == second and len(these) < 2):
+                        continue
+                    a, b = these[0], (those[1] if first == second else those[0])
+                    if self.reachable(a, b) and self.reachable(b, a):
+                        for cls in (*these, *those):
+                            _join(parent, a.key, cls.key)
+        return _components(parent)
+
+    def graph(self) -> nx.DiGraph:
+        """:func:`evaluate_classes`' graph of these pairs, every pair an edge (for callers that walk one)."""
+        graph = nx.DiGraph()
+        for cls in self.classes:
+            graph.add_node(cls.key, cls=cls)
+        for a, b in self.pairs():
+            outcome = self.outcome(a, b)
+            graph.add_edge(a.key, b.key, outcomes=[outcome], reachable=outcome.reachable)
+        return graph
+
+
+def _efa_place(network: Network, cls: InterfaceClass) -> EfaPlace | None:
+    """Classes with the same place are in one zone and VPC for EFA (fmdoctor.net.efa.boundary is SAME between
+    any two of them); None for a class EFA can join to nothing, not even its own other members."""
+    subnet_id = cls.key[0]
+    if not subnet_id:
+        return None
+    subnet = network.subnets.get(subnet_id)
+    if subnet is None or not subnet.zone:
+        return ("subnet", subnet_id)  # only the same subnet is known to be one zone
+    return ("zone", subnet.vpc_id, subnet.zone)
+
+
+def _root(parent: dict[ClassKey, ClassKey], node: ClassKey) -> ClassKey:
+    while parent[node] != node:
+        parent[node] = node = parent[parent[node]]
+    return node
+
+
+def _join(parent: dict[ClassKey, ClassKey], a: ClassKey, b: ClassKey) -> None:
+    parent[_root(parent, a)] = _root(parent, b)
+
+
+def _components(parent: dict[ClassKey, ClassKey]) -> list[list[ClassKey]]:
+    components: dict[ClassKey, list[ClassKey]] = {}
+    for node in parent:
+        components.setdefault(_root(parent, node), []).append(node)
+    return sorted((sorted(c) for c in components.values()), key=lambda c: (-len(c), c))
+
+
 def _worst(verdicts: Iterable[bool | None]) -> bool | None:
     seen = list(verdicts)
     if False in seen:
@@ -116,19 +285,22 @@ def _worst(verdicts: Iterable[bool | None]) -> bool | None:
 
 
 def blocked_outcomes(graph: nx.DiGraph) -> list[PairOutcome]:
-    return [o for _, _, data in graph.edges(data=True) for o in data["outcomes"] if o.result.reachable is False]
+    return [o for _, _, data in graph.edges(data=True) if data["reachable"] is not True
+            for o in data["outcomes"] if o.reachable is False]
 
 
 def unverified_outcomes(graph: nx.DiGraph) -> list[PairOutcome]:
-    return [o for _, _, data in graph.edges(data=True) for o in data["outcomes"] if o.result.reachable is None]
+    return [o for _, _, data in graph.edges(data=True) if data["reachable"] is not True
+            for o in data["outcomes"] if o.reachable is None]
 
 
 def islands(graph: nx.DiGraph) -> list[list[ClassKey]]:
     """Classes connected by two-way reachability, largest first: how the cluster splits when it does."""
-    mutual = nx.Graph()
-    mutual.add_nodes_from(graph.nodes)
-    for a, b, data in graph.edges(data=True):
-        back = graph.get_edge_data(b, a)
-        if data["reachable"] and back is not None and back["reachable"]:
-            mutual.add_edge(a, b)
-    return sorted((sorted(c) for c in nx.connected_components(mutual)), key=lambda c: (-len(c), c))
+    parent = {node: node for node in graph.nodes}
+    successors = dict(graph.adjacency())
+    for a, outgoing in successors.items():
+        for b, data in outgoing.items():
+            back = successors[b].get(a)
+            if data["reachable"] and back is not None and back["reachable"]:
+                _join(parent, a, b)
+    return _components(parent)

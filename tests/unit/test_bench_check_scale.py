@@ -43,8 +43,10 @@ def test_quick_scale_benchmark(tmp_path):
     for row in check_rows:
         made, bound = (int(x) for x in row[9].split("/"))
         assert made <= bound and row[11].strip() == "1"  # the planted warnings, nothing unknown
-    reach = [r for r in rows if len(r) == 8]
-    assert [r[6].strip() for r in reach] == ["yes", "yes"]
+    reach = [line.split("|") for line in text.splitlines()
+             if "| 2 subnets |" in line or "| 800 classes |" in line]
+    assert [(r[1].strip(), r[2].strip(), r[8].strip()) for r in reach] == [
+        ("8", "2 subnets", "yes"), ("32", "2 subnets", "yes"), ("800", "800 classes", "yes")]
 
 
 def test_results_section_is_replaced_not_appended(tmp_path, monkeypatch):

@@ -6,8 +6,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from fmdoctor.config import Settings
 from fmdoctor.demo.metrics import MetricsPublisher, launch_nodes
+from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.model import Severity, Status
+
+from ..conftest import CLUSTER, REGION
 
 COUNTERS = ("efa_retrans_timeout_events", "efa_impaired_remote_conn_events", "efa_unresponsive_remote_events",
             "efa_rx_dropped")
@@ -36,10 +40,58 @@ def test_quiet_counters_pass(efa_nodes, publish, run_checks):
     publish.flush()
     report = run_checks(["efa-errors"], **SETTLED)
     assert report.findings == [] and report.errors == [] and report.status is Status.OK
-    # One snapshot shared with the GPU checks: 4 EFA + 5 GPU metric names listed, and Container Insights'
-    # utilization for the GPU node that publishes none; 48 EFA queries in one fetch.
-    assert report.stats.api_calls["cloudwatch.ListMetrics"] == 10
+    # efa-errors alone reads the EFA counters only (Check.metrics): its 4 metric names listed, 48 EFA queries
+    # in one fetch, no GPU series.
+    assert report.stats.api_calls["cloudwatch.ListMetrics"] == 4
     assert report.stats.api_calls["cloudwatch.GetMetricData"] == 1
+    # With a GPU check in the run, one snapshot shared by both: 4 EFA + 5 GPU metric names listed, and
+    # Container Insights' utilization for the GPU nodes that publish none.
+    shared = run_checks(["efa-errors", "gpu-idle"], **SETTLED)
+    assert shared.stats.api_calls["cloudwatch.ListMetrics"] == 10
+
+
+@pytest.fixture
+def metric_calls(monkeypatch):
+    """The metric names each CloudWatch ListMetrics and GetMetricData call of a run asked for."""
+    from fmdoctor.engine.aws import Aws
+
+    asked: list[tuple[str, str]] = []
+    init = Aws.__init__
+
+    def record(params, model, **_):
+        if model.name == "ListMetrics":
+            asked.append(("ListMetrics", params.get("MetricName", "")))
+        for query in params.get("MetricDataQueries", []):
+            asked.append(("GetMetricData", query["MetricStat"]["Metric"]["MetricName"]))
+
+    def recording(self, session, options=None):
+        init(self, session, options)
+        session.events.register("provide-client-params.cloudwatch", record)
+
+    monkeypatch.setattr(Aws, "__init__", recording)
+    return asked
+
+
+@pytest.mark.parametrize("sick", [False, True])
+def test_efa_only_asks_for_no_gpu_series_and_judges_the_same(efa_nodes, publish, metric_calls, sick):
+    """`--only efa` lists and fetches EFA counters only; the EFA checks say the same as with the GPU series there."""
+    eni = efa_nodes[1].efa_enis()[2]
+    quiet(publish, efa_nodes, skip={eni} if sick else ())
+    if sick:
+        publish.efa_interface(eni, "rdmap18s27", {"efa_retrans_timeout_events": 30}, metrics=COUNTERS)
+    publish.flush()
+    settings = Settings.model_validate({"clusters": {CLUSTER: SETTLED}})
+    doctor = Doctor(settings=settings, connection=Connection(region=REGION), clock=lambda: publish.now)
+    alone = doctor.check(CLUSTER, only=["efa"])
+    asked_alone = list(metric_calls)
+    together = doctor.check(CLUSTER, only=["efa", "gpu-idle"])  # the same clock: the same window
+    assert {name for _, name in asked_alone} == set(COUNTERS) and asked_alone
+    assert {name for _, name in metric_calls} > set(COUNTERS)  # the shared snapshot did list GPU names
+    ran = set(alone.stats.checks_run)
+    assert "efa-errors" in ran
+    assert [f for f in together.findings if f.check in ran] == alone.findings
+    assert [e for e in together.errors if e.check in ran] == alone.errors
+    assert bool([f for f in alone.findings if f.check == "efa-errors"]) is sick
 
 
 def test_retransmit_timeouts_on_one_interface_are_critical(efa_nodes, publish, run_checks):

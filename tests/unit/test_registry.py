@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-from fmdoctor.engine.check import Check, NotApplicable, inventory_parts
+from fmdoctor.engine.check import METRIC_FAMILIES, Check, NotApplicable, inventory_parts, metric_families
 from fmdoctor.engine.errors import UsageError
 from fmdoctor.engine.inventory import INVENTORY_PARTS
 from fmdoctor.engine.model import Severity
@@ -58,6 +58,18 @@ def test_selection_names_the_inventory_parts_it_reads():
     assert inventory_parts(registry.select(["endpoint-unhealthy", "inference-errors"])) == {"endpoints"}
     assert inventory_parts(registry.select(["inference"])) == {"endpoints", "instances"}
     assert inventory_parts(registry.select()) == INVENTORY_PARTS  # a full run discovers everything
+
+
+def test_selection_names_the_metric_families_it_reads():
+    """The shared metric snapshot fetches what the run's checks declare (Check.metrics): --only efa no GPU series."""
+    registry = default_registry()
+    assert metric_families(registry.select(["efa"])) == {"efa"}
+    assert metric_families(registry.select(["gpu"])) == {"accelerators"}
+    assert metric_families(registry.select(["ssh-unreachable"])) == set()
+    assert metric_families(registry.select()) == METRIC_FAMILIES
+    readers = {c.id for c in registry if c.metrics}  # every check that reads the snapshot, and only those
+    assert readers == {"efa-errors", "training-stalled", "gpu-idle", "gpu-memory-pressure", "gpu-metrics-missing",
+                       "gpu-straggler", "gpu-xid-metrics"}
 
 
 def test_iam_actions_union_is_sorted_and_unique():

@@ -123,3 +123,108 @@ def test_every_client_has_bounded_timeouts_and_standard_retries():
     config = client.meta.config
     assert (config.connect_timeout, config.read_timeout) == (5.0, 30.0)
     assert config.retries == {"mode": "standard", "total_max_attempts": 5}
+
+
+class _SlowFirstListing:
+    """A proxy on 127.0.0.1 in front of a moto server: the first DescribeInstances it carries gets no answer
+    until the client gives up on it (its read timeout), as an endpoint slower than the timeout; every other
+    request, the retry among them, is answered. One request per connection (Connection: close)."""
+
+    def __init__(self, upstream: str):
+        self.upstream = upstream.removeprefix("http://")
+        self.held = 0
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        self.listener.settimeout(0.1)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            request = _read_request(conn)
+            with self._lock:
+                hold = b"Action=DescribeInstances" in request and not self.held
+                self.held += hold
+            if hold:
+                conn.settimeout(None)
+                while conn.recv(65536):  # until the client's read timeout closes the connection
+                    pass
+                return
+            host, port = self.upstream.split(":")
+            with socket.create_connection((host, int(port))) as upstream:
+                upstream.sendall(request.replace(b"Connection: keep-alive", b"Connection: close"))
+                while chunk := upstream.recv(65536):
+                    conn.sendall(chunk)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+
+
+def _read_request(conn: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(body) < length:
+        body += conn.recv(65536)
+    head = b"\r\n".join(line for line in head.split(b"\r\n") if not line.lower().startswith(b"connection:"))
+    return head + b"\r\nConnection: close\r\n\r\n" + body
+
+
+@pytest.fixture
+def slow_first_listing(retry_sleeps):
+    from moto.server import ThreadedMotoServer
+
+    from fmdoctor.demo import moto_compat
+    from fmdoctor.demo.builders import ClusterBuilder
+
+    moto_compat.install()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    proxy = _SlowFirstListing(f"http://{host}:{port}")
+    try:
+        import boto3
+
+        ec2 = boto3.Session(region_name=REGION).client("ec2", endpoint_url=f"http://{host}:{port}")
+        builder = ClusterBuilder(ec2, CLUSTER)
+        builder.vpc("10.0.0.0/16")
+        builder.subnet("private-a", "10.0.0.0/20", f"{REGION}a")
+        builder.security_group("efa", self_ingress=True, self_egress=True)
+        ids = builder.launch([f"gpu-{n}" for n in range(12)], "p4d.24xlarge", "private-a", ["efa"], efa_interfaces=4)
+        yield proxy, ids
+    finally:
+        proxy.close()
+        server.stop()
+
+
+def test_why_not_against_an_endpoint_slower_than_the_read_timeout_once_retries_and_answers(slow_first_listing,
+                                                                                          retry_sleeps):
+    """One DescribeInstances page that takes longer than the read timeout is read again, not a failed why-not."""
+    from fmdoctor.net.reachability import why_not
+
+    proxy, ids = slow_first_listing
+
+    def factory(options):
+        return new_aws(dataclasses.replace(options, endpoint_url=proxy.url, read_timeout=0.5))
+
+    doctor = Doctor(settings=Settings(), connection=Connection(region=REGION), aws_factory=factory)
+    with ThreadPoolExecutor(1) as pool:  # result(timeout) turns a hang into a failure, not a stuck suite
+        result = pool.submit(why_not, doctor, CLUSTER, ids[0], ids[1], None, "efa").result(timeout=BOUND_S)
+    assert proxy.held == 1  # the first listing was not answered in time
+    assert result.reachable is True and result.blocked_by is None
+    assert len(retry_sleeps) == 1  # and was retried once
