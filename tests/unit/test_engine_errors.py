@@ -83,9 +83,9 @@ def test_a_crashing_check_does_not_sink_the_run(healthy_efa_cluster, run_checks,
 
 
 EFA_RUN_CALLS = {
-    # efa-errors' CloudWatch snapshot: one listing per EFA counter (4) and GPU metric name (5), and Container
-    # Insights' utilization for the GPU nodes that publish none under the agent's names; no series, no fetch.
-    "cloudwatch.ListMetrics": 10,
+    # efa-errors' CloudWatch snapshot: one listing per EFA counter (4); the checks selected read no GPU series
+    # (Check.metrics), so none is listed; no series, no fetch.
+    "cloudwatch.ListMetrics": 4,
     "ec2.DescribeInstanceTypes": 1,
     "ec2.DescribeInstances": 1,
     "ec2.DescribePlacementGroups": 1,
