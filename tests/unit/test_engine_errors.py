@@ -103,6 +103,9 @@ def test_api_calls_are_counted_and_batched(healthy_efa_cluster, run_checks):
     # only for S3's list; no FSx file system, so no interfaces beyond the inventory.
     assert calls == {
         **EFA_RUN_CALLS,
+        # The GPU checks' snapshot too: one listing per EFA counter (4) and GPU metric name (5), and Container
+        # Insights' utilization for the GPU nodes that publish none under the agent's names.
+        "cloudwatch.ListMetrics": 10,
         "ec2.DescribeSubnets": 2,  # the inventory's subnets, then the VPC-wide topology's
         "ec2.DescribeNetworkAcls": 1,
         "ec2.DescribeRouteTables": 1,
