@@ -34,17 +34,25 @@ def tmux(tmp_path: Path) -> Iterator[Callable[..., str]]:
     subprocess.run([TMUX, "-L", socket, "kill-server"], capture_output=True, timeout=30)
 
 
-def wait_for(tmux: Callable[..., str], *texts: str, timeout: float) -> str:
-    """The pane once it shows every text (a capture can catch a frame half drawn, so poll, then settle)."""
+def chat_text(screen: str) -> str:
+    """The chat pane's text (left of the findings pane) as one line: Textual wraps the chat at the pane's width,
+    so a phrase can be cut over two screen lines wherever the words before it end."""
+    left = [line.split("││")[0].strip(" │") for line in screen.splitlines() if "││" in line]
+    return " ".join(" ".join(left).split())
+
+
+def wait_for(tmux: Callable[..., str], *texts: str, timeout: float, in_chat: tuple[str, ...] = ()) -> str:
+    """The pane once it shows every text, and the chat pane every phrase of ``in_chat`` (a capture can catch a
+    frame half drawn, so poll, then settle)."""
     deadline = time.monotonic() + timeout
     screen = ""
     while time.monotonic() < deadline:
         screen = tmux("capture-pane", "-p", "-t", "smoke")
-        if all(text in screen for text in texts):
+        if all(text in screen for text in texts) and all(text in chat_text(screen) for text in in_chat):
             time.sleep(0.3)
             return tmux("capture-pane", "-p", "-t", "smoke")
         time.sleep(0.5)
-    raise AssertionError(f"{texts!r} did not all appear within {timeout}s; the screen was:\n{screen}")
+    raise AssertionError(f"{texts + in_chat!r} did not all appear within {timeout}s; the screen was:\n{screen}")
 
 
 def wait_gone(tmux: Callable[..., str], text: str, timeout: float) -> None:
@@ -76,7 +84,7 @@ def test_fmdoctor_chat_demo_in_a_120x40_terminal(tmux, tmp_path):
     tmux("send-keys", "-t", "smoke", "Enter")
     # the answer's end (the chat follows it as it grows): what could not be verified (its heading may have
     # scrolled above the half-width pane; each entry says "not verified:"), which checks ran
-    screen = wait_for(tmux, "not verified:", "Checks run:", timeout=120)
+    screen = wait_for(tmux, timeout=120, in_chat=("not verified:", "Checks run:"))
     assert "gpu-metrics-missing" in screen
 
     tmux("send-keys", "-t", "smoke", "Escape")  # leave the question box: the footer shows every key again
