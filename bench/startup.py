@@ -200,15 +200,18 @@ of the gap to the goals of issue 26:
   ten calls (now one per series: 0.8 s to 0.3 s). Not met on this machine; what is left to try is seeding EC2
   and CloudWatch through moto's backends directly (the seeders make ordinary boto3 calls today, so the same
   world can be seeded into a moto server in another process), or restoring a snapshot of the seeded world.
-- `ask --demo` (goal 4 s): the demo above, plus LangChain and the assistant (about 1 s of imports), plus the
-  inventory fetched once before the question (so a bad cluster exits 3 before asking) and again by the checks
-  the assistant runs.
+- `ask --demo` (goal 4 s): the demo above, plus LangChain and the assistant (about 1 s of imports). The target
+  is confirmed before the question with one small DescribeInstances per tag key (at most 5 instances), no
+  longer the whole inventory the checks then read again.
 - `mcp --demo` (goal: `initialize` answered in under 2 s): the transport starts before the demo world is seeded
   (in a thread, after the server is built), so `initialize` waits only for imports: the MCP SDK and the
   server's tools (the engine and remediation with its runbooks and Jinja; the network analysis and LangChain
   come at the first call of a tool that needs them). That is about 1 s of CPU: under 2 s of wall time at the
   load above (at a load average of 6-8 on these 2 cores it was 2.2-2.8 s), far inside the MCP Inspector's 15 s.
-  The first tool call waits for the world. Left to try: fmdoctor.remediation importing
+  The first tool call waits for the world. The MCP Inspector's CLI (`npx @modelcontextprotocol/inspector --cli
+  fmdoctor mcp --demo --method tools/list`, and `--method tools/call --tool-name check`) connected and answered
+  with its default timeout on 2026-12-04: 16 s for the whole command including npx's download, 5.4 s once
+  cached. Left to try: fmdoctor.remediation importing
   its modules at first use (its `preflight` function shares its name with a submodule, which a lazy package
   must keep from being shadowed).
 """
