@@ -182,6 +182,24 @@ def set_hyperpod_node_dns(session: boto3.Session, region: str, cluster: str, nod
     sagemaker_backends[_account(session)][region].clusters[cluster].nodes[node_id]._fmdoctor_private_dns = hostname
 
 
+def create_p5_hyperpod(session: boto3.Session, region: str, name: str, workers: int = 4) -> list[str]:
+    """A HyperPod cluster of ``workers`` p5 workers and a controller, each worker's ListClusterNodes
+    PrivateDnsHostname set as HyperPod sets it (ip-10-1-0-10.<region>.compute.internal, ...); the workers' ids."""
+    sagemaker = session.client("sagemaker", region_name=region)
+    lifecycle = {"SourceS3Uri": "s3://sagemaker-hp-lifecycle/", "OnCreate": "on_create.sh"}
+    role = "arn:aws:iam::123456789012:role/hp-execution"
+    sagemaker.create_cluster(ClusterName=name, InstanceGroups=[
+        {"InstanceGroupName": "controller", "InstanceType": "ml.m5.xlarge", "InstanceCount": 1,
+         "LifeCycleConfig": lifecycle, "ExecutionRole": role, "ThreadsPerCore": 1},
+        {"InstanceGroupName": "workers", "InstanceType": "ml.p5.48xlarge", "InstanceCount": workers,
+         "LifeCycleConfig": lifecycle, "ExecutionRole": role, "ThreadsPerCore": 1}])
+    ids = [n["InstanceId"] for n in sagemaker.list_cluster_nodes(
+        ClusterName=name, InstanceGroupNameContains="workers")["ClusterNodeSummaries"]]
+    for n, node in enumerate(ids):
+        set_hyperpod_node_dns(session, region, name, node, f"ip-10-1-0-{10 + n}.{region}.compute.internal")
+    return ids
+
+
 def _endpoint(session: boto3.Session, region: str, name: str) -> Any:
     from moto.sagemaker.models import sagemaker_backends
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from fmdoctor.demo import moto_compat
-from fmdoctor.demo.moto_health import set_hyperpod_node_dns
+from fmdoctor.demo.moto_health import create_p5_hyperpod
 from fmdoctor.demo.openmetrics import OpenMetricsWriter
 from fmdoctor.demo.prometheus_server import binaries, loopback_prometheus
 
@@ -29,21 +29,9 @@ def prometheus():
 
 
 def _hyperpod(session) -> list[str]:
-    """Four p5 workers and a controller; each worker's ListClusterNodes PrivateDnsHostname set as HyperPod sets it."""
+    """Four p5 workers and a controller, as ListClusterNodes reports them (their DNS names as HyperPod sets them)."""
     moto_compat.install()
-    sagemaker = session.client("sagemaker")
-    lifecycle = {"SourceS3Uri": "s3://sagemaker-hp-lifecycle/", "OnCreate": "on_create.sh"}
-    role = "arn:aws:iam::123456789012:role/hp-execution"
-    sagemaker.create_cluster(ClusterName=HP, InstanceGroups=[
-        {"InstanceGroupName": "controller", "InstanceType": "ml.m5.xlarge", "InstanceCount": 1,
-         "LifeCycleConfig": lifecycle, "ExecutionRole": role, "ThreadsPerCore": 1},
-        {"InstanceGroupName": "workers", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 4,
-         "LifeCycleConfig": lifecycle, "ExecutionRole": role, "ThreadsPerCore": 1}])
-    workers = [n["InstanceId"] for n in sagemaker.list_cluster_nodes(
-        ClusterName=HP, InstanceGroupNameContains="workers")["ClusterNodeSummaries"]]
-    for n, node in enumerate(workers):
-        set_hyperpod_node_dns(session, "us-west-2", HP, node, f"ip-10-1-0-{10 + n}.us-west-2.compute.internal")
-    return workers
+    return create_p5_hyperpod(session, "us-west-2", HP)
 
 
 def test_only_efa_and_only_gpu_judge_a_hyperpod_cluster_from_prometheus(moto_server, fmdoctor_cli, prometheus,

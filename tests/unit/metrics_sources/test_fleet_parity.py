@@ -16,8 +16,8 @@ import pytest
 from fmdoctor.demo.metrics import MetricsPublisher, describe_nodes
 from fmdoctor.demo.moto_health import backdate_launch
 from fmdoctor.demo.openmetrics import OpenMetricsWriter
-from runbooks.library import get_runbook
-from runbooks.render import render_runbook
+from fmdoctor.runbooks.library import get_runbook
+from fmdoctor.runbooks.render import render_runbook
 
 LOAD = ["accelerator-saturation", "inference-idle"]
 A10G = ("NVIDIA A10G", 22888.0)

@@ -18,14 +18,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fmdoctor.demo.moto_health import set_hyperpod_node_dns
+from fmdoctor.demo.moto_health import create_p5_hyperpod
 from fmdoctor.demo.openmetrics import OpenMetricsWriter
 from fmdoctor.engine.model import Status
 from fmdoctor.metrics.dcgm import PromResult
 from fmdoctor.metrics.prometheus import Endpoint, PrometheusClient
 from fmdoctor.metrics.source import started_reason, starting_reason
-from runbooks.library import get_runbook
-from runbooks.render import render_runbook
+from fmdoctor.runbooks.library import get_runbook
+from fmdoctor.runbooks.render import render_runbook
 
 HP = "hp-train"
 GPU_CHECKS = ["gpu-metrics-missing", "gpu-idle", "gpu-straggler", "gpu-memory-pressure", "gpu-xid-metrics"]
@@ -35,19 +35,7 @@ SETTLED = {"gpu": {"startup_grace": "0s"}}
 @pytest.fixture
 def hyperpod(aws):
     """A HyperPod cluster of four p5 workers and a controller, as ListClusterNodes reports them."""
-    sagemaker = aws.client("sagemaker")
-    lifecycle = {"SourceS3Uri": "s3://sagemaker-hp-lifecycle/", "OnCreate": "on_create.sh"}
-    role = "arn:aws:iam::123456789012:role/hp-execution"
-    sagemaker.create_cluster(ClusterName=HP, InstanceGroups=[
-        {"InstanceGroupName": "controller", "InstanceType": "ml.m5.xlarge", "InstanceCount": 1,
-         "LifeCycleConfig": lifecycle, "ExecutionRole": role, "ThreadsPerCore": 1},
-        {"InstanceGroupName": "workers", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 4,
-         "LifeCycleConfig": lifecycle, "ExecutionRole": role, "ThreadsPerCore": 1}])
-    workers = [n["InstanceId"] for n in sagemaker.list_cluster_nodes(
-        ClusterName=HP, InstanceGroupNameContains="workers")["ClusterNodeSummaries"]]
-    for n, node in enumerate(workers):
-        set_hyperpod_node_dns(aws, "us-west-2", HP, node, f"ip-10-1-0-{10 + n}.us-west-2.compute.internal")
-    return workers
+    return create_p5_hyperpod(aws, "us-west-2", HP)
 
 
 def history(workers: list[str]) -> str:
