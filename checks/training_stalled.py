@@ -94,7 +94,8 @@ class TrainingStalled(Check):
             return []  # torch elastic's agents reported the worker group finished
         # With no checkpoint to go by and silent logs, the GPUs decide: spinning in a collective everywhere (and
         # no RDMA traffic) is a stall; tensor work is a job computing.
-        activity = job_activity(ctx) if not failed_since and progress is None and not talking else None
+        gpus_decide = not failed_since and progress is None and not talking
+        activity = job_activity(ctx) if gpus_decide else None
         spinning = activity is not None and activity.stalled
         if not failed_since and not spinning and (progress is None or not progress.stale or talking):
             if progress is None and not logs.readable and not dumps and activity is None:
@@ -105,7 +106,7 @@ class TrainingStalled(Check):
                                "and no GPU publishes tensor activity (DCGM): " + HOW_TO_SEE_LOGS)
             return []
         return [self._finding(ctx, progress, logs, evidence, answer(evidence, laggards), len(dumps), talking,
-                              activity or job_activity(ctx))]
+                              activity if gpus_decide else job_activity(ctx))]
 
     def _finding(self, ctx: CheckContext, progress: Progress | None, logs: JobLogs, evidence: Evidence,
                  found: Answer, dumps: int, talking: list[Any], activity: Activity | None) -> Finding:
