@@ -8,13 +8,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
-import botocore.session
 import pytest
 
 from fmdoctor.config import Settings
 from fmdoctor.demo import moto_compat
 from fmdoctor.demo.builders import ClusterBuilder
-from fmdoctor.engine.api import _SHARED_LOADER, Connection, Doctor
+from fmdoctor.engine.api import Connection, Doctor, new_session
 from fmdoctor.engine.model import Report
 
 REGION = "us-west-2"
@@ -63,11 +62,8 @@ def aws() -> Iterator[boto3.Session]:
 
 
 def test_session() -> boto3.Session:
-    """A session that reuses the engine's parsed service models (parsing them is most of a client's cost)."""
-    core = botocore.session.Session()
-    core.register_component("data_loader", _SHARED_LOADER)
-    core.set_config_variable("region", REGION)
-    return boto3.Session(botocore_session=core)
+    """A session like the engine's: it reuses the parsed service models and the client classes built from them."""
+    return new_session(region=REGION)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ import functools
 import threading
 from typing import Any
 
-from fmdoctor.demo import moto_cloudwatch, moto_health, moto_routes
+from fmdoctor.demo import moto_cloudwatch, moto_health, moto_routes, moto_speed
 
 _installed = False
 _lock = threading.Lock()
@@ -48,6 +48,7 @@ def install() -> None:
         _patch_cloudwatch_percentiles()  # after moto_cloudwatch: it wraps the GetMetricData installed there
         _patch_endpoint_interfaces()
         moto_routes.install()
+        moto_speed.install()
         _installed = True
 
 

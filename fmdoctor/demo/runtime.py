@@ -14,6 +14,7 @@ import boto3
 from fmdoctor.config import Settings
 from fmdoctor.demo import prometheus_server
 from fmdoctor.demo.scenario import DEMO_CLUSTER, DemoWorld, seed_demo
+from fmdoctor.engine.api import new_session
 from fmdoctor.engine.errors import FmdoctorError
 
 # Variables that would point the demo at a real account or endpoint.
@@ -94,7 +95,7 @@ def mocked_aws(
         core["passthrough"] = {"urls": [], "services": list(passthrough_services)}
         config = {"core": core}  # mock_aws replaces top-level sections, so keep the other core defaults
     with mock.patch.dict(os.environ, env, clear=True), _sessions_share_one_loader(), mock_aws(config=config):
-        yield boto3.Session(region_name="us-west-2")
+        yield new_session(region="us-west-2")
 
 
 @contextlib.contextmanager

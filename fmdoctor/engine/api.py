@@ -12,8 +12,10 @@ from typing import Any
 
 import boto3
 import botocore.session
+from botocore.client import ClientCreator
 from botocore.credentials import CredentialProvider, CredentialResolver, Credentials
 from botocore.loaders import Loader
+from botocore.model import ServiceModel
 
 from fmdoctor.config import ClusterSettings, Settings
 from fmdoctor.engine.aws import Aws, AwsOptions
@@ -68,19 +70,86 @@ class _GivenCredentials(CredentialProvider):  # type: ignore[misc]  # botocore i
         return self._credentials
 
 
+# What :func:`new_session`'s sessions build once and share, by (loader, service, API version): the parsed
+# service model and the client class made from it.
+_SERVICE_MODELS: dict[tuple[int, str, str | None], tuple[Loader, ServiceModel]] = {}
+_CLIENT_CLASSES: dict[tuple[int, str, str], tuple[Loader, type]] = {}
+_SHARES_MODELS = "_fmdoctor_shares_service_models"
+_originals: dict[str, Callable[..., Any]] = {}
+_sharing_lock = threading.Lock()
+
+
+def _shares_models(creator: ClientCreator) -> bool:
+    return getattr(creator._event_emitter, _SHARES_MODELS, False)
+
+
+def _shared_service_model(creator: ClientCreator, service_name: str, api_version: str | None = None) -> ServiceModel:
+    """botocore wraps the loaded model in a new ServiceModel for every client, so each client works out again what
+    the model's properties memoise (its operations, its endpoint-discovery operation: a walk over EC2's 800).
+    ServiceModel is read-only once built."""
+    if not _shares_models(creator):
+        return _originals["_load_service_model"](creator, service_name, api_version)
+    loader = creator._loader
+    key = (id(loader), service_name, api_version)
+    cached = _SERVICE_MODELS.get(key)
+    if cached is None or cached[0] is not loader:
+        model = _originals["_load_service_model"](creator, service_name, api_version)
+        cached = _SERVICE_MODELS.setdefault(key, (loader, model))  # the loader is kept so its id is never reused
+    return cached[1]
+
+
+def _shared_client_class(creator: ClientCreator, service_name: str, service_model: ServiceModel) -> type:
+    """botocore builds a new class for every client, one method per operation (EC2 has about 800). The sessions of
+    :func:`new_session` have the same class-building handlers (boto3's and botocore's defaults), so the classes
+    they would build for one model are the same, and one is built. Any other session builds its own."""
+    if not _shares_models(creator):
+        built: type = _originals["_create_client_class"](creator, service_name, service_model)
+        return built
+    loader = creator._loader
+    key = (id(loader), service_name, service_model.api_version)
+    cached = _CLIENT_CLASSES.get(key)
+    if cached is None or cached[0] is not loader:
+        cls = _originals["_create_client_class"](creator, service_name, service_model)
+        cached = _CLIENT_CLASSES.setdefault(key, (loader, cls))
+    return cached[1]
+
+
+def _install_model_sharing() -> None:
+    with _sharing_lock:
+        if _originals or not all(hasattr(ClientCreator, name) for name in ("_load_service_model",
+                                                                          "_create_client_class")):
+            return  # installed already, or a botocore without these steps: its clients build as usual
+        _originals["_load_service_model"] = ClientCreator._load_service_model
+        _originals["_create_client_class"] = ClientCreator._create_client_class
+        ClientCreator._load_service_model = _shared_service_model
+        ClientCreator._create_client_class = _shared_client_class
+
+
+def new_session(profile: str | None = None, region: str | None = None,
+                credentials: Credentials | None = None) -> boto3.Session:
+    """A boto3 session that reads models through the process-wide loader and shares what clients build from them.
+
+    ``credentials`` (e.g. an assumed role's refreshable credentials) replace the standard provider chain;
+    without them the chain runs as usual."""
+    _install_model_sharing()
+    core = botocore.session.Session(profile=profile)
+    core.register_component("data_loader", _SHARED_LOADER)
+    if credentials is not None:
+        core.register_component("credential_provider", CredentialResolver([_GivenCredentials(credentials)]))
+    if region:
+        core.set_config_variable("region", region)
+    session = boto3.Session(botocore_session=core)  # registers boto3's class-building handlers
+    setattr(core.get_component("event_emitter"), _SHARES_MODELS, True)
+    return session
+
+
 def new_aws(options: AwsOptions, credentials: Credentials | None = None) -> Aws:
     """A fresh session (its own call counter) that reuses the process-wide model loader.
 
     ``credentials`` (e.g. an assumed role's refreshable credentials, shared by the sessions of one fleet
     account) replace the standard provider chain; without them the chain runs as usual.
     """
-    core = botocore.session.Session(profile=options.profile)
-    core.register_component("data_loader", _SHARED_LOADER)
-    if credentials is not None:
-        core.register_component("credential_provider", CredentialResolver([_GivenCredentials(credentials)]))
-    if options.region:
-        core.set_config_variable("region", options.region)
-    return Aws(boto3.Session(botocore_session=core), options)
+    return Aws(new_session(options.profile, options.region, credentials), options)
 
 
 @dataclass

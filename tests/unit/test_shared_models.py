@@ -1,0 +1,40 @@
+"""Sessions from ``new_session`` share parsed service models and client classes, and stay separate sessions."""
+
+from __future__ import annotations
+
+import boto3
+
+from fmdoctor.engine.api import new_aws, new_session
+from fmdoctor.engine.aws import AwsOptions
+
+REGION = "us-west-2"
+
+
+def test_two_sessions_build_one_class_and_model_per_service(aws):
+    first, second = new_session(region=REGION).client("ec2"), new_session(region=REGION).client("ec2")
+    assert type(first) is type(second)
+    assert first.meta.service_model is second.meta.service_model
+    assert first.meta.events is not second.meta.events  # each client still copies its own session's handlers
+
+
+def test_other_sessions_build_their_own_as_botocore_does(aws):
+    shared = new_session(region=REGION).client("ec2")
+    plain = boto3.Session(region_name=REGION).client("ec2")
+    assert type(plain) is not type(shared)
+    assert plain.meta.service_model is not shared.meta.service_model
+
+
+def test_a_shared_class_keeps_what_boto3_adds_to_it(aws):
+    s3 = new_session(region=REGION).client("s3")
+    again = new_session(region=REGION).client("s3")
+    assert type(s3) is type(again)
+    assert callable(again.upload_fileobj) and callable(again.generate_presigned_url)
+
+
+def test_each_run_counts_only_its_own_calls(aws):
+    one, other = new_aws(AwsOptions(region=REGION)), new_aws(AwsOptions(region=REGION))
+    one.client("ec2").describe_vpcs()
+    one.client("ec2").describe_subnets()
+    other.client("ec2").describe_vpcs()
+    assert one.calls.snapshot() == {"ec2.DescribeSubnets": 1, "ec2.DescribeVpcs": 1}
+    assert other.calls.snapshot() == {"ec2.DescribeVpcs": 1}
