@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -14,7 +15,8 @@ from fmdoctor.config import Settings
 from fmdoctor.demo import moto_compat
 from fmdoctor.demo.builders import ClusterBuilder
 from fmdoctor.engine.api import Connection, Doctor, new_session
-from fmdoctor.engine.model import Report
+from fmdoctor.engine.model import CheckError, Finding, Report
+from fmdoctor.engine.registry import default_registry
 
 REGION = "us-west-2"
 CLUSTER = "test-cluster"
@@ -122,6 +124,33 @@ def run_checks() -> Callable[..., Report]:
 
     return run
 
+
+
+@dataclass(frozen=True)
+class DemoCheck:
+    """Every cluster check run once against the demo, as ``check --demo`` runs them."""
+
+    facts: dict[str, Any]
+    report: Report
+
+    def of(self, only: Sequence[str]) -> tuple[list[Finding], list[CheckError]]:
+        """The findings and errors of the checks ``--only`` would select (ids or families)."""
+        ids = {check.id for check in default_registry().select(only)}
+        return ([f for f in self.report.findings if f.check in ids],
+                [e for e in self.report.errors if e.check in ids])
+
+
+@pytest.fixture(scope="session")
+def demo_check() -> DemoCheck:
+    """One run of the demo (its Prometheus too) per test process, for the modules that only read what it found.
+    Checks do not depend on each other, so a check's findings are the same in the whole run as alone; seeding
+    the demo again for each such module cost more than their tests. moto is gone after, so nothing can read a
+    stale world through it."""
+    from fmdoctor.demo.runtime import demo_environment, demo_settings
+
+    with demo_environment() as world:
+        report = Doctor(settings=demo_settings(world), connection=Connection(region=world.region)).check(world.cluster)
+    return DemoCheck(dict(world.facts), report)
 
 
 @pytest.fixture

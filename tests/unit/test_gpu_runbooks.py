@@ -13,8 +13,7 @@ from jinja2.sandbox import SandboxedEnvironment
 import fmdoctor
 from fmdoctor.config import Settings
 from fmdoctor.demo.prometheus_server import binaries
-from fmdoctor.demo.runtime import demo_environment, demo_settings
-from fmdoctor.engine.api import Connection, Doctor
+from fmdoctor.engine.api import Doctor
 from fmdoctor.node.replay import ReplayHost, files_from_head
 
 ROOT = Path(fmdoctor.__file__).resolve().parent.parent
@@ -37,10 +36,8 @@ def render(finding, cluster: str, region: str) -> tuple[dict, str]:
 
 
 @pytest.fixture(scope="module")
-def demo_findings():
-    with demo_environment() as world:
-        doctor = Doctor(settings=demo_settings(world), connection=Connection(region=world.region))
-        return doctor.check(world.cluster, only=CLUSTER_IDS).findings
+def demo_findings(demo_check):
+    return demo_check.of(CLUSTER_IDS)[0]
 
 
 SXIDS = ("2025-03-04T02:10:00+0000 h kernel: nvidia-nvswitch0: SXid (PCI:0000:c3:00.0): 24007, Fatal, Link 28 "

@@ -9,8 +9,6 @@ import pytest
 import yaml
 
 import fmdoctor
-from fmdoctor.demo.runtime import demo_environment, demo_settings
-from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.registry import default_registry
 from fmdoctor.runbooks import get_runbook
 
@@ -25,11 +23,9 @@ def split(path: Path) -> tuple[dict, str]:
 
 
 @pytest.fixture(scope="module")
-def demo_findings():
-    with demo_environment() as world:
-        doctor = Doctor(settings=demo_settings(world), connection=Connection(region=world.region))
-        report = doctor.check(world.cluster, only=["checkpoint", "spot", "capacity", "hyperpod"])
-    return {f.check: f for f in report.findings}
+def demo_findings(demo_check):
+    findings, _ = demo_check.of(["checkpoint", "spot", "capacity", "hyperpod"])
+    return {f.check: f for f in findings}
 
 
 @pytest.mark.parametrize("check_id", IDS)

@@ -13,9 +13,8 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 import fmdoctor
 from fmdoctor.config import Settings
 from fmdoctor.demo.builders import ClusterBuilder, acl_entry
-from fmdoctor.demo.runtime import demo_environment, demo_settings
 from fmdoctor.engine.api import Connection, Doctor
-from fmdoctor.engine.model import Finding
+from fmdoctor.engine.model import CheckError, Finding
 from fmdoctor.engine.registry import default_registry
 
 RUNBOOKS = Path(fmdoctor.__file__).resolve().parent.parent / "runbooks"
@@ -23,11 +22,9 @@ NETWORK_CHECKS = ["ssh-unreachable", "fsx-unreachable", "s3-unreachable", "efa-p
 
 
 @pytest.fixture(scope="module")
-def demo_findings() -> tuple[dict, list[Finding]]:
-    with demo_environment() as world:
-        doctor = Doctor(settings=demo_settings(world), connection=Connection(region=world.region))
-        report = doctor.check(world.cluster, only=NETWORK_CHECKS)
-        return world.facts, report.findings, report.errors
+def demo_findings(demo_check) -> tuple[dict, list[Finding], list[CheckError]]:
+    findings, errors = demo_check.of(NETWORK_CHECKS)
+    return demo_check.facts, findings, errors
 
 
 def test_demo_has_one_ssh_one_fsx_and_one_s3_fault(demo_findings):

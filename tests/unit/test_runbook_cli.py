@@ -17,13 +17,8 @@ def run(capsys, *argv):
 
 
 @pytest.fixture(scope="module")
-def demo_json():
-    from fmdoctor.demo.runtime import demo_environment, demo_settings
-    from fmdoctor.engine.api import Connection, Doctor
-
-    with demo_environment() as world:
-        report = Doctor(settings=demo_settings(world), connection=Connection(region=world.region)).check(world.cluster)
-    return report.to_json_dict()
+def demo_json(demo_check):
+    return demo_check.report.to_json_dict()
 
 
 def test_list_text_and_json(capsys):

@@ -7,7 +7,6 @@ hostile, as anyone who can name an S3 prefix, tag an instance or write a tool ar
 
 from __future__ import annotations
 
-import functools
 import re
 import shlex
 import shutil
@@ -20,7 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fmdoctor.config import Settings
-from fmdoctor.engine.api import Connection, Doctor
+from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.model import Finding
 from fmdoctor.engine.registry import default_registry
 from fmdoctor.node.replay import ReplayHost
@@ -38,23 +37,14 @@ ENUM_KEYS = frozenset({"action", "code", "component", "status", "direction", "ac
 
 
 @pytest.fixture(scope="module")
-def real_findings() -> dict[str, list[Finding]]:
-    return _real_findings()
-
-
-@functools.cache
-def _real_findings() -> dict[str, list[Finding]]:
+def real_findings(demo_check) -> dict[str, list[Finding]]:
     """Findings by runbook: the demo's (every cluster check) and the node checks' over recorded output."""
-    from fmdoctor.demo.runtime import demo_environment, demo_settings
-
-    with demo_environment() as world:
-        report = Doctor(settings=demo_settings(world), connection=Connection(region=world.region)).check(world.cluster)
     node_output = {"nvidia-smi": (0, (NODE_FIXTURES / "nvidia-smi-p5-degraded.csv").read_text(), ""),
                    "journalctl": (0, (NODE_FIXTURES / "journalctl-k-xid.log").read_text(), ""),
                    "fi_info": (1, "", (NODE_FIXTURES / "fi_info-no-efa.txt").read_text())}
     node = Doctor(settings=Settings()).check_local(host=ReplayHost(node_output, instance_type="p5.48xlarge"))
     found: dict[str, list[Finding]] = {}
-    for finding in [*report.findings, *node.findings]:
+    for finding in [*demo_check.report.findings, *node.findings]:
         found.setdefault(finding.runbook, []).append(finding)
     return found
 
@@ -214,8 +204,8 @@ HOSTILE = st.text(
 @settings(max_examples=25, deadline=None)
 @given(payload=HOSTILE)
 @example(payload="``")  # a code span that wraps to the start of a line: prose, not a fence
-def test_every_runbook_keeps_each_command_one_command_whatever_the_evidence(payload):
-    for findings in _real_findings().values():
+def test_every_runbook_keeps_each_command_one_command_whatever_the_evidence(real_findings, payload):
+    for findings in real_findings.values():
         assert_one_command_per_line(findings[0], payload)
 
 

@@ -7,7 +7,6 @@ import re
 import pytest
 
 from fmdoctor.config import Settings
-from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.model import Finding
 from fmdoctor.engine.registry import default_registry
 from fmdoctor.runbooks import (
@@ -37,12 +36,9 @@ Group {{{{ evidence.security_group }}}}.
 
 
 @pytest.fixture(scope="module")
-def demo_report():
-    """One run of every check against the demo cluster (the findings people will actually see)."""
-    from fmdoctor.demo.runtime import demo_environment, demo_settings
-
-    with demo_environment() as world:
-        return Doctor(settings=demo_settings(world), connection=Connection(region=world.region)).check(world.cluster)
+def demo_report(demo_check):
+    """Every check's findings on the demo cluster (the findings people will actually see)."""
+    return demo_check.report
 
 
 def test_builtin_runbooks_are_valid_and_answer_registered_checks():

@@ -17,7 +17,8 @@ from fmdoctor.assistant.digest import EVIDENCE_CHARS, EVIDENCE_PREFIX, SEVERITY_
 from fmdoctor.assistant.results import DEFAULT_CONTENT_LIMIT, ToolResult
 from fmdoctor.assistant.safety import undelimit
 from fmdoctor.assistant.session import AssistantContext, SessionState
-from fmdoctor.config import AgentSettings
+from fmdoctor.config import AgentSettings, Settings
+from fmdoctor.demo.scenario import DEMO_CLUSTER, DEMO_REGION
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.mcp.server import build_server
 from fmdoctor.mcp.service import McpService
@@ -40,9 +41,17 @@ def _runtime(ctx: AssistantContext):
     return type("R", (), {"context": ctx, "stream_writer": staticmethod(lambda x: None)})()
 
 
+@pytest.fixture(scope="module")
+def demo_run(demo_check):
+    """The demo's report, and a doctor for its cluster, for the tests that only read the report (and page through
+    it); moto is gone, so a test that reached AWS would fail, not read a stale world."""
+    settings = Settings.model_validate({"clusters": {DEMO_CLUSTER: {}}})
+    return Doctor(settings=settings, connection=Connection(region=DEMO_REGION)), demo_check.report
+
+
 @pytest.fixture
-def demo_report(demo_doctor, demo_world):
-    return demo_doctor.check(demo_world.cluster)
+def demo_report(demo_run):
+    return demo_run[1]
 
 
 def test_every_demo_finding_is_one_line_worst_first_within_the_default_limit(demo_report):
@@ -59,12 +68,13 @@ def test_every_demo_finding_is_one_line_worst_first_within_the_default_limit(dem
     assert digests and all(len(line) <= len(EVIDENCE_PREFIX) + EVIDENCE_CHARS for line in digests)
 
 
-def test_paging_with_list_findings_names_every_finding(demo_doctor, demo_world, demo_report):
+def test_paging_with_list_findings_names_every_finding(demo_run):
+    demo_doctor, demo_report = demo_run
     limit = 1500
     first = undelimit(ToolResult.from_report("check_all", demo_report).content(limit))
     seen = [i for _, i in LINE.findall(first)]
     settings = AgentSettings(max_tool_output_chars=limit)
-    ctx = AssistantContext(demo_doctor, demo_world.cluster, SessionState("s"), settings)
+    ctx = AssistantContext(demo_doctor, DEMO_CLUSTER, SessionState("s"), settings)
     ctx.session.remember(demo_report)
     list_findings = _tool(Assistant(demo_doctor, backends=Backends()), "list_findings")
     while (left := re.search(r"list_findings\(offset=(\d+)\) lists them", first)) is not None:
@@ -83,7 +93,8 @@ def test_the_smallest_limit_still_says_what_could_not_be_verified_and_what_was_l
     assert "evidence left out for lack of room; get_finding(id) gives it for one finding" in text
 
 
-def test_get_finding_returns_the_whole_evidence(demo_doctor, demo_world, demo_report):
+def test_get_finding_returns_the_whole_evidence(demo_doctor, demo_world):
+    demo_report = demo_doctor.check(demo_world.cluster)
     biggest = max(demo_report.findings, key=lambda f: len(json.dumps(f.evidence)))
     assert len(json.dumps(biggest.evidence)) > EVIDENCE_CHARS  # more than the digest shows
     get_finding = _tool(Assistant(demo_doctor, backends=Backends()), "get_finding")
