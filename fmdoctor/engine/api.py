@@ -14,6 +14,7 @@ import boto3
 import botocore.session
 from botocore.client import ClientCreator
 from botocore.credentials import CredentialProvider, CredentialResolver, Credentials
+from botocore.hooks import EventAliaser
 from botocore.loaders import Loader
 from botocore.model import ServiceModel
 
@@ -114,11 +115,23 @@ def _shared_client_class(creator: ClientCreator, service_name: str, service_mode
     return cached[1]
 
 
+def _copy_sharing_alias_names(emitter: EventAliaser) -> EventAliaser:
+    """botocore rewrites every event name through its aliases, remembering each answer on the emitter; every client
+    gets a copy of its session's emitter, with the same aliases and nothing remembered, so short-lived clients
+    worked the names out again on every call. The copy keeps the same aliases, so it can share the answers."""
+    clone: EventAliaser = _originals["EventAliaser.__copy__"](emitter)
+    clone._alias_name_cache = emitter._alias_name_cache
+    return clone
+
+
 def _install_model_sharing() -> None:
     with _sharing_lock:
         if _originals or not all(hasattr(ClientCreator, name) for name in ("_load_service_model",
                                                                           "_create_client_class")):
             return  # installed already, or a botocore without these steps: its clients build as usual
+        if hasattr(EventAliaser, "__copy__") and hasattr(EventAliaser(None), "_alias_name_cache"):
+            _originals["EventAliaser.__copy__"] = EventAliaser.__copy__
+            EventAliaser.__copy__ = _copy_sharing_alias_names
         _originals["_load_service_model"] = ClientCreator._load_service_model
         _originals["_create_client_class"] = ClientCreator._create_client_class
         ClientCreator._load_service_model = _shared_service_model

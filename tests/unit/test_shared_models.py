@@ -38,3 +38,15 @@ def test_each_run_counts_only_its_own_calls(aws):
     other.client("ec2").describe_vpcs()
     assert one.calls.snapshot() == {"ec2.DescribeSubnets": 1, "ec2.DescribeVpcs": 1}
     assert other.calls.snapshot() == {"ec2.DescribeVpcs": 1}
+
+
+def test_clients_share_the_event_names_worked_out_once(aws):
+    session = new_session(region=REGION)
+    first, second = session.client("ec2"), session.client("ec2")
+    first.describe_vpcs()
+    assert "before-call.ec2.DescribeVpcs" in second.meta.events._alias_name_cache
+    handled: list[str] = []
+    second.meta.events.register("before-call.ec2.DescribeVpcs", lambda **_: handled.append("second"))
+    first.describe_vpcs()
+    second.describe_vpcs()
+    assert handled == ["second"]  # the names are shared, the handlers are not
