@@ -1,8 +1,8 @@
 """One of moto's per-request costs, removed without changing what moto answers.
 
 Every request moto serves lists its response class's methods with ``inspect.getmembers`` to find the action; the
-demo and the test suite make thousands of requests, and that listing was a few percent of their CPU. A response
-class's methods change only when one is added, so the list is remembered until then. :func:`install` is
+test suite makes thousands of requests, and that listing was a few percent of its CPU. A response class's methods
+change only when one is added, so the list is remembered until then. :func:`install` is
 idempotent and patches moto only.
 """
 
