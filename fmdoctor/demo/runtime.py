@@ -29,37 +29,25 @@ _FAKE = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AW
 LEAN_MOTO_ENV = {"MOTO_EC2_LOAD_DEFAULT_AMIS": "false"}
 
 
-_LOADER: Any = None
-
-
 def _shared_loader(search_path_string: str | None = None) -> Any:
-    """The one botocore loader of every session made while the demo runs (moto's own models keep moto's loader).
+    """The engine's loader, for every session made while the demo runs (moto's own models keep moto's loader).
 
     Each session (moto's import and backends, the seeders', the run's) would build its own loader and parse again
     the service models it uses: EC2's is megabytes of JSON, and ``check --demo`` parsed it seven times. Clients
-    only read those models, so one loader for the process parses each once. botocore asks for a model with
-    ``type_name`` as a keyword in one place and positionally in another, which its per-loader cache keys apart;
-    this loader asks one way.
+    only read those models, so one loader for the process parses each once.
     """
-    global _LOADER
-    from botocore.loaders import Loader, create_loader
+    from botocore.loaders import create_loader
+
+    from fmdoctor.engine import api
 
     if search_path_string is not None:
         return create_loader(search_path_string)
-    if _LOADER is None:
-
-        class OneKeyLoader(Loader):
-            def load_service_model(self, service_name: str, type_name: str, api_version: str | None = None) -> Any:
-                return super().load_service_model(service_name, type_name, api_version)
-
-        _LOADER = OneKeyLoader()
-    return _LOADER
+    return api._SHARED_LOADER
 
 
 @contextlib.contextmanager
 def _sessions_share_one_loader() -> Iterator[None]:
-    with (mock.patch("botocore.session.create_loader", _shared_loader),
-          mock.patch("fmdoctor.engine.api._SHARED_LOADER", _shared_loader())):
+    with mock.patch("botocore.session.create_loader", _shared_loader):
         yield
 
 

@@ -56,8 +56,16 @@ class Connection:
     endpoint_url: str | None = None
 
 
+class _OneKeyLoader(Loader):  # type: ignore[misc]  # botocore is untyped
+    """botocore asks its loader for a service model with ``type_name`` as a keyword in one place and positionally in
+    another, which the loader's cache keys apart (EC2's megabytes of JSON parsed twice); this loader asks one way."""
+
+    def load_service_model(self, service_name: str, type_name: str, api_version: str | None = None) -> Any:
+        return super().load_service_model(service_name, type_name, api_version)
+
+
 # Parsing botocore's service models is the slow part of making clients; one loader serves every session.
-_SHARED_LOADER = Loader()
+_SHARED_LOADER = _OneKeyLoader()
 
 
 class _GivenCredentials(CredentialProvider):  # type: ignore[misc]  # botocore is untyped

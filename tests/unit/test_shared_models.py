@@ -50,3 +50,16 @@ def test_clients_share_the_event_names_worked_out_once(aws):
     first.describe_vpcs()
     second.describe_vpcs()
     assert handled == ["second"]  # the names are shared, the handlers are not
+
+
+def test_the_demo_and_the_engine_parse_each_model_once():
+    from fmdoctor.demo.runtime import mocked_aws
+    from fmdoctor.engine import api
+
+    with mocked_aws() as session:
+        seeders = boto3.Session(region_name=REGION)  # as moto and the seeders make theirs
+        assert seeders._session.get_component("data_loader") is api._SHARED_LOADER
+        assert session._session.get_component("data_loader") is api._SHARED_LOADER
+    loader = api._SHARED_LOADER
+    # botocore asks both ways; one parse answers both
+    assert loader.load_service_model("ec2", "service-2") is loader.load_service_model("ec2", type_name="service-2")
