@@ -2,26 +2,17 @@
 
 Every request moto serves lists its response class's methods with ``inspect.getmembers`` to find the action; the
 test suite makes thousands of requests, and that listing was a few percent of its CPU. A response class's methods
-change only when one is added, so the list is remembered until then. :func:`install` is
-idempotent and patches moto only.
+change only when one is added, so the list is remembered until then.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any
-
-_installed = False
-_lock = threading.Lock()
 
 
 def install() -> None:
-    global _installed
-    with _lock:
-        if _installed:
-            return
-        _remember_response_methods()
-        _installed = True
+    """Called once, by :func:`fmdoctor.demo.moto_compat.install`, which guards against a second time."""
+    _remember_response_methods()
 
 
 def _remember_response_methods() -> None:
