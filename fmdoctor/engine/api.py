@@ -81,8 +81,8 @@ class _GivenCredentials(CredentialProvider):  # type: ignore[misc]  # botocore i
 
 # What :func:`new_session`'s sessions build once and share, by (loader, service, API version): the parsed
 # service model and the client class made from it.
-_SERVICE_MODELS: dict[tuple[int, str, str | None], tuple[Loader, ServiceModel]] = {}
-_CLIENT_CLASSES: dict[tuple[int, str, str], tuple[Loader, type]] = {}
+_SERVICE_MODELS: dict[tuple[Loader, str, str | None], ServiceModel] = {}
+_CLIENT_CLASSES: dict[tuple[Loader, str, str], type] = {}
 _SHARES_MODELS = "_fmdoctor_shares_service_models"
 _originals: dict[str, Callable[..., Any]] = {}
 _sharing_lock = threading.Lock()
@@ -98,29 +98,26 @@ def _shared_service_model(creator: ClientCreator, service_name: str, api_version
     ServiceModel is read-only once built."""
     if not _shares_models(creator):
         return _originals["_load_service_model"](creator, service_name, api_version)
-    loader = creator._loader
-    key = (id(loader), service_name, api_version)
-    cached = _SERVICE_MODELS.get(key)
-    if cached is None or cached[0] is not loader:
-        model = _originals["_load_service_model"](creator, service_name, api_version)
-        cached = _SERVICE_MODELS.setdefault(key, (loader, model))  # the loader is kept so its id is never reused
-    return cached[1]
+    key = (creator._loader, service_name, api_version)
+    model = _SERVICE_MODELS.get(key)
+    if model is None:
+        model = _SERVICE_MODELS.setdefault(key, _originals["_load_service_model"](creator, service_name, api_version))
+    return model
 
 
 def _shared_client_class(creator: ClientCreator, service_name: str, service_model: ServiceModel) -> type:
     """botocore builds a new class for every client, one method per operation (EC2 has about 800). The sessions of
     :func:`new_session` have the same class-building handlers (boto3's and botocore's defaults), so the classes
     they would build for one model are the same, and one is built. Any other session builds its own."""
+    build = _originals["_create_client_class"]
     if not _shares_models(creator):
-        built: type = _originals["_create_client_class"](creator, service_name, service_model)
+        built: type = build(creator, service_name, service_model)
         return built
-    loader = creator._loader
-    key = (id(loader), service_name, service_model.api_version)
-    cached = _CLIENT_CLASSES.get(key)
-    if cached is None or cached[0] is not loader:
-        cls = _originals["_create_client_class"](creator, service_name, service_model)
-        cached = _CLIENT_CLASSES.setdefault(key, (loader, cls))
-    return cached[1]
+    key = (creator._loader, service_name, service_model.api_version)
+    cls = _CLIENT_CLASSES.get(key)
+    if cls is None:
+        cls = _CLIENT_CLASSES.setdefault(key, build(creator, service_name, service_model))
+    return cls
 
 
 def _copy_sharing_alias_names(emitter: EventAliaser) -> EventAliaser:
