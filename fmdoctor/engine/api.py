@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import boto3
+import botocore.hooks
 import botocore.session
 from botocore.client import ClientCreator
 from botocore.credentials import CredentialProvider, CredentialResolver, Credentials
@@ -120,13 +123,40 @@ def _shared_client_class(creator: ClientCreator, service_name: str, service_mode
     return cls
 
 
+# The event names botocore's own aliases give, worked out once for every emitter that uses those aliases.
+_DEFAULT_ALIAS_NAMES: dict[str, str] = {}
+# Whether a handler takes keyword arguments, by the function behind it (the handler may be a bound method).
+_ACCEPTS_KWARGS: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def _init_sharing_alias_names(emitter: EventAliaser, event_emitter: Any, event_aliases: Any = None) -> None:
+    """botocore rewrites every event name through its aliases and remembers each answer on the emitter, so every
+    new session (each run makes one) worked out again the names of the 130 handlers it registers. With
+    botocore's own aliases the answers are the same for all of them."""
+    _originals["EventAliaser.__init__"](emitter, event_emitter, event_aliases)
+    if event_aliases is None:
+        emitter._alias_name_cache = _DEFAULT_ALIAS_NAMES
+
+
 def _copy_sharing_alias_names(emitter: EventAliaser) -> EventAliaser:
-    """botocore rewrites every event name through its aliases, remembering each answer on the emitter; every client
-    gets a copy of its session's emitter, with the same aliases and nothing remembered, so short-lived clients
-    worked the names out again on every call. The copy keeps the same aliases, so it can share the answers."""
+    """Every client gets a copy of its session's emitter, with the same aliases and nothing remembered, so
+    short-lived clients worked the names out again on every call; the copy shares the answers."""
     clone: EventAliaser = _originals["EventAliaser.__copy__"](emitter)
     clone._alias_name_cache = emitter._alias_name_cache
     return clone
+
+
+def _remembered_accepts_kwargs(handler: Any) -> bool:
+    """botocore reads each handler's signature when it is registered, 130 times for each new session, for the
+    same functions."""
+    function = getattr(handler, "__func__", handler)  # a bound method takes keywords exactly when its function does
+    try:
+        return _ACCEPTS_KWARGS[function]
+    except (KeyError, TypeError):
+        answer: bool = _originals["accepts_kwargs"](handler)
+        with contextlib.suppress(TypeError):  # not weakly referable: read again next time
+            _ACCEPTS_KWARGS[function] = answer
+        return answer
 
 
 def _install_model_sharing() -> None:
@@ -134,9 +164,15 @@ def _install_model_sharing() -> None:
         if _originals or not all(hasattr(ClientCreator, name) for name in ("_load_service_model",
                                                                           "_create_client_class")):
             return  # installed already, or a botocore without these steps: its clients build as usual
-        if hasattr(EventAliaser, "__copy__") and hasattr(EventAliaser(None), "_alias_name_cache"):
+        if all(hasattr(EventAliaser, name) for name in ("__init__", "__copy__")) and hasattr(
+                EventAliaser(None), "_alias_name_cache"):
+            _originals["EventAliaser.__init__"] = EventAliaser.__init__
             _originals["EventAliaser.__copy__"] = EventAliaser.__copy__
+            EventAliaser.__init__ = _init_sharing_alias_names
             EventAliaser.__copy__ = _copy_sharing_alias_names
+        if callable(getattr(botocore.hooks, "accepts_kwargs", None)):
+            _originals["accepts_kwargs"] = botocore.hooks.accepts_kwargs
+            botocore.hooks.accepts_kwargs = _remembered_accepts_kwargs
         _originals["_load_service_model"] = ClientCreator._load_service_model
         _originals["_create_client_class"] = ClientCreator._create_client_class
         ClientCreator._load_service_model = _shared_service_model

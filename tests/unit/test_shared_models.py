@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import boto3
+import pytest
 
 from fmdoctor.engine.api import new_aws, new_session
 from fmdoctor.engine.aws import AwsOptions
@@ -63,3 +64,19 @@ def test_the_demo_and_the_engine_parse_each_model_once():
     loader = api._SHARED_LOADER
     # botocore asks both ways; one parse answers both
     assert loader.load_service_model("ec2", "service-2") is loader.load_service_model("ec2", type_name="service-2")
+
+
+def test_sessions_share_what_botocore_works_out_for_its_handlers_and_still_refuse_a_bad_one(aws):
+    first, second = new_session(region=REGION), new_session(region=REGION)
+    assert first.events._alias_name_cache is second.events._alias_name_cache  # botocore's own aliases
+
+    def takes_no_keywords(event_name):
+        return None
+
+    def takes_keywords(**kwargs):
+        return None
+
+    for session in (first, second):  # the second answer comes from memory and must be the same
+        with pytest.raises(ValueError, match="must accept keyword arguments"):
+            session.events.register("before-call.ec2", takes_no_keywords)
+        session.events.register("before-call.ec2", takes_keywords)
