@@ -14,7 +14,7 @@ import boto3
 from fmdoctor.config import Settings
 from fmdoctor.demo import prometheus_server
 from fmdoctor.demo.scenario import DEMO_CLUSTER, DemoWorld, seed_demo
-from fmdoctor.engine.api import new_session
+from fmdoctor.engine import api
 from fmdoctor.engine.errors import FmdoctorError
 
 # Variables that would point the demo at a real account or endpoint.
@@ -37,8 +37,6 @@ def _shared_loader(search_path_string: str | None = None) -> Any:
     only read those models, so one loader for the process parses each once.
     """
     from botocore.loaders import create_loader
-
-    from fmdoctor.engine import api
 
     if search_path_string is not None:
         return create_loader(search_path_string)
@@ -83,7 +81,7 @@ def mocked_aws(
         core["passthrough"] = {"urls": [], "services": list(passthrough_services)}
         config = {"core": core}  # mock_aws replaces top-level sections, so keep the other core defaults
     with mock.patch.dict(os.environ, env, clear=True), _sessions_share_one_loader(), mock_aws(config=config):
-        yield new_session(region="us-west-2")
+        yield api.new_session(region="us-west-2")
 
 
 @contextlib.contextmanager
