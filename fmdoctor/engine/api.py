@@ -10,7 +10,7 @@ import weakref
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import boto3
 import botocore.hooks
@@ -44,6 +44,7 @@ from fmdoctor.engine.registry import Registry, default_registry
 from fmdoctor.engine.runner import ProgressCallback, RunOutcome, run_checks
 
 INVENTORY = "inventory"
+T = TypeVar("T")
 
 
 def utc_now() -> datetime:
@@ -95,17 +96,21 @@ def _shares_models(creator: ClientCreator) -> bool:
     return getattr(creator._event_emitter, _SHARES_MODELS, False)
 
 
+def _built_once(table: dict[Any, T], key: Any, build: Callable[[], T]) -> T:
+    """``table[key]``, built on first use; two threads may both build it, and the first one stored is kept."""
+    found = table.get(key)
+    return found if found is not None else table.setdefault(key, build())
+
+
 def _shared_service_model(creator: ClientCreator, service_name: str, api_version: str | None = None) -> ServiceModel:
     """botocore wraps the loaded model in a new ServiceModel for every client, so each client works out again what
     the model's properties memoise (its operations, its endpoint-discovery operation: a walk over EC2's 800).
     ServiceModel is read-only once built."""
+    load = _originals["_load_service_model"]
     if not _shares_models(creator):
-        return _originals["_load_service_model"](creator, service_name, api_version)
-    key = (creator._loader, service_name, api_version)
-    model = _SERVICE_MODELS.get(key)
-    if model is None:
-        model = _SERVICE_MODELS.setdefault(key, _originals["_load_service_model"](creator, service_name, api_version))
-    return model
+        return load(creator, service_name, api_version)
+    return _built_once(_SERVICE_MODELS, (creator._loader, service_name, api_version),
+                       lambda: load(creator, service_name, api_version))
 
 
 def _shared_client_class(creator: ClientCreator, service_name: str, service_model: ServiceModel) -> type:
@@ -116,11 +121,8 @@ def _shared_client_class(creator: ClientCreator, service_name: str, service_mode
     if not _shares_models(creator):
         built: type = build(creator, service_name, service_model)
         return built
-    key = (creator._loader, service_name, service_model.api_version)
-    cls = _CLIENT_CLASSES.get(key)
-    if cls is None:
-        cls = _CLIENT_CLASSES.setdefault(key, build(creator, service_name, service_model))
-    return cls
+    return _built_once(_CLIENT_CLASSES, (creator._loader, service_name, service_model.api_version),
+                       lambda: build(creator, service_name, service_model))
 
 
 # The event names botocore's own aliases give, worked out once for every emitter that uses those aliases.
