@@ -161,7 +161,7 @@ def _remembered_accepts_kwargs(handler: Any) -> bool:
         return answer
 
 
-def _install_model_sharing() -> None:
+def _install_botocore_sharing() -> None:
     with _sharing_lock:
         if _originals or not all(hasattr(ClientCreator, name) for name in ("_load_service_model",
                                                                           "_create_client_class")):
@@ -187,7 +187,7 @@ def new_session(profile: str | None = None, region: str | None = None,
 
     ``credentials`` (e.g. an assumed role's refreshable credentials) replace the standard provider chain;
     without them the chain runs as usual."""
-    _install_model_sharing()
+    _install_botocore_sharing()
     core = botocore.session.Session(profile=profile)
     core.register_component("data_loader", _SHARED_LOADER)
     if credentials is not None:
