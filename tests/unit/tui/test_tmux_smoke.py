@@ -42,16 +42,20 @@ def chat_text(screen: str) -> str:
 
 
 def wait_for(tmux: Callable[..., str], *texts: str, timeout: float, in_chat: tuple[str, ...] = ()) -> str:
-    """The pane once it shows every text, and the chat pane every phrase of ``in_chat`` (a capture can catch a
-    frame half drawn, so poll, then settle)."""
+    """The pane once it shows every text, and the chat pane every phrase of ``in_chat``, in two captures alike.
+
+    A capture can catch a frame half drawn: an answer still streaming in, or the streamed preview just replaced
+    by its Markdown, not yet laid out. On a loaded machine that lasts longer than any fixed pause, so the pane
+    counts as settled only once it stops changing."""
     deadline = time.monotonic() + timeout
-    screen = ""
+    screen, shown = "", False
     while time.monotonic() < deadline:
-        screen = tmux("capture-pane", "-p", "-t", "smoke")
-        if all(text in screen for text in texts) and all(text in chat_text(screen) for text in in_chat):
-            time.sleep(0.3)
-            return tmux("capture-pane", "-p", "-t", "smoke")
-        time.sleep(0.5)
+        previous, screen = screen, tmux("capture-pane", "-p", "-t", "smoke")
+        was_shown = shown
+        shown = all(text in screen for text in texts) and all(text in chat_text(screen) for text in in_chat)
+        if shown and was_shown and screen == previous:
+            return screen
+        time.sleep(0.4)
     raise AssertionError(f"{texts + in_chat!r} did not all appear within {timeout}s; the screen was:\n{screen}")
 
 
@@ -85,7 +89,7 @@ def test_fmdoctor_chat_demo_in_a_120x40_terminal(tmux, tmp_path):
     # the answer's end (the chat follows it as it grows): what could not be verified (its heading may have
     # scrolled above the half-width pane; each entry says "not verified:"), which checks ran
     screen = wait_for(tmux, timeout=120, in_chat=("not verified:", "Checks run:"))
-    assert "gpu-metrics-missing" in screen
+    assert "gpu-metrics-missing" in chat_text(screen)
 
     tmux("send-keys", "-t", "smoke", "Escape")  # leave the question box: the footer shows every key again
     wait_for(tmux, "r Re-run", timeout=20)
