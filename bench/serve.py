@@ -32,6 +32,7 @@ from fmdoctor.demo.runtime import mocked_aws  # noqa: E402
 from fmdoctor.demo.scenario import DemoWorld, seed_network_and_nodes  # noqa: E402
 from fmdoctor.demo.seed_health import seed_spot  # noqa: E402
 from fmdoctor.engine.api import Connection, Doctor  # noqa: E402
+from fmdoctor.loopback import serve_in_background  # noqa: E402
 from fmdoctor.serve.outputs import SlackOutput, redactor  # noqa: E402
 from fmdoctor.serve.queue import SqsConsumer  # noqa: E402
 from fmdoctor.serve.service import Service  # noqa: E402
@@ -67,7 +68,7 @@ def burst(world: DemoWorld, events: int, concurrency: int, run: str) -> dict[str
     from slack_sdk import WebClient
 
     slack = StampingSlack()
-    threading.Thread(target=slack.serve_forever, daemon=True).start()
+    serve_in_background(slack)
     settings = Settings.model_validate({"region": world.region, "clusters": {world.cluster: world.settings}})
     doctor = Doctor(settings=settings, connection=Connection(region=world.region))
     sqs = world.session.client("sqs", region_name=world.region)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from fmdoctor.loopback import serve_in_background
 from fmdoctor.model_wire import (
     PROTOCOLS,
     Brain,
@@ -64,7 +65,7 @@ class LoopbackModel:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{port}" + ("/v1" if protocol == "openai" else "")
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_background(self.server)
 
     def close(self) -> None:
         self.server.shutdown()

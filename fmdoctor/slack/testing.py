@@ -20,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs
 
+from fmdoctor.loopback import serve_in_background
+
 BOT_TOKEN = "xoxb-1111-2222-fmdoctortesttoken"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 CHANNEL = "CDEMO0001"
@@ -170,5 +172,5 @@ def texts(message: dict[str, Any]) -> str:
 
 def start_fake_slack() -> FakeSlack:
     server = FakeSlack()
-    threading.Thread(target=server.serve_forever, name="fake-slack", daemon=True).start()
+    serve_in_background(server, name="fake-slack")
     return server

@@ -21,13 +21,14 @@ import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from threading import Event, Thread
+from threading import Event
 from typing import Any
 
 import pytest
 
 from fmdoctor.demo.scenario import DEMO_CLUSTER, seed_demo, seed_network_and_nodes
 from fmdoctor.demo.seed_health import seed_spot
+from fmdoctor.loopback import serve_in_background
 from fmdoctor.slack.testing import BOT_TOKEN, CHANNEL, FakeSlack
 
 pytestmark = pytest.mark.e2e
@@ -253,7 +254,7 @@ class StallingAws(ThreadingHTTPServer):
                 pass
 
         super().__init__(("127.0.0.1", 0), Handler)
-        Thread(target=self.serve_forever, daemon=True).start()
+        serve_in_background(self)
 
 
 def test_replica_killed_mid_investigation_is_handled_once_by_another(stack):

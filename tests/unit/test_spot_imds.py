@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import threading
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -15,6 +14,7 @@ from fmdoctor.config import Settings
 from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.host import LocalHost
 from fmdoctor.engine.model import Severity, Status
+from fmdoctor.loopback import serve_in_background
 
 IDS = ["spot-interruption", "spot-rebalance", "spot-interruption-unprotected"]
 TOKEN = "AQAEAFakeImdsV2Token=="
@@ -58,8 +58,7 @@ def imds(monkeypatch):
     FakeImds.paths = {"latest/meta-data/instance-life-cycle": "spot", "latest/meta-data/instance-id": INSTANCE}
     FakeImds.gets = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeImds)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_background(server)
     monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
     yield FakeImds
     server.shutdown()

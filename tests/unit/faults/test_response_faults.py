@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.client
 import re
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -29,6 +28,7 @@ from fmdoctor.demo.seed_gpu import EFA_COUNTERS
 from fmdoctor.demo.seed_health import dcp_files, write_checkpoint
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.model import Report
+from fmdoctor.loopback import serve_in_background
 
 from ...conftest import CLUSTER, REGION
 
@@ -104,7 +104,7 @@ def world() -> Iterator[tuple[_Proxy, dict[str, Any]]]:
     server.start()
     host, port = server.get_host_and_port()
     proxy = _Proxy(f"http://{host}:{port}")
-    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    serve_in_background(proxy)
     with pytest.MonkeyPatch.context() as patch:  # the seeding talks to moto directly, the engine through the proxy
         patch.setenv("AWS_ACCESS_KEY_ID", "testing")
         patch.setenv("AWS_SECRET_ACCESS_KEY", "testing")

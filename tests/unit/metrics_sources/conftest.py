@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from fmdoctor.demo.prometheus_server import binaries, loopback_prometheus
+from fmdoctor.loopback import serve_in_background
 
 _AUTH = re.compile(r"^AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request, "
                    r"SignedHeaders=([^,]+), Signature=([0-9a-f]{64})$")
@@ -84,8 +84,7 @@ def sigv4_proxy(upstream: str, credentials: Credentials, region: str, workspace:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_background(server)
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}{prefix}", seen
     finally:

@@ -10,7 +10,6 @@ the amazon-sagemaker-hyperpod-observability add-on is configured (its documented
 from __future__ import annotations
 
 import json
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import boto3
@@ -23,6 +22,7 @@ from fmdoctor.cli.main import build_parser
 from fmdoctor.config import Settings
 from fmdoctor.engine.errors import ConfigError
 from fmdoctor.engine.hyperpod import HyperPodCluster
+from fmdoctor.loopback import serve_in_background
 from fmdoctor.metrics.prometheus import BEARER, NONE, SIGV4, Endpoint, PrometheusClient, PrometheusFailed
 from fmdoctor.metrics.source import (
     OBSERVABILITY_ADDON,
@@ -99,7 +99,7 @@ class _Recorder(BaseHTTPRequestHandler):
 
 def test_bearer_token_is_sent_as_authorization_and_nothing_else_signs():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_background(server)
     try:
         calls: list[tuple[str, str]] = []
         url = f"http://127.0.0.1:{server.server_address[1]}/"
