@@ -1,8 +1,13 @@
-"""One of moto's per-request costs, removed without changing what moto answers.
+"""Two of moto's per-request costs, removed without changing what moto answers.
 
-Every request moto serves lists its response class's methods with ``inspect.getmembers`` to find the action; the
-test suite makes thousands of requests, and that listing was a few percent of its CPU. A response class's methods
-change only when one is added, so the list is remembered until then.
+- Every request moto serves lists its response class's methods with ``inspect.getmembers`` to find the action.
+  A response class's methods change only when one is added, so the list is remembered until then.
+- moto serialises each response from the botocore model: for every member of every object it asks six alias
+  providers which attribute names to try, and scans the response class's transformers for one whose path ends
+  the member's. Both answers depend only on the object's class (and its ``Meta``), the member's shape and its
+  parent, the key and the key path, so they are remembered per those; reading the values stays per object.
+
+The test suite makes thousands of requests; each of these was a few percent of its CPU.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 def install() -> None:
     """Called once, by :func:`fmdoctor.demo.moto_compat.install`, which guards against a second time."""
     _remember_response_methods()
+    _remember_attribute_names()
 
 
 def _remember_response_methods() -> None:
@@ -33,3 +39,52 @@ def _remember_response_methods() -> None:
         return names
 
     responses.method_names_from_class = method_names_from_class  # call_action only asks "action in names"
+
+
+def _remember_attribute_names() -> None:
+    from moto.core import serialize
+    from moto.core.utils import get_value
+
+    picker = getattr(serialize, "AttributePicker", None)
+    if picker is None or not hasattr(picker, "get_possible_keys") or not hasattr(serialize, "MISSING"):
+        return  # a moto that picks attributes another way
+    missing = serialize.MISSING
+    names: dict[tuple[Any, ...], tuple[str, ...]] = {}
+    transforms: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+
+    def possible_keys(self: Any, context: Any) -> tuple[str, ...]:
+        obj, shape = context.obj, context.shape
+        # Everything the alias providers read: the object's class and Meta, the shape, the parent moto hangs on
+        # it while serialising a structure (absent on a shape it has not yet walked), the key, and the providers.
+        key = (type(self), tuple(self.alias_providers), obj.__class__, getattr(obj, "Meta", None), shape,
+               getattr(shape, "parent", None), context.key)
+        found = names.get(key)
+        if found is None:
+            found = names.setdefault(key, tuple(self.get_possible_keys(context)))
+        return found
+
+    def transform_for(table: dict[str, Any], key_path: str) -> Any:
+        if not table:
+            return None
+        # Held with the table, so its id is not reused while remembered (the tables are class attributes).
+        held = transforms.get(id(table))
+        if held is None or held[0] is not table:
+            held = transforms[id(table)] = (table, {})
+        remembered = held[1]
+        if key_path not in remembered:
+            remembered[key_path] = next((t for path, t in table.items() if key_path.endswith(path)), None)
+        return remembered[key_path]
+
+    def __call__(self: Any, context: Any) -> Any:  # noqa: N807 (moto's method, replaced)
+        obj = context.obj
+        for possible_key in possible_keys(self, context):
+            value = get_value(obj, possible_key, missing)
+            if value is not missing:
+                break
+        else:
+            value = None
+        transform = transform_for(self.response_transformers, f"{context.key_path}.{context.key}")
+        return value if transform is None else transform(value)
+
+    __call__.__wrapped__ = picker.__call__  # type: ignore[attr-defined]  # moto's own, for the tests to compare
+    picker.__call__ = __call__

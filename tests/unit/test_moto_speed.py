@@ -29,3 +29,41 @@ def test_the_demos_added_placement_group_action_is_served(aws):
     ec2.create_placement_group(GroupName="pg", Strategy="cluster")
     [group] = ec2.describe_placement_groups()["PlacementGroups"]
     assert group["GroupName"] == "pg"
+
+
+def _answers(session) -> list[dict]:
+    """Responses that walk every alias provider and a transformer: EC2 (query XML, the network interfaces'
+    ``return_if_not_empty``), CloudWatch, SageMaker (JSON), S3 (REST XML)."""
+    ec2, cloudwatch = session.client("ec2"), session.client("cloudwatch")
+    answers = [ec2.describe_instances(), ec2.describe_security_groups(), ec2.describe_network_interfaces(),
+               ec2.describe_subnets(), ec2.describe_route_tables(), ec2.describe_placement_groups(),
+               cloudwatch.list_metrics(), session.client("sagemaker").list_endpoints(),
+               session.client("s3").list_objects_v2(Bucket="ckpt")]
+    for answer in answers:
+        answer.pop("ResponseMetadata")
+    return answers
+
+
+def test_remembered_attribute_names_serialise_as_moto_does(aws, monkeypatch):
+    from moto.core import serialize
+
+    from fmdoctor.demo.builders import ClusterBuilder
+
+    moto_compat.install()
+    remembered = serialize.AttributePicker.__call__
+    assert hasattr(remembered, "__wrapped__")  # installed
+    builder = ClusterBuilder(aws.client("ec2"), "c")
+    builder.vpc("10.0.0.0/16")
+    builder.subnet("a", "10.0.0.0/20", "us-west-2a")
+    builder.security_group("efa", self_ingress=True, self_egress=True)
+    builder.placement_group("pg")
+    builder.launch(["gpu-1", "gpu-2"], "p5.48xlarge", "a", ["efa"], efa_interfaces=4, placement_group="pg",
+                   spot=True, public_ip=True)
+    aws.client("cloudwatch").put_metric_data(Namespace="N", MetricData=[{"MetricName": "m", "Value": 1.0}])
+    aws.client("s3").create_bucket(Bucket="ckpt", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    aws.client("s3").put_object(Bucket="ckpt", Key="step-1/model.pt", Body=b"x")
+
+    first = _answers(aws)  # fills the memo
+    assert _answers(aws) == first  # read back from it
+    monkeypatch.setattr(serialize.AttributePicker, "__call__", remembered.__wrapped__)
+    assert _answers(aws) == first  # moto's own picking answers the same
