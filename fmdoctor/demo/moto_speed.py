@@ -1,5 +1,8 @@
-"""Two of moto's per-request costs, removed without changing what moto answers.
+"""Three of moto's per-request and per-mock costs, removed without changing what moto answers.
 
+- Every ``mock_aws`` start registers about 1,300 URL patterns with ``responses`` (for code that calls AWS
+  through ``requests``), building a new ``CallbackResponse`` for each. Built from the same method, pattern and
+  callback they are interchangeable, so each is built once and handed out again with an empty call list.
 - Every request moto serves lists its response class's methods with ``inspect.getmembers`` to find the action.
   A response class's methods change only when one is added, so the list is remembered until then.
 - moto serialises each response from the botocore model: for every member of every object it asks six alias
@@ -19,6 +22,7 @@ def install() -> None:
     """Called once, by :func:`fmdoctor.demo.moto_compat.install`, which guards against a second time."""
     _remember_response_methods()
     _remember_attribute_names()
+    _reuse_url_patterns()
 
 
 def _remember_response_methods() -> None:
@@ -88,3 +92,26 @@ def _remember_attribute_names() -> None:
 
     __call__.__wrapped__ = picker.__call__  # type: ignore[attr-defined]  # moto's own, for the tests to compare
     picker.__call__ = __call__
+
+
+def _reuse_url_patterns() -> None:
+    from moto.core import models
+    from responses import CallList
+
+    built_by = getattr(models, "CallbackResponse", None)
+    if built_by is None or not hasattr(models.MockAWS, "_enable_patching"):
+        return  # a moto that registers its patterns another way
+    built: dict[tuple[Any, ...], Any] = {}
+
+    def callback_response(method: str, url: Any, callback: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            return built_by(method=method, url=url, callback=callback, **kwargs)
+        key = (method, url, callback)  # moto's patterns are module constants; re.compile caches its catch-all
+        response = built.get(key)
+        if response is None:
+            response = built[key] = built_by(method=method, url=url, callback=callback)
+        else:
+            response._calls = CallList()  # as a new one starts: no calls recorded
+        return response
+
+    models.CallbackResponse = callback_response

@@ -67,3 +67,25 @@ def test_remembered_attribute_names_serialise_as_moto_does(aws, monkeypatch):
     assert _answers(aws) == first  # read back from it
     monkeypatch.setattr(serialize.AttributePicker, "__call__", remembered.__wrapped__)
     assert _answers(aws) == first  # moto's own picking answers the same
+
+
+def test_url_patterns_reused_across_mocks_still_answer_requests_calls():
+    import boto3
+    import requests
+    from moto import mock_aws
+    from moto.core.models import responses_mock
+
+    moto_compat.install()
+    registered = []
+    for body in (b"first", b"second"):  # two mocks, one after the other: the second reuses the first's patterns
+        with mock_aws():
+            s3 = boto3.client("s3", region_name="us-east-1")
+            s3.create_bucket(Bucket="ckpt")
+            s3.put_object(Bucket="ckpt", Key="step-1/model.pt", Body=body)
+            url = s3.generate_presigned_url("get_object", Params={"Bucket": "ckpt", "Key": "step-1/model.pt"})
+            answer = requests.get(url, timeout=5)
+            assert answer.status_code == 200 and answer.content == body  # served by moto through responses
+            registered.append(responses_mock.registered())
+    first, second = registered
+    assert len(first) == len(second) > 1000 and all(a is b for a, b in zip(first, second, strict=True))
+    assert all(len(r.calls) <= 1 for r in second)  # each start hands them out with no calls recorded
