@@ -99,6 +99,16 @@ async def settle(pilot: Any, rounds: int = 4) -> None:
                 return
 
 
+async def paste(pilot: Any, text: str) -> None:
+    """Text into the focused box as a terminal pastes it (bracketed paste: one event). Typing sends a key event
+    each, and the pilot waits for the app to go idle after every key; a typed question was the slowest step of
+    these tests. test_demo_pilot still types a question and a filter key by key."""
+    from textual import events
+
+    pilot.app.post_message(events.Paste(text))
+    await pilot.pause()
+
+
 def chat_text(app: Any) -> str:
     """Everything the chat pane shows, as text (Markdown sources, tool call titles, questions)."""
     from textual.widgets import Collapsible, Markdown, Static

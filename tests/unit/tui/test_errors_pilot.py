@@ -14,7 +14,7 @@ from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.tui.screens.cluster import ClusterScreen
 from fmdoctor.tui.screens.save import SaveScreen
 
-from .conftest import REGION, settle
+from .conftest import REGION, paste, settle
 
 pytestmark = pytest.mark.anyio
 SIZE = (100, 30)
@@ -67,7 +67,9 @@ async def test_a_model_provider_that_is_down_is_a_notification_and_the_chat_stay
     doctor = _doctor()
     app = app_for(doctor, "llm-train", Assistant(doctor, "llm-train", model=ProviderDown(messages=iter([]))))
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await pilot.press("i", *"is my cluster healthy?", "enter")
+        await pilot.press("i")
+        await paste(pilot, "is my cluster healthy?")
+        await pilot.press("enter")
         await settle(pilot)
         [(title, message, _)] = _notes(app)
         assert title == "Assistant failed"
@@ -81,7 +83,9 @@ async def test_switching_cluster_reruns_the_checks_there_and_the_transcript_save
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await pilot.press("escape", "c")
         assert isinstance(app.screen, ClusterScreen)
-        await pilot.press("tab", *"other-cluster", "enter")
+        await pilot.press("tab")
+        await paste(pilot, "other-cluster")
+        await pilot.press("enter")
         await settle(pilot)
         assert app.cluster == "other-cluster"
         assert app.query_one("#header").fields["cluster"] == "other-cluster"
@@ -128,7 +132,9 @@ async def test_text_from_aws_tools_and_the_model_is_shown_literally_never_as_mar
                   check_on_start=True)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
-        await pilot.press("i", *"why?", "enter")
+        await pilot.press("i")
+        await paste(pilot, "why?")
+        await pilot.press("enter")
         await settle(pilot)
         assert app.is_running
         assert app.findings.table.get_row_at(0)[3].plain == "node [/red] idle [link=http://x]click[/link]"

@@ -7,7 +7,7 @@ import pytest
 
 from fmdoctor.tui.screens.approval import ApprovalScreen
 
-from .conftest import chat_text, egress_groups, settle
+from .conftest import chat_text, egress_groups, paste, settle
 
 pytestmark = pytest.mark.anyio
 SIZE = (120, 40)
@@ -15,7 +15,9 @@ CHECK = "efa-sg-self-reference"
 
 
 async def _ask_for_the_fix(pilot) -> ApprovalScreen:
-    await pilot.press("i", *"fix the EFA security group", "enter")
+    await pilot.press("i")
+    await paste(pilot, "fix the EFA security group")
+    await pilot.press("enter")
     await settle(pilot)
     screen = pilot.app.screen
     assert isinstance(screen, ApprovalScreen)

@@ -21,7 +21,7 @@ from fmdoctor.engine.model import Finding, Report, RunStats, Status
 from fmdoctor.tui.fixes import ProposedFix
 from fmdoctor.tui.screens.approval import ApprovalScreen
 
-from .conftest import REGION, settle
+from .conftest import REGION, paste, settle
 
 pytestmark = pytest.mark.anyio
 SIZES = [(80, 24), (120, 40)]
@@ -142,7 +142,9 @@ async def test_esc_goes_back_to_the_table_without_cancelling_and_cancels_from_th
     assistant = SlowAssistant()
     app = app_for(_doctor(), "llm-train", assistant)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("i", *"is it healthy?", "enter")
+        await pilot.press("i")
+        await paste(pilot, "is it healthy?")
+        await pilot.press("enter")
         await pilot.pause()
         assert app.turn_running and isinstance(app.focused, Input)
         await pilot.press("escape")  # out of the question box: the answer keeps coming

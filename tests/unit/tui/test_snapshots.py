@@ -19,7 +19,7 @@ from fmdoctor.engine.runner import CheckEvent
 from fmdoctor.tui.fixes import ProposedFix
 from fmdoctor.tui.screens.approval import ApprovalScreen
 
-from .conftest import REGION, settle
+from .conftest import REGION, paste, settle
 
 CLUSTER = "llm-train"
 SG = "sg-0123456789abcdef0"
@@ -77,7 +77,9 @@ def snapshot_app(app_for: Callable[..., Any]) -> Any:
 async def _asked(pilot: Any) -> None:
     pilot.app.query_one("#ask", Input).cursor_blink = False
     await settle(pilot)
-    await pilot.press("i", *"is my cluster healthy?", "enter")
+    await pilot.press("i")
+    await paste(pilot, "is my cluster healthy?")
+    await pilot.press("enter")
     await settle(pilot)
 
 
