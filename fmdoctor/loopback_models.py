@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from fmdoctor.loopback import serve_in_background
+from fmdoctor.loopback import KeepAliveHandler, serve_in_background
 from fmdoctor.model_wire import (
     PROTOCOLS,
     Brain,
@@ -87,15 +87,7 @@ class LoopbackModel:
 
 
 def _handler(owner: LoopbackModel) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        # Kept-alive, the headers and the body go out as two writes: with Nagle on, the second waits for the
-        # client's delayed ACK, about 40 ms a request on loopback.
-        disable_nagle_algorithm = True
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
+    class Handler(KeepAliveHandler):
         def handle(self) -> None:
             with contextlib.suppress(ConnectionError):  # a client closed a kept-alive connection between requests
                 super().handle()

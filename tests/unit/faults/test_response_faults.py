@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,7 +28,7 @@ from fmdoctor.demo.seed_gpu import EFA_COUNTERS
 from fmdoctor.demo.seed_health import dcp_files, write_checkpoint
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.model import Report
-from fmdoctor.loopback import serve_in_background
+from fmdoctor.loopback import KeepAliveHandler, serve_in_background
 
 from ...conftest import CLUSTER, REGION
 
@@ -51,15 +51,8 @@ class _Proxy(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Forward)
 
 
-class _Forward(BaseHTTPRequestHandler):
+class _Forward(KeepAliveHandler):
     server: _Proxy
-    protocol_version = "HTTP/1.1"
-    # Kept-alive, the headers and the body go out as two writes: with Nagle on, the second waits for the
-    # client's delayed ACK, about 40 ms a request on loopback.
-    disable_nagle_algorithm = True
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
     def _forward(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
