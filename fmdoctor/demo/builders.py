@@ -23,6 +23,27 @@ def acl_entry(number: int, egress: bool, protocol: str, action: str, cidr: str,
     return entry
 
 
+@dataclass(frozen=True)
+class LaunchedNode:
+    name: str
+    id: str
+    private_ip: str
+    enis: tuple[str, ...] = ()  # by network card
+    efa: tuple[bool, ...] = ()  # per interface in ``enis``: is it an EFA interface
+
+    def efa_enis(self) -> list[str]:
+        return [eni for eni, is_efa in zip(self.enis, self.efa, strict=True) if is_efa]
+
+
+def launched_node(name: str, instance: dict[str, Any]) -> LaunchedNode:
+    """A node's private IP and interfaces, by network card, from an instance as RunInstances or
+    DescribeInstances returns it."""
+    enis = sorted(instance["NetworkInterfaces"], key=lambda e: e["Attachment"].get("NetworkCardIndex", 0))
+    return LaunchedNode(name, instance["InstanceId"], instance["PrivateIpAddress"],
+                        tuple(e["NetworkInterfaceId"] for e in enis),
+                        tuple(e.get("InterfaceType") in ("efa", "efa-only") for e in enis))
+
+
 @dataclass
 class ClusterBuilder:
     ec2: Any
@@ -32,6 +53,8 @@ class ClusterBuilder:
     subnets: dict[str, str] = field(default_factory=dict)
     groups: dict[str, str] = field(default_factory=dict)
     nodes: dict[str, str] = field(default_factory=dict)  # Name tag -> instance id
+    # Name tag -> the node as its RunInstances answer described it (the seeders need no DescribeInstances).
+    launched: dict[str, LaunchedNode] = field(default_factory=dict)
     route_tables: dict[str, str] = field(default_factory=dict)  # Name tag -> route table id
     gateways: dict[str, str] = field(default_factory=dict)  # "igw", "nat", "s3" -> id
 
@@ -200,7 +223,8 @@ class ClusterBuilder:
                 kwargs["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
                 kwargs["CapacityReservationSpecification"] = {
                     "CapacityReservationTarget": {"CapacityReservationId": capacity_block}}
-            instance_id = self.ec2.run_instances(**kwargs)["Instances"][0]["InstanceId"]
-            self.nodes[name] = instance_id
-            ids.append(instance_id)
+            instance = self.ec2.run_instances(**kwargs)["Instances"][0]
+            self.nodes[name] = instance["InstanceId"]
+            self.launched[name] = launched_node(name, instance)
+            ids.append(instance["InstanceId"])
         return ids

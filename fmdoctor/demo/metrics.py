@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from fmdoctor.demo.builders import LaunchedNode, launched_node
+
 PUT_METRIC_DATA_MAX = 1000
 DESCRIBE_MAX = 1000
 H100 = ("NVIDIA H100 80GB HBM3", 81559.0)
@@ -202,20 +204,9 @@ def _insights_unit(name: str) -> str:
     return "Percent" if "util" in name else "None" if "power" in name else "Bytes"
 
 
-@dataclass(frozen=True)
-class LaunchedNode:
-    name: str
-    id: str
-    private_ip: str
-    enis: tuple[str, ...] = ()  # by network card
-    efa: tuple[bool, ...] = ()  # per interface in ``enis``: is it an EFA interface
-
-    def efa_enis(self) -> list[str]:
-        return [eni for eni, is_efa in zip(self.enis, self.efa, strict=True) if is_efa]
-
-
 def describe_nodes(ec2: Any, names_by_id: dict[str, str]) -> list[LaunchedNode]:
-    """Private IPs and interfaces (by network card) of launched instances, in the order given."""
+    """Private IPs and interfaces (by network card) of launched instances, in the order given. Nodes launched
+    through a :class:`ClusterBuilder` need no call: ``builder.launched`` holds the same facts."""
     found: dict[str, LaunchedNode] = {}
     ids = list(names_by_id)
     for start in range(0, len(ids), DESCRIBE_MAX):
@@ -223,22 +214,17 @@ def describe_nodes(ec2: Any, names_by_id: dict[str, str]) -> list[LaunchedNode]:
         for page in pages:
             for reservation in page["Reservations"]:
                 for raw in reservation["Instances"]:
-                    enis = sorted(raw["NetworkInterfaces"], key=lambda e: e["Attachment"].get("NetworkCardIndex", 0))
-                    found[raw["InstanceId"]] = LaunchedNode(
-                        names_by_id[raw["InstanceId"]], raw["InstanceId"], raw["PrivateIpAddress"],
-                        tuple(e["NetworkInterfaceId"] for e in enis),
-                        tuple(e.get("InterfaceType") in ("efa", "efa-only") for e in enis),
-                    )
+                    found[raw["InstanceId"]] = launched_node(names_by_id[raw["InstanceId"]], raw)
     return [found[i] for i in ids]
 
 
 def launch_nodes(builder: Any, count: int, instance_type: str = "p5.48xlarge", prefix: str = "gpu",
                  efa_interfaces: int = 0, group: str = "nodes") -> list[LaunchedNode]:
-    """``count`` more nodes named ``prefix-N`` in the builder's first subnet, described."""
+    """``count`` more nodes named ``prefix-N`` in the builder's first subnet, as their launch described them."""
     if group not in builder.groups:
         builder.security_group(group, self_ingress=True, self_egress=True)
     start = sum(1 for n in builder.nodes if n.startswith(prefix + "-")) + 1
     names = [f"{prefix}-{i}" for i in range(start, start + count)]
     subnet = next(iter(builder.subnets))
-    ids = builder.launch(names, instance_type, subnet, [group], efa_interfaces=efa_interfaces)
-    return describe_nodes(builder.ec2, dict(zip(ids, names, strict=True)))
+    builder.launch(names, instance_type, subnet, [group], efa_interfaces=efa_interfaces)
+    return [builder.launched[name] for name in names]

@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 
 from fmdoctor import demo
-from fmdoctor.demo.builders import ClusterBuilder
+from fmdoctor.demo.builders import ClusterBuilder, LaunchedNode
 from fmdoctor.demo.seed_gpu import seed_gpu_metrics
 from fmdoctor.demo.seed_health import demo_capacity_block, seed_checkpoints, seed_hyperpod, seed_spot
 from fmdoctor.demo.seed_inference import seed_inference
@@ -38,6 +38,12 @@ class DemoWorld:
     settings: dict[str, Any] = field(default_factory=dict)  # the demo cluster's fmdoctor.yaml section
     defaults: dict[str, Any] = field(default_factory=dict)  # fmdoctor.yaml's top level (every demo cluster)
     notes: list[str] = field(default_factory=list)  # what a front end should tell the person running the demo
+
+    def launched_nodes(self) -> dict[str, LaunchedNode]:
+        """The cluster's nodes by name, as their launch described them."""
+        if self.builder is None:
+            raise RuntimeError("the nodes are launched by seed_network_and_nodes, which has not run")
+        return self.builder.launched
 
 
 def seed_network_and_nodes(world: DemoWorld) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from fmdoctor.demo.metrics import A100_40GB, MetricsPublisher, describe_nodes
+from fmdoctor.demo.metrics import A100_40GB, MetricsPublisher
 
 if TYPE_CHECKING:
     from fmdoctor.demo.scenario import DemoWorld
@@ -27,10 +27,9 @@ SICK_COUNTERS = {"efa_retrans_timeout_events": 42, "efa_impaired_remote_conn_eve
 
 
 def seed_gpu_metrics(world: DemoWorld) -> None:
-    ec2 = world.session.client("ec2", region_name=world.region)
     cloudwatch = world.session.client("cloudwatch", region_name=world.region)
     ids: dict[str, str] = world.facts["nodes"]
-    nodes = {n.name: n for n in describe_nodes(ec2, {i: name for name, i in ids.items() if name.startswith("gpu-")})}
+    nodes = world.launched_nodes()
     publish = MetricsPublisher(cloudwatch, datetime.now(UTC), region=world.region)
 
     leak = {5: {"memory_percent": [79.0, 82.0, 85.0, 88.0, 91.0, 94.0]}}

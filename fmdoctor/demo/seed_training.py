@@ -11,8 +11,6 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from fmdoctor.demo.metrics import describe_nodes
-
 if TYPE_CHECKING:
     from fmdoctor.demo.scenario import DemoWorld
 
@@ -34,9 +32,8 @@ def put_lines(logs: Any, group: str, stream: str, lines: Iterable[tuple[datetime
 def seed_training_logs(world: DemoWorld) -> None:
     now = datetime.now(UTC)
     logs = world.session.client("logs", region_name=world.region)
-    ec2 = world.session.client("ec2", region_name=world.region)
     ids: dict[str, str] = world.facts["nodes"]
-    nodes = {n.name: n for n in describe_nodes(ec2, {ids[name]: name for name in JOB_NODES})}
+    nodes = world.launched_nodes()
     group = f"/aws/parallelcluster/{world.cluster}-202604120815"
     logs.create_log_group(logGroupName=group)
     hung = now - timedelta(minutes=95)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from fmdoctor.demo.builders import ClusterBuilder
+from fmdoctor.demo.metrics import describe_nodes
 from fmdoctor.engine.model import Severity, Status
 
 REGION = "us-west-2"
@@ -308,3 +309,21 @@ def test_one_cluster_placement_group_per_node_group_is_normal(builder, run_check
     assert finding.resource == stray
     assert finding.evidence["cluster_placement_group"] == "pg-train"
     assert finding.evidence["node_group"] == "eks:nodegroup-name=train"
+
+
+def test_a_launch_records_the_interfaces_describe_instances_reports(builder):
+    """The demo's seeders take a node's IP and interfaces from its RunInstances answer instead of describing it
+    again; for every layout they launch, the two answers must agree."""
+    builder.security_group("efa", self_ingress=True, self_egress=True)
+    builder.launch(["head"], "m5.8xlarge", "public-a", ["efa"], public_ip=True)
+    builder.launch(["p5"], "p5.48xlarge", "private-a", ["efa"], efa_interfaces=32)
+    builder.launch(["p5-efa-only"], "p5.48xlarge", "private-a", ["efa"], efa_interfaces=32, efa_only=True)
+    builder.launch(["b300"], "p6-b300.48xlarge", "private-b", ["efa"], efa_interfaces=16, first_efa_card=1)
+
+    described = describe_nodes(builder.ec2, {instance_id: name for name, instance_id in builder.nodes.items()})
+
+    assert described == [builder.launched[node.name] for node in described]
+    assert len(described) == 4
+    assert builder.launched["head"].efa == (False,)
+    assert builder.launched["p5-efa-only"].efa == (True,) * 32
+    assert builder.launched["b300"].efa == (False,) + (True,) * 16
