@@ -11,6 +11,7 @@ from typing import Any
 import boto3
 import pytest
 
+from fmdoctor.cli.main import collect_garbage_less_often
 from fmdoctor.config import Settings
 from fmdoctor.demo import moto_compat
 from fmdoctor.demo.builders import ClusterBuilder
@@ -183,6 +184,12 @@ def run_with_faults(faults) -> Callable[..., Report]:
 
 
 E2E_DIR = os.path.join(os.path.dirname(__file__), "e2e")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Test processes hold the same long-lived models as the CLI, and more: at CPython's default threshold the
+    # collector's full walks were about a sixth of the fast tier's CPU.
+    collect_garbage_less_often()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -78,3 +78,14 @@ def test_start_up_cpu_stays_within_twice_the_recorded_figure(command):
     the figure. Twice it is room for a slower machine, not for importing a subcommand's world at start."""
     recorded = json.loads(RECORDED.read_text())[" ".join(command)]["cpu_min"]
     assert _start_up_cpu(command) <= 2 * recorded
+
+
+def test_the_console_script_collects_the_youngest_objects_less_often():
+    """``run`` raises the collector's first threshold before the command runs: at CPython's 700, full walks of
+    botocore's long-lived models cost `check --demo` about a quarter of its CPU."""
+    from fmdoctor.cli.main import GC_FIRST_GENERATION_THRESHOLD
+
+    script = ("import gc; from fmdoctor.cli import main as cli; "
+              "cli.main = lambda: print(gc.get_threshold()[0]) or 0; cli.run()")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert int(done.stdout) == GC_FIRST_GENERATION_THRESHOLD > 700
