@@ -80,8 +80,10 @@ def get_runbook(runbook_id: str, settings: Settings | None = None) -> Runbook:
 
 
 def lint_runbooks(runbooks: Iterable[Runbook], registry: Registry) -> list[str]:
-    """Problems a reviewer would flag: unknown check ids, missing sections, checks without a runbook, values
-    a command cannot carry as written (:func:`~fmdoctor.runbooks.commands.lint_commands`)."""
+    """Problems a reviewer would flag: unknown check ids, missing sections, checks without a runbook, a runbook
+    whose severity is not its check's declared one (the one ``checks list`` and the runbook's template view
+    show; a finding may still be raised or lowered from it), values a command cannot carry as written
+    (:func:`~fmdoctor.runbooks.commands.lint_commands`)."""
     runbooks = list(runbooks)
     known = set(registry.ids())
     problems = []
@@ -100,4 +102,7 @@ def lint_runbooks(runbooks: Iterable[Runbook], registry: Registry) -> list[str]:
             problems.append(f"check {check.id} names runbook {check.runbook_id()!r}, which does not exist")
         elif check.id not in runbook.checks:
             problems.append(f"{runbook.source}: is the runbook of check {check.id} but its checks do not list it")
+        elif runbook.severity != check.severity:
+            problems.append(f"{runbook.source}: severity {runbook.severity.value}, but check {check.id} declares "
+                            f"{check.severity.value}")
     return problems

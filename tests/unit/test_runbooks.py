@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -207,3 +208,15 @@ def test_demo_fix_hints_are_valid_and_their_runbooks_declare_the_permissions(dem
             assert hint["action"] in ACTIONS, f"{finding.id}: unknown fix action {hint['action']!r}"
             call = build_call(hint, finding.check, finding.id)
             assert call.iam_action in declared, f"runbook {finding.runbook} does not declare {call.iam_action}"
+
+
+def test_lint_flags_a_runbook_whose_severity_is_not_its_checks():
+    """The template view shows the runbook's severity; a runbook that says critical for a check declared as a
+    warning tells the reader the wrong thing before any finding is filled in."""
+    efa_errors = get_runbook("efa-errors")
+    assert efa_errors.severity == REGISTRY.get("efa-errors").severity
+    text = Path(efa_errors.source).read_text(encoding="utf-8")
+    louder = parse_runbook(text.replace("severity: warning", "severity: critical", 1), "efa-errors.md", builtin=False)
+    others = [r for r in builtin_runbooks() if r.id != "efa-errors"]
+    assert lint_runbooks([*others, louder], REGISTRY) == [
+        "efa-errors.md: severity critical, but check efa-errors declares warning"]
