@@ -52,7 +52,6 @@ class ClusterBuilder:
     vpc_id: str = ""
     subnets: dict[str, str] = field(default_factory=dict)
     groups: dict[str, str] = field(default_factory=dict)
-    nodes: dict[str, str] = field(default_factory=dict)  # Name tag -> instance id
     # Name tag -> the node as its RunInstances answer described it (the seeders need no DescribeInstances).
     launched: dict[str, LaunchedNode] = field(default_factory=dict)
     route_tables: dict[str, str] = field(default_factory=dict)  # Name tag -> route table id
@@ -224,7 +223,11 @@ class ClusterBuilder:
                 kwargs["CapacityReservationSpecification"] = {
                     "CapacityReservationTarget": {"CapacityReservationId": capacity_block}}
             instance = self.ec2.run_instances(**kwargs)["Instances"][0]
-            self.nodes[name] = instance["InstanceId"]
             self.launched[name] = launched_node(name, instance)
             ids.append(instance["InstanceId"])
         return ids
+
+    @property
+    def nodes(self) -> dict[str, str]:
+        """Name tag -> instance id, in launch order."""
+        return {name: node.id for name, node in self.launched.items()}
