@@ -28,17 +28,16 @@ SICK_COUNTERS = {"efa_retrans_timeout_events": 42, "efa_impaired_remote_conn_eve
 
 def seed_gpu_metrics(world: DemoWorld) -> None:
     cloudwatch = world.session.client("cloudwatch", region_name=world.region)
-    ids: dict[str, str] = world.facts["nodes"]
     nodes = world.launched_nodes()
     publish = MetricsPublisher(cloudwatch, datetime.now(UTC), region=world.region)
 
     leak = {5: {"memory_percent": [79.0, 82.0, 85.0, 88.0, 91.0, 94.0]}}
     for name, utilization in {"gpu-node-1": 96.0, "gpu-node-2": 95.0}.items():
-        publish.gpu_node(ids[name], nodes[name].private_ip, utilization, memory_percent=78.0,
+        publish.gpu_node(nodes[name].id, nodes[name].private_ip, utilization, memory_percent=78.0,
                          by_period=leak if name == "gpu-node-2" else None)
-    publish.gpu_node(ids["gpu-node-3"], nodes["gpu-node-3"].private_ip, 2.0, memory_percent=0.6)
-    publish.gpu_node(ids["gpu-node-4"], nodes["gpu-node-4"].private_ip, 58.0, memory_percent=77.0)
-    publish.gpu_node(ids["gpu-node-5"], nodes["gpu-node-5"].private_ip, 93.0, gpu=A100_40GB,
+    publish.gpu_node(nodes["gpu-node-3"].id, nodes["gpu-node-3"].private_ip, 2.0, memory_percent=0.6)
+    publish.gpu_node(nodes["gpu-node-4"].id, nodes["gpu-node-4"].private_ip, 58.0, memory_percent=77.0)
+    publish.gpu_node(nodes["gpu-node-5"].id, nodes["gpu-node-5"].private_ip, 93.0, gpu=A100_40GB,
                      memory_percent=83.0, instance_type="p4d.24xlarge", append_instance_id=False)
     # gpu-node-6: nothing at all; its agent is not running.
 

@@ -32,7 +32,6 @@ def put_lines(logs: Any, group: str, stream: str, lines: Iterable[tuple[datetime
 def seed_training_logs(world: DemoWorld) -> None:
     now = datetime.now(UTC)
     logs = world.session.client("logs", region_name=world.region)
-    ids: dict[str, str] = world.facts["nodes"]
     nodes = world.launched_nodes()
     group = f"/aws/parallelcluster/{world.cluster}-202604120815"
     logs.create_log_group(logGroupName=group)
@@ -54,10 +53,10 @@ def seed_training_logs(world: DemoWorld) -> None:
             lines.append((hung + timedelta(seconds=40), f"{host}:48211:48390 [3] misc/socket.cc:58 NCCL WARN "
                           f"socketProgress: Connection closed by remote peer {peer}.{world.region}.compute.internal"
                           "<43512>"))
-        put_lines(logs, group, f"{host}.{ids[name]}.training", lines)
+        put_lines(logs, group, f"{host}.{nodes[name].id}.training", lines)
         if name == CULPRIT:
-            put_lines(logs, group, f"{host}.{ids[name]}.syslog", [(hung, (
+            put_lines(logs, group, f"{host}.{nodes[name].id}.syslog", [(hung, (
                 f"{hung:%b %d %H:%M:%S} {host} kernel: [812345.678901] NVRM: Xid (PCI:0000:a8:00): 79, pid=0, "
                 "name=python, GPU has fallen off the bus."))])
-    world.facts["training"] = {"log_group": group, "culprit": ids[CULPRIT], "culprit_name": CULPRIT,
+    world.facts["training"] = {"log_group": group, "culprit": nodes[CULPRIT].id, "culprit_name": CULPRIT,
                                "hung_at": hung.isoformat(timespec="seconds")}
