@@ -22,6 +22,7 @@ from botocore.loaders import Loader
 from botocore.model import ServiceModel
 
 from fmdoctor.config import ClusterSettings, Settings
+from fmdoctor.engine import timestamps
 from fmdoctor.engine.aws import Aws, AwsOptions
 from fmdoctor.engine.check import inventory_parts, metric_families
 from fmdoctor.engine.context import RunScope
@@ -190,6 +191,9 @@ def new_session(profile: str | None = None, region: str | None = None,
     _install_botocore_sharing()
     core = botocore.session.Session(profile=profile)
     core.register_component("data_loader", _SHARED_LOADER)
+    # Every client of the process (the demo's seeders and the test fixtures too) reads times as the engine's do,
+    # without a dateutil parse per value: a p5 node's DescribeInstances entry carries 34 of them.
+    timestamps.install(core)
     if credentials is not None:
         core.register_component("credential_provider", CredentialResolver([_GivenCredentials(credentials)]))
     if region:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import boto3
 import pytest
 
+from fmdoctor.engine import timestamps
 from fmdoctor.engine.api import new_aws, new_session
 from fmdoctor.engine.aws import AwsOptions
 
@@ -80,3 +81,19 @@ def test_sessions_share_what_botocore_works_out_for_its_handlers_and_still_refus
         with pytest.raises(ValueError, match="must accept keyword arguments"):
             session.events.register("before-call.ec2", takes_no_keywords)
         session.events.register("before-call.ec2", takes_keywords)
+
+
+def test_a_sessions_answers_carry_the_same_times_as_a_plain_sessions(aws):
+    """new_session's clients read times with the engine's parser (fmdoctor.engine.timestamps), not dateutil."""
+    ec2 = aws.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/20")["Subnet"]["SubnetId"]
+    ec2.run_instances(ImageId="ami-12345678", MinCount=2, MaxCount=2, InstanceType="p5.48xlarge", SubnetId=subnet)
+    ours = new_session(region=REGION).client("ec2").describe_instances()["Reservations"]
+    plain = boto3.Session(region_name=REGION).client("ec2").describe_instances()["Reservations"]
+    assert ours == plain
+    launched = [i["LaunchTime"] for r in ours for i in r["Instances"]]
+    attached = [n["Attachment"]["AttachTime"] for r in ours for i in r["Instances"] for n in i["NetworkInterfaces"]]
+    assert len(launched) == 2 and attached and all(t.tzinfo is not None for t in launched + attached)
+    parser = new_session(region=REGION)._session.get_component("response_parser_factory")._defaults
+    assert parser["timestamp_parser"] is timestamps.parse_timestamp
