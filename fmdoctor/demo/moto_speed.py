@@ -9,6 +9,10 @@
   providers which attribute names to try, and scans the response class's transformers for one whose path ends
   the member's. Both answers depend only on the object's class (and its ``Meta``), the member's shape and its
   parent, the key and the key path, so they are remembered per those; reading the values stays per object.
+- moto writes every XML answer (EC2's, CloudWatch's, S3's) with ``xmltodict.unparse``, which sends each element
+  through SAX's ``XMLGenerator`` and validates each name again; the same text is written directly here, with each
+  name validated once. Anything else xmltodict can be asked for (pretty printing, comments, namespaces, an
+  ``output`` stream, a second root) is left to xmltodict itself.
 
 The test suite starts about 600 mocks and makes thousands of requests; each of these cost it between about one
 and five percent of its CPU.
@@ -24,6 +28,7 @@ def install() -> None:
     _remember_response_methods()
     _remember_attribute_names()
     _reuse_url_patterns()
+    _write_xml_directly()
 
 
 def _remember_response_methods() -> None:
@@ -116,3 +121,124 @@ def _reuse_url_patterns() -> None:
         return response
 
     models.CallbackResponse = callback_response
+
+
+class _NotPlain(Exception):
+    """The document needs something only xmltodict does (or raises), so xmltodict writes it."""
+
+
+_XML_DECLARATION = '<?xml version="1.0" encoding="utf-8"?>\n'
+
+
+def unparse_plain(document: Any, full_document: bool = True, short_empty_elements: bool = False) -> str:
+    """``xmltodict.unparse(document, full_document=..., short_empty_elements=...)``'s text, for a document of
+    dicts, lists and scalars with ``@`` attributes and ``#text``; raises :class:`_NotPlain` for anything else."""
+    from xml.sax.saxutils import escape, quoteattr
+
+    parts: list[str] = [_XML_DECLARATION] if full_document else []
+    write = parts.append
+
+    def emit(key: Any, value: Any, depth: int) -> None:
+        if key not in _VALID_NAMES:
+            _check_name(key)
+        if isinstance(value, (list, tuple)):
+            items = value
+        elif not hasattr(value, "__iter__") or isinstance(value, (str, bytes, bytearray, memoryview, dict)):
+            items = (value,)
+        else:
+            raise _NotPlain  # a generator would be used up before xmltodict could write it
+        if full_document and depth == 0 and len(items) > 1:
+            raise _NotPlain  # xmltodict's "document with multiple roots"
+        for item in items:
+            attributes = ""
+            children: list[tuple[Any, Any]] = []
+            if isinstance(item, dict):
+                text = ""
+                for child_key, child in item.items():
+                    if child_key == "#text":
+                        text = "" if child is None else _text(child)
+                    elif isinstance(child_key, str) and child_key.startswith("@"):
+                        if child_key == "@xmlns" and isinstance(child, dict):
+                            raise _NotPlain
+                        name = child_key[1:]
+                        if name not in _VALID_NAMES:
+                            _check_name(name)
+                        attributes += f" {name}={quoteattr('' if child is None else _text(child))}"
+                    # An empty list or tuple writes no element: xmltodict skips the one and loops over the other.
+                    elif not (isinstance(child, (list, tuple)) and not child):
+                        children.append((child_key, child))
+            else:
+                text = "" if item is None else _text(item)
+            if not children and not text:  # XMLGenerator shortens a tag with nothing written inside it
+                write(f"<{key}{attributes}/>" if short_empty_elements else f"<{key}{attributes}></{key}>")
+                continue
+            write(f"<{key}{attributes}>")
+            for child_key, child in children:
+                emit(child_key, child, depth + 1)
+            if text:
+                write(escape(text))
+            write(f"</{key}>")
+
+    roots = 0
+    for key, value in document.items():
+        roots += 1
+        if full_document and roots > 1:
+            raise _NotPlain
+        emit(key, value, 0)
+    if full_document and not roots:
+        raise _NotPlain
+    return "".join(parts)
+
+
+_VALID_NAMES: set[str] = set()
+
+
+def _check_name(name: Any) -> None:
+    if name in _VALID_NAMES:
+        return
+    if not isinstance(name, str) or name == "#comment":  # xmltodict writes comments, and refuses other keys
+        raise _NotPlain
+    from xmltodict import _validate_name
+
+    try:
+        _validate_name(name, "element")
+    except ValueError as exc:
+        raise _NotPlain from exc  # xmltodict raises it, with its own message
+    _VALID_NAMES.add(name)
+
+
+def _text(value: Any) -> str:
+    """xmltodict's ``_convert_value_to_string`` with its defaults (UTF-8, errors replaced)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", errors="replace")
+    return str(value)
+
+
+def _write_xml_directly() -> None:
+    import types
+
+    import xmltodict
+    from moto.core import serialize
+
+    if getattr(serialize, "xmltodict", None) is not xmltodict:
+        return  # a moto that writes XML another way, or already installed
+    original = xmltodict.unparse
+
+    def unparse(input_dict: Any, output: Any = None, encoding: str = "utf-8", full_document: bool = True,
+                short_empty_elements: bool = False, **kwargs: Any) -> Any:
+        if output is None and encoding == "utf-8" and set(kwargs) <= {"pretty"} and not kwargs.get("pretty"):
+            try:
+                return unparse_plain(input_dict, full_document, short_empty_elements)
+            except _NotPlain:
+                pass
+        return original(input_dict, output, encoding, full_document, short_empty_elements, **kwargs)
+
+    unparse.__wrapped__ = original  # type: ignore[attr-defined]
+    proxy = types.ModuleType("xmltodict")
+    proxy.__dict__.update(vars(xmltodict))
+    proxy.unparse = unparse  # type: ignore[attr-defined]
+    serialize.xmltodict = proxy  # type: ignore[attr-defined]
