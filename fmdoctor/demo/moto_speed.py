@@ -13,6 +13,10 @@
   through SAX's ``XMLGenerator`` and validates each name again; the same text is written directly here, with each
   name validated once. Anything else xmltodict can be asked for (pretty printing, comments, namespaces, an
   ``output`` stream, a second root) is left to xmltodict itself.
+- Reading a request, moto parses each timestamp with botocore's dateutil-based parser (a PutMetricData of 1,000
+  datapoints has 1,000) and asks, for each structure of a query-protocol request, whether any parameter starts
+  with its prefix by scanning them all (a p5 RunInstances has hundreds of each). Timestamps are read with the
+  engine's parser, to the same naive UTC value, and the prefix is looked up in the parameters sorted once.
 
 The test suite starts about 600 mocks and makes thousands of requests; each of these cost it between about one
 and five percent of its CPU.
@@ -29,6 +33,8 @@ def install() -> None:
     _remember_attribute_names()
     _reuse_url_patterns()
     _write_xml_directly()
+    _read_request_timestamps_directly()
+    _find_parameter_prefixes_in_sorted_keys()
 
 
 def _remember_response_methods() -> None:
@@ -242,3 +248,52 @@ def _write_xml_directly() -> None:
     proxy.__dict__.update(vars(xmltodict))
     proxy.unparse = unparse  # type: ignore[attr-defined]
     serialize.xmltodict = proxy  # type: ignore[attr-defined]
+
+
+def _read_request_timestamps_directly() -> None:
+    from datetime import UTC
+
+    from moto.core import parse
+
+    from fmdoctor.engine.timestamps import parse_timestamp
+
+    original = getattr(parse, "default_timestamp_parser", None)
+    if original is None or hasattr(original, "__wrapped__"):
+        return  # a moto that parses request timestamps another way, or already installed
+
+    def default_timestamp_parser(value: str) -> Any:
+        # moto's own: botocore's parse (the engine's gives the same instant), as a naive datetime in UTC
+        return parse_timestamp(value).astimezone(UTC).replace(tzinfo=None)
+
+    default_timestamp_parser.__wrapped__ = original  # type: ignore[attr-defined]
+    parse.default_timestamp_parser = default_timestamp_parser
+
+
+def _find_parameter_prefixes_in_sorted_keys() -> None:
+    import bisect
+    import threading
+
+    from moto.core import parse
+
+    parser = getattr(parse, "QueryParser", None)
+    original = getattr(parser, "_gonna_recurse", None)
+    if original is None or hasattr(original, "__wrapped__"):
+        return  # a moto that reads query parameters another way, or already installed
+    last = threading.local()  # one request is parsed on one thread, and asks about the same parameters each time
+
+    def _gonna_recurse(self: Any, query_params: Any, prefix: str) -> bool:
+        if prefix == "":
+            return False
+        held = getattr(last, "held", None)
+        if held is None or held[0] is not query_params or held[1] != len(query_params):
+            try:
+                held = last.held = (query_params, len(query_params), sorted(query_params))
+            except TypeError:  # keys that do not sort: moto's own scan
+                return bool(original(self, query_params, prefix))
+        keys = held[2]
+        # Sorted, every key that starts with the prefix follows it at once.
+        at = bisect.bisect_left(keys, prefix)
+        return not (at < len(keys) and keys[at].startswith(prefix))
+
+    _gonna_recurse.__wrapped__ = original  # type: ignore[attr-defined]
+    parser._gonna_recurse = _gonna_recurse  # type: ignore[union-attr]

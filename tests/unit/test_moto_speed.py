@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from moto.core import responses, utils
@@ -158,3 +159,38 @@ def test_motos_answers_are_written_as_xmltodict_writes_them(aws, monkeypatch):
     assert len(answers[0]["Reservations"][0]["Instances"][0]["NetworkInterfaces"]) == 32  # parsed back by botocore
     assert {next(iter(d)) for d in compared} >= {"RunInstancesResponse", "DescribeInstancesResponse",
                                                  "GetCallerIdentityResponse"}
+
+
+@given(st.sets(st.text(alphabet="ab.12", max_size=6), max_size=12), st.text(alphabet="ab.12", max_size=4))
+@settings(max_examples=300, deadline=None)
+def test_a_parameter_prefix_is_found_as_moto_finds_it(keys, prefix):
+    from moto.core.parse import QueryParser
+
+    moto_compat.install()
+    params = dict.fromkeys(keys, "v")
+    ours = QueryParser._gonna_recurse
+    assert ours(None, params, prefix) == ours.__wrapped__(None, params, prefix)
+
+
+@pytest.mark.parametrize("value", ["2026-12-03T18:14:41.000Z", "2026-12-03T18:14:41+02:00", "2026-12-03T18:14:41",
+                                   1700000000, 1700000000.25, "1700000000", "Tue, 03 Dec 2026 18:14:41 GMT"])
+def test_request_timestamps_read_as_moto_reads_them(value):
+    from moto.core import parse
+
+    moto_compat.install()
+    ours = parse.default_timestamp_parser
+    assert ours(value) == ours.__wrapped__(value) and ours(value).tzinfo is None
+
+
+def test_a_datapoints_time_survives_the_round_trip(aws):
+    from datetime import UTC, datetime
+
+    cloudwatch = aws.client("cloudwatch")
+    stamp = datetime(2026, 12, 3, 18, 14, 41, 250000, tzinfo=UTC)
+    cloudwatch.put_metric_data(Namespace="N", MetricData=[{"MetricName": "m", "Value": 1.0, "Timestamp": stamp}])
+    answer = cloudwatch.get_metric_data(
+        MetricDataQueries=[{"Id": "m", "MetricStat": {"Metric": {"Namespace": "N", "MetricName": "m"},
+                                                     "Period": 60, "Stat": "Sum"}}],
+        StartTime=datetime(2026, 12, 3, 18, tzinfo=UTC), EndTime=datetime(2026, 12, 3, 19, tzinfo=UTC))
+    [result] = answer["MetricDataResults"]
+    assert result["Values"] == [1.0] and result["Timestamps"][0].astimezone(UTC).hour == 18
