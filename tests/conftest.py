@@ -154,6 +154,20 @@ def demo_check() -> DemoCheck:
     return DemoCheck(dict(world.facts), report)
 
 
+@pytest.fixture(scope="module")
+def one_demo_per_module() -> Iterator[Any]:
+    """The demo seeded once for a module (its Prometheus too), handed to every ``--demo`` run of the module's tests
+    in place of a new one. For modules whose tests leave the demo as they found it, and none of which needs moto
+    off: moto stays on while the module runs, as the demo's own ``mocked_aws`` keeps it for one command."""
+    import contextlib
+
+    from fmdoctor.demo import runtime
+
+    with runtime.demo_environment() as world, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runtime, "demo_environment", lambda: contextlib.nullcontext(world))
+        yield world
+
+
 @pytest.fixture
 def retry_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """botocore's retry back-off sleeps, recorded instead of slept (the retry logic itself still runs)."""

@@ -13,6 +13,10 @@ DEMO_FINDINGS = {"efa-sg-self-reference", "efa-subnet-spread", "efa-not-attached
                  "placement-group"}
 
 
+# Every --demo run here only reads the demo: one seeded world serves the module.
+pytestmark = pytest.mark.usefixtures("one_demo_per_module")
+
+
 def run(capsys, *argv):
     code = main(list(argv))
     out, err = capsys.readouterr()

@@ -16,6 +16,10 @@ from fmdoctor.config import Settings
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.errors import CredentialsError
 
+# Every --demo run here only reads the demo: one seeded world serves the module.
+pytestmark = pytest.mark.usefixtures("one_demo_per_module")
+
+
 REGION = "us-west-2"
 
 

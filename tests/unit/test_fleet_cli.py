@@ -11,6 +11,10 @@ from fmdoctor.cli.main import main
 from fmdoctor.report.text import WIDTH
 
 
+# Every --demo run here only reads the demo: one seeded world serves the module.
+pytestmark = pytest.mark.usefixtures("one_demo_per_module")
+
+
 def run(capsys, *argv):
     code = main(list(argv))
     out, err = capsys.readouterr()
