@@ -10,7 +10,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from fmdoctor.cli.main import main
 from fmdoctor.report.text import WIDTH
 
-
 # Every --demo run here only reads the demo: one seeded world serves the module.
 pytestmark = pytest.mark.usefixtures("one_demo_per_module")
 
