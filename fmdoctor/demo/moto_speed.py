@@ -9,10 +9,10 @@
   providers which attribute names to try, and scans the response class's transformers for one whose path ends
   the member's. Both answers depend only on the object's class (and its ``Meta``), the member's shape and its
   parent, the key and the key path, so they are remembered per those; reading the values stays per object.
-- moto writes every XML answer (EC2's, CloudWatch's, S3's) with ``xmltodict.unparse``, which sends each element
-  through SAX's ``XMLGenerator`` and validates each name again; the same text is written directly here, with each
-  name validated once. Anything else xmltodict can be asked for (pretty printing, comments, namespaces, an
-  ``output`` stream, a second root) is left to xmltodict itself.
+- moto writes the XML answers it serialises from the model (EC2's and the other query-protocol services') with
+  ``xmltodict.unparse``, which sends each element through SAX's ``XMLGenerator`` and validates each name again;
+  the same text is written directly here, with each name validated once. Anything else xmltodict can be asked
+  for (pretty printing, comments, namespace maps, an ``output`` stream, a second root) is left to xmltodict.
 - Reading a request, moto parses each timestamp with botocore's dateutil-based parser (a PutMetricData of 1,000
   datapoints has 1,000) and asks, for each structure of a query-protocol request, whether any parameter starts
   with its prefix by scanning them all (a p5 RunInstances has hundreds of each). Timestamps are read with the
@@ -141,6 +141,8 @@ def unparse_plain(document: Any, full_document: bool = True, short_empty_element
     dicts, lists and scalars with ``@`` attributes and ``#text``; raises :class:`_NotPlain` for anything else."""
     from xml.sax.saxutils import escape, quoteattr
 
+    from xmltodict import _convert_value_to_string as _text  # bools as "true"/"false", bytes decoded
+
     parts: list[str] = [_XML_DECLARATION] if full_document else []
     write = parts.append
 
@@ -200,8 +202,6 @@ _VALID_NAMES: set[str] = set()
 
 
 def _check_name(name: Any) -> None:
-    if name in _VALID_NAMES:
-        return
     if not isinstance(name, str) or name == "#comment":  # xmltodict writes comments, and refuses other keys
         raise _NotPlain
     from xmltodict import _validate_name
@@ -213,25 +213,15 @@ def _check_name(name: Any) -> None:
     _VALID_NAMES.add(name)
 
 
-def _text(value: Any) -> str:
-    """xmltodict's ``_convert_value_to_string`` with its defaults (UTF-8, errors replaced)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode("utf-8", errors="replace")
-    return str(value)
-
-
 def _write_xml_directly() -> None:
     import types
 
     import xmltodict
     from moto.core import serialize
 
-    if getattr(serialize, "xmltodict", None) is not xmltodict:
-        return  # a moto that writes XML another way, or already installed
+    if getattr(serialize, "xmltodict", None) is not xmltodict or not all(
+            hasattr(xmltodict, name) for name in ("_validate_name", "_convert_value_to_string")):
+        return  # a moto that writes XML another way, an xmltodict without these steps, or already installed
     original = xmltodict.unparse
 
     def unparse(input_dict: Any, output: Any = None, encoding: str = "utf-8", full_document: bool = True,
