@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from moto.core import responses, utils
 
@@ -121,7 +121,7 @@ def _written(unparse, document, **options):
 
 
 @given(_xml_documents(), st.booleans(), st.booleans())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 def test_xml_is_written_as_xmltodict_writes_it(document, full_document, short_empty_elements):
     from moto.core import serialize
 
@@ -162,7 +162,7 @@ def test_motos_answers_are_written_as_xmltodict_writes_them(aws, monkeypatch):
 
 
 @given(st.sets(st.text(alphabet="ab.12", max_size=6), max_size=12), st.text(alphabet="ab.12", max_size=4))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 def test_a_parameter_prefix_is_found_as_moto_finds_it(keys, prefix):
     from moto.core.parse import QueryParser
 
