@@ -193,4 +193,8 @@ def test_a_datapoints_time_survives_the_round_trip(aws):
                                                      "Period": 60, "Stat": "Sum"}}],
         StartTime=datetime(2026, 12, 3, 18, tzinfo=UTC), EndTime=datetime(2026, 12, 3, 19, tzinfo=UTC))
     [result] = answer["MetricDataResults"]
-    assert result["Values"] == [1.0] and result["Timestamps"][0].astimezone(UTC).hour == 18
+    assert result["Values"] == [1.0] and result["Timestamps"] == [datetime(2026, 12, 3, 18, 14, tzinfo=UTC)]
+    [point] = cloudwatch.get_metric_statistics(Namespace="N", MetricName="m", Period=60, Statistics=["Sum"],
+                                               StartTime=datetime(2026, 12, 3, 18, tzinfo=UTC),
+                                               EndTime=datetime(2026, 12, 3, 19, tzinfo=UTC))["Datapoints"]
+    assert point["Timestamp"] == stamp  # stored to the microsecond as sent
