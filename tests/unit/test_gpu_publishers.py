@@ -13,11 +13,12 @@ compute instances parallelcluster:queue-name, parallelcluster:compute-resource-n
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
 
-from fmdoctor.demo.metrics import MetricsPublisher, describe_nodes, launch_nodes
+from fmdoctor.demo.metrics import MetricsPublisher, launch_nodes
 
 SETTLED = {"gpu": {"startup_grace": "0s"}}
 PCLUSTER_TAGS = {"parallelcluster:queue-name": "train", "parallelcluster:compute-resource-name": "p5",
@@ -32,11 +33,11 @@ def publish(aws):
 def slurm_nodes(builder, count, hostname_tag: str | None):
     builder.security_group("nodes", self_ingress=True, self_egress=True)
     names = [f"train-st-p5-{i}" for i in range(1, count + 1)]
-    ids = []
     for name in names:
         tags = {**PCLUSTER_TAGS, **({hostname_tag: name} if hostname_tag else {})}
-        ids += builder.launch([f"Compute-{name}"], "p5.48xlarge", "private-a", ["nodes"], extra_tags=tags)
-    return names, describe_nodes(builder.ec2, dict(zip(ids, names, strict=True)))
+        builder.launch([f"Compute-{name}"], "p5.48xlarge", "private-a", ["nodes"], extra_tags=tags)
+    # Each node under its Slurm name, the host the agent reports it as.
+    return names, [dataclasses.replace(builder.launched[f"Compute-{name}"], name=name) for name in names]
 
 
 def test_slurm_hostnames_are_matched_through_a_hostname_tag(builder, publish, run_checks):

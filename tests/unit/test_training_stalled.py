@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from fmdoctor.demo.metrics import describe_nodes
 from fmdoctor.demo.seed_health import dcp_files, write_checkpoint
 from fmdoctor.demo.seed_training import put_lines
 from fmdoctor.engine.model import Severity
@@ -27,11 +26,10 @@ ONLY = ["training-stalled"]
 def job(builder, aws):
     """Three p4d nodes of a ParallelCluster (Slurm) cluster, and the bucket the job checkpoints to."""
     builder.security_group("efa", self_ingress=True, self_egress=True)
-    ids = builder.launch(["gpu-1", "gpu-2", "gpu-3"], "p4d.24xlarge", "private-a", ["efa"],
-                         extra_tags={"parallelcluster:cluster-name": CLUSTER})
+    builder.launch(["gpu-1", "gpu-2", "gpu-3"], "p4d.24xlarge", "private-a", ["efa"],
+                   extra_tags={"parallelcluster:cluster-name": CLUSTER})
     aws.client("s3").create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
-    nodes = {n.name: n for n in describe_nodes(aws.client("ec2"), dict(zip(ids, ["gpu-1", "gpu-2", "gpu-3"],
-                                                                           strict=True)))}
+    nodes = builder.launched
     return aws, nodes
 
 
@@ -123,10 +121,9 @@ def test_the_same_hang_without_dumps_is_named_by_the_watchdog_silence(job, run_c
 
 def test_a_culprit_found_only_through_nccl_peer_errors(builder, aws, run_checks):
     builder.security_group("efa", self_ingress=True, self_egress=True)
-    ids = builder.launch(["gpu-1", "gpu-2", "gpu-3"], "p4d.24xlarge", "private-a", ["efa"],
-                         extra_tags={"eks:cluster-name": CLUSTER})
-    nodes = {n.name: n for n in describe_nodes(aws.client("ec2"), dict(zip(ids, ["gpu-1", "gpu-2", "gpu-3"],
-                                                                           strict=True)))}
+    builder.launch(["gpu-1", "gpu-2", "gpu-3"], "p4d.24xlarge", "private-a", ["efa"],
+                   extra_tags={"eks:cluster-name": CLUSTER})
+    nodes = builder.launched
     load_fixture(aws, nodes, "peer-errors-container-insights.log", f"/aws/containerinsights/{CLUSTER}/application")
     report = run_checks(ONLY)  # no checkpoints configured: the peer errors alone say it hung
     [finding] = report.findings

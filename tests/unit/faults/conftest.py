@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from fmdoctor.demo.metrics import A100_40GB, MetricsPublisher, describe_nodes
+from fmdoctor.demo.metrics import A100_40GB, MetricsPublisher
 from fmdoctor.demo.seed_health import dcp_files, write_checkpoint
 
 from ...conftest import REGION
@@ -42,13 +42,12 @@ class World:
 def world(aws, builder) -> World:
     builder.security_group("efa", self_ingress=True, self_egress=True)
     builder.placement_group("pg")
-    ids = builder.launch(["gpu-1", "gpu-2"], "p4d.24xlarge", "private-a", ["efa"], efa_interfaces=4,
-                         placement_group="pg")
-    ids += builder.launch(["gpu-3"], "p4d.24xlarge", "private-a", ["efa"], efa_interfaces=4, placement_group="pg",
-                          spot=True)
+    builder.launch(["gpu-1", "gpu-2"], "p4d.24xlarge", "private-a", ["efa"], efa_interfaces=4, placement_group="pg")
+    builder.launch(["gpu-3"], "p4d.24xlarge", "private-a", ["efa"], efa_interfaces=4, placement_group="pg",
+                   spot=True)
     now = datetime.now(UTC)
     publish = MetricsPublisher(aws.client("cloudwatch"), now)
-    for node in describe_nodes(aws.client("ec2"), dict(zip(ids, ["gpu-1", "gpu-2", "gpu-3"], strict=True))):
+    for node in builder.launched.values():
         publish.gpu_node(node.id, node.private_ip, 92.0, gpu=A100_40GB, instance_type="p4d.24xlarge")
     publish.flush()
     aws.client("s3").create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})

@@ -23,7 +23,7 @@ import pytest
 from fmdoctor.config import Settings
 from fmdoctor.demo.builders import ClusterBuilder
 from fmdoctor.demo.endpoint_builder import EndpointBuilder
-from fmdoctor.demo.metrics import A100_40GB, MetricsPublisher, describe_nodes
+from fmdoctor.demo.metrics import A100_40GB, MetricsPublisher
 from fmdoctor.demo.seed_gpu import EFA_COUNTERS
 from fmdoctor.demo.seed_health import dcp_files, write_checkpoint
 from fmdoctor.engine.api import Connection, Doctor
@@ -123,13 +123,13 @@ def world() -> Iterator[tuple[_Proxy, dict[str, Any]]]:
                                                  SubnetIds=[builder.subnets["private-a"]],
                                                  SecurityGroupIds=[fsx_group])
         builder.placement_group("pg")
-        ids = builder.launch(["gpu-1", "gpu-2"], "p4d.24xlarge", "private-a", ["efa"], efa_interfaces=4,
-                             placement_group="pg")
-        ids += builder.launch(["gpu-3"], "p4d.24xlarge", "private-a", ["efa"], efa_interfaces=4,
-                              placement_group="pg", spot=True)
+        builder.launch(["gpu-1", "gpu-2"], "p4d.24xlarge", "private-a", ["efa"], efa_interfaces=4,
+                       placement_group="pg")
+        builder.launch(["gpu-3"], "p4d.24xlarge", "private-a", ["efa"], efa_interfaces=4, placement_group="pg",
+                       spot=True)
         now = datetime.now(UTC)
         publish = MetricsPublisher(session.client("cloudwatch"), now)
-        for node in describe_nodes(session.client("ec2"), dict(zip(ids, ["gpu-1", "gpu-2", "gpu-3"], strict=True))):
+        for node in builder.launched.values():
             publish.gpu_node(node.id, node.private_ip, 92.0, gpu=A100_40GB, instance_type="p4d.24xlarge")
             for card, eni in enumerate(node.efa_enis()):  # the agent's EFA counters, all quiet
                 publish.efa_interface(eni, f"rdmap{16 + card}s27", metrics=EFA_COUNTERS)

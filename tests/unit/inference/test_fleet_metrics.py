@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fmdoctor.demo.endpoint_builder import EndpointBuilder, publish_node_metric, samples
-from fmdoctor.demo.metrics import MetricsPublisher, describe_nodes, launch_nodes
+from fmdoctor.demo.metrics import MetricsPublisher, launch_nodes
 from fmdoctor.engine.model import Status
 
 CLUSTER = "test-cluster"  # the builder's cluster tag
@@ -19,12 +19,12 @@ CONTAINER_INSIGHTS = {"namespace": "ContainerInsights", "utilization_metric": "n
 
 @pytest.fixture
 def serve(builder):
-    """Launch inference fleet nodes (fmdoctor:role=inference) and describe them (ids, private IPs)."""
+    """Launch inference fleet nodes (fmdoctor:role=inference), as their launch described them (ids, private IPs)."""
     builder.security_group("serve")
 
     def launch(*names: str, instance_type: str = "g5.12xlarge"):
-        ids = builder.launch(list(names), instance_type, "private-a", ["serve"], role="inference")
-        return describe_nodes(builder.ec2, dict(zip(ids, names, strict=True)))
+        builder.launch(list(names), instance_type, "private-a", ["serve"], role="inference")
+        return [builder.launched[name] for name in names]
 
     return launch
 

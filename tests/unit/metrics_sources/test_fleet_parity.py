@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fmdoctor.demo.metrics import MetricsPublisher, describe_nodes
+from fmdoctor.demo.metrics import MetricsPublisher
 from fmdoctor.demo.moto_health import backdate_launch
 from fmdoctor.demo.openmetrics import OpenMetricsWriter
 from fmdoctor.runbooks.library import get_runbook
@@ -27,8 +27,8 @@ STORY = {"busy": 95.0, "calm": [92.0, 10.0, 10.0, 10.0], "quiet": 0.5}  # per no
 def _fleet(builder, aws, only_prometheus: frozenset[str] = frozenset()):
     """The STORY fleet; nodes named in ``only_prometheus`` publish to Prometheus alone (no CloudWatch agent)."""
     builder.security_group("serve")
-    ids = builder.launch(list(STORY), "g5.12xlarge", "private-a", ["serve"], role="inference")
-    nodes = describe_nodes(builder.ec2, dict(zip(ids, STORY, strict=True)))
+    builder.launch(list(STORY), "g5.12xlarge", "private-a", ["serve"], role="inference")
+    nodes = [builder.launched[name] for name in STORY]
     now = datetime.now(UTC)
     cloudwatch = MetricsPublisher(aws.client("cloudwatch"), now)
     history = OpenMetricsWriter(now)

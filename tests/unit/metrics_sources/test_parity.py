@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fmdoctor.demo.metrics import MetricsPublisher, describe_nodes
+from fmdoctor.demo.metrics import MetricsPublisher
 from fmdoctor.demo.openmetrics import EFA_FAMILIES, OpenMetricsWriter
 
 CHECKS = ["gpu-metrics-missing", "gpu-idle", "gpu-straggler", "gpu-memory-pressure", "efa-errors"]
@@ -50,8 +50,8 @@ def story(builder, aws):
     """Seven p5 nodes with two EFA interfaces each, and what each publishes to CloudWatch and to Prometheus."""
     builder.security_group("efa", self_ingress=True, self_egress=True)
     names = [f"gpu-{i}" for i in range(1, len(STORY) + 1)]
-    ids = builder.launch(names, "p5.48xlarge", "private-a", ["efa"], efa_interfaces=2)
-    nodes = describe_nodes(builder.ec2, dict(zip(ids, names, strict=True)))
+    builder.launch(names, "p5.48xlarge", "private-a", ["efa"], efa_interfaces=2)
+    nodes = [builder.launched[name] for name in names]
     now = datetime.now(UTC)
     cloudwatch = MetricsPublisher(aws.client("cloudwatch"), now)
     history = OpenMetricsWriter(now)
