@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -198,12 +200,44 @@ def run_with_faults(faults) -> Callable[..., Report]:
 
 
 E2E_DIR = os.path.join(os.path.dirname(__file__), "e2e")
+# pytest's own end-of-session count; a pass that finds garbage is followed by another, up to this many.
+_MOST_END_OF_SESSION_COLLECTIONS = 5
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # Test processes hold the same long-lived models as the CLI, and more: at CPython's default threshold the
     # collector's full walks were about a quarter of the fast tier's CPU (94 s of 371).
     collect_garbage_less_often()
+    # Where the environment says not to write bytecode (PYTHONDONTWRITEBYTECODE, as some container images and
+    # this project's development machine set), every test process, each xdist worker and each CLI a test starts,
+    # compiled the modules it imports again, and pytest rewrote every test module's asserts again: about 5 s of
+    # CPU for each pytest process here. The caches go to the __pycache__ folders git ignores.
+    sys.dont_write_bytecode = False
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # What importing and collecting made (modules, service models, the collected tests) lives as long as the
+    # process: the collector's full walks need not visit it again.
+    gc.collect()
+    gc.freeze()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Collect the session's garbage until none is left, then freeze what survives.
+
+    After the last test pytest collects five times over, so that finalizers that fail at the end are reported,
+    and Python collects again as it shuts down. Each pass walks the whole heap, which the session's caches
+    (moto's accounts and regions, botocore's models, Textual's render caches) grow past a million objects in a
+    worker: seconds after the last test, long enough that an xdist worker interrupted itself (a KeyboardInterrupt
+    inside a collection, reported as an unraisable exception) while the controller waited for it. Collecting
+    here until a pass finds nothing is the same search for garbage with finalizers, their failures reported as
+    before (tests/unit/test_session_end.py); freezing the survivors leaves the later passes nothing old to walk.
+    """
+    for _ in range(_MOST_END_OF_SESSION_COLLECTIONS):
+        if not gc.collect():
+            break
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
