@@ -24,8 +24,6 @@ from fmdoctor.engine.registry import default_registry
 REGION = "us-west-2"
 CLUSTER = "test-cluster"
 
-moto_compat.install()
-
 _real_connect = socket.socket.connect
 _LOOPBACK = ("127.", "::1", "localhost")
 
@@ -204,7 +202,16 @@ E2E_DIR = os.path.join(os.path.dirname(__file__), "e2e")
 _MOST_END_OF_SESSION_COLLECTIONS = 5
 
 
+def _runs_tests(config: pytest.Config) -> bool:
+    """False only in xdist's controller, which hands every test to its workers."""
+    return hasattr(config, "workerinput") or config.getoption("dist", "no") == "no"
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # moto's fixes and speed-ups (importing moto's EC2 models, about a second) before any test module imports
+    # moto; xdist's controller starts its workers only after this hook, and needs none of it.
+    if _runs_tests(config):
+        moto_compat.install()
     # Test processes hold the same long-lived models as the CLI, and more: at CPython's default threshold the
     # collector's full walks were about a quarter of the fast tier's CPU (94 s of 371).
     collect_garbage_less_often()
