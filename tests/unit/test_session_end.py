@@ -2,8 +2,8 @@
 
 `tests/conftest.py` collects the session's garbage itself after the last test and freezes what survives, so that
 pytest's and Python's own end-of-session walks do not visit the whole heap again. Those walks are where a
-finalizer that fails is reported, so these run a session of their own (in a separate process, as freezing is for
-the whole process) with a copy of that conftest and check the failure still surfaces.
+finalizer that fails is reported, so this runs a session of its own (in a separate process, as freezing is for
+the whole process) with a copy of that conftest and checks the failure still surfaces.
 """
 
 from __future__ import annotations
