@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import string
 
 # The policies themselves are shared with every front end (MCP, Slack, reports); the assistant uses them here.
 from fmdoctor.safety.redact import Pattern, Redactor
@@ -28,14 +29,21 @@ CLOSE_TAG = "</tool_output"
 def delimit(tool: str, body: str, nonce: str | None = None) -> str:
     """Wrap tool output as data. The markers carry a random nonce that text inside cannot know, and any
     marker-like text inside is defused, so the block cannot be closed early by what a resource tag says."""
-    nonce = nonce or secrets.token_hex(6)
+    nonce = nonce or _new_nonce()
     body = body.replace(CLOSE_TAG, "<\\/tool_output").replace(OPEN_TAG, "<\\tool_output")
     return f'{OPEN_TAG} tool="{tool}" nonce="{nonce}">\n{body}\n{CLOSE_TAG} nonce="{nonce}">'
 
 
+def _new_nonce() -> str:
+    """Twelve random lowercase letters (about 56 bits). Letters only: the redactor runs over whole messages,
+    markers included, and a hex nonce that came out as twelve digits was taken for an AWS account id and
+    replaced, which broke the block's closing marker about once in 280 blocks."""
+    return "".join(secrets.choice(string.ascii_lowercase) for _ in range(12))
+
+
 def undelimit(content: str) -> str:
     """The body of a :func:`delimit` block (the whole text when it is not one)."""
-    match = re.match(r'\s*<tool_output tool="[^"]*" nonce="([0-9a-f]+)">\n(.*)\n</tool_output nonce="\1">\s*$',
+    match = re.match(r'\s*<tool_output tool="[^"]*" nonce="([0-9a-z]+)">\n(.*)\n</tool_output nonce="\1">\s*$',
                      content, re.S)
     return match.group(2) if match else content
 

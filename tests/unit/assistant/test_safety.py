@@ -86,5 +86,14 @@ def test_each_block_gets_its_own_nonce():
     assert delimit("t", "x") != delimit("t", "x")
 
 
+def test_redacting_a_block_never_touches_its_markers():
+    # A hex nonce came out as twelve digits about once in 280 blocks, and the redactor, which sees whole
+    # messages, took it for an account id: the closing marker no longer matched the opening one.
+    redact = Redactor()
+    for _ in range(2_000):
+        block = delimit("check_efa", "body of account 123456789012")
+        assert undelimit(redact(block)) == "body of account [REDACTED:account-id]"
+
+
 def test_clean_output_strips_escapes_from_model_text():
     assert clean_output("  \x1b[2Jrm -rf\u202e /  \n") == "rm -rf /"
