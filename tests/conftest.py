@@ -198,8 +198,6 @@ def run_with_faults(faults) -> Callable[..., Report]:
 
 
 E2E_DIR = os.path.join(os.path.dirname(__file__), "e2e")
-# pytest's own end-of-session count; a pass that finds garbage is followed by another, up to this many.
-_MOST_END_OF_SESSION_COLLECTIONS = 5
 # A fraction of a second of walking, and a bound on the garbage a test can leave before the collector runs.
 _YOUNGEST_GENERATION_THRESHOLD_DURING_TESTS = 500_000
 
@@ -239,32 +237,19 @@ def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str])
 
     A test's moto world, clients and pilots are cycles that die together when pytest drops the test's fixture
     values, just before this hook. Left to the collector's thresholds, each long-lived object was walked when
-    young, again a generation older, and again at each full walk, whose heap the session's caches grow past a
-    million objects: 14-17 s of CPU in each xdist worker of the fast tier. Collected here, the garbage is walked
-    once and what survives (caches, module and session fixtures) is frozen and never walked again: 7-10 s. What
-    is frozen is never freed, so a module fixture's cycles outlive their module; a worker still ends at about
-    0.7 GB. A finalizer that fails in a cycle the test left is reported by pytest with the next test's setup; the
-    last test's, at the end of the session (below).
+    young, again a generation older, and again at each full walk, whose heap the session's caches (moto's accounts
+    and regions, botocore's models, Textual's render caches) grow past a million objects: 14-17 s of CPU in each
+    xdist worker of the fast tier. Collected here, the garbage is walked once and what survives (caches, module and
+    session fixtures) is frozen and never walked again: 7-10 s. What is frozen is never freed, so a module
+    fixture's cycles outlive their module; a worker still ends at about 0.7 GB.
+
+    After the last test, pytest collects five times over and Python again as it shuts down; over an unfrozen heap
+    that took seconds, long enough that an xdist worker interrupted itself (a KeyboardInterrupt inside a
+    collection) while the controller waited for it. Those passes now find the heap frozen. A finalizer that fails
+    in a cycle a test left is reported by pytest with the next test's setup, the last test's at the end of the
+    session (tests/unit/test_session_end.py).
     """
     gc.collect()
-    gc.freeze()
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """Collect the session's garbage until none is left, then freeze what survives.
-
-    After the last test pytest collects five times over, so that finalizers that fail at the end are reported,
-    and Python collects again as it shuts down. Each pass walks the whole heap, which the session's caches
-    (moto's accounts and regions, botocore's models, Textual's render caches) grow past a million objects in a
-    worker: seconds after the last test, long enough that an xdist worker interrupted itself (a KeyboardInterrupt
-    inside a collection, reported as an unraisable exception) while the controller waited for it. Collecting
-    here until a pass finds nothing is the same search for garbage with finalizers, their failures reported as
-    before (tests/unit/test_session_end.py); freezing the survivors leaves the later passes nothing old to walk.
-    """
-    for _ in range(_MOST_END_OF_SESSION_COLLECTIONS):
-        if not gc.collect():
-            break
     gc.freeze()
 
 
