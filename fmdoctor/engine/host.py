@@ -12,10 +12,11 @@ import shutil
 import socket
 import subprocess
 import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+from fmdoctor.engine import outbound
 
 IMDS_DEFAULT_ENDPOINT = "http://169.254.169.254"
 
@@ -87,11 +88,11 @@ class LocalHost:
 
     def imds(self, path: str) -> str | None:
         token = self._imds_token()
-        request = urllib.request.Request(f"{self.imds_endpoint}/{path.lstrip('/')}")
+        request = outbound.request(f"{self.imds_endpoint}/{path.lstrip('/')}")
         if token:
             request.add_header("X-aws-ec2-metadata-token", token)
         try:
-            with urllib.request.urlopen(request, timeout=self.imds_timeout) as response:
+            with outbound.urlopen(request, timeout=self.imds_timeout) as response:
                 body: bytes = response.read()
                 return body.decode("utf-8", "replace")
         except urllib.error.HTTPError as exc:
@@ -103,13 +104,10 @@ class LocalHost:
 
     def _imds_token(self) -> str | None:
         if self._token is None:
-            request = urllib.request.Request(
-                f"{self.imds_endpoint}/latest/api/token",
-                method="PUT",
-                headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"},
-            )
+            request = outbound.request(f"{self.imds_endpoint}/latest/api/token", method="PUT",
+                                       headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"})
             try:
-                with urllib.request.urlopen(request, timeout=self.imds_timeout) as response:
+                with outbound.urlopen(request, timeout=self.imds_timeout) as response:
                     self._token = response.read().decode()
             except (urllib.error.URLError, OSError) as exc:
                 raise ImdsUnavailable(f"IMDSv2 token request to {self.imds_endpoint} failed: {exc}") from exc

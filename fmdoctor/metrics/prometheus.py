@@ -4,7 +4,9 @@ Service for Prometheus (AMP).
 Only reads: ``GET /api/v1/query_range`` (PromQL over a window, one call per metric for the whole cluster),
 ``GET /api/v1/label/__name__/values`` (which metric names exist, so absent ones cost no query) and, when a
 self-hosted Prometheus holds no exporter series at all, ``GET /api/v1/status/runtimeinfo`` (when it started).
-Auth is none, a bearer token read from an environment variable (never from the config file), or AWS SigV4 with service
+Requests go through the one outbound client (:mod:`fmdoctor.engine.outbound`): a bearer token never follows a
+redirect to another origin and a SigV4-signed request never follows one. Auth is none, a bearer token read from
+an environment variable (never from the config file), or AWS SigV4 with service
 ``aps`` for AMP (IAM ``aps:QueryMetrics``, ``aps:GetLabels``; the workspace URL is
 ``https://aps-workspaces.<region>.amazonaws.com/workspaces/<id>/``, per the AMP user guide's "Query using
 Prometheus-compatible APIs"). Each call is counted: AMP's as AWS API calls (``aps.QueryMetrics``...), a plain
@@ -16,7 +18,6 @@ from __future__ import annotations
 import json
 import re
 import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -26,6 +27,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 
+from fmdoctor.engine import outbound
 from fmdoctor.engine.errors import AwsCallFailed, AwsFailure
 
 NONE, BEARER, SIGV4 = "none", "bearer", "sigv4"
@@ -119,7 +121,8 @@ class PrometheusClient:
         else:
             self.count("prometheus", operation)
         try:
-            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=self.timeout) as reply:  # noqa: S310 (the configured URL)
+            request = outbound.request(url, headers=headers, signed=self.endpoint.amp)
+            with outbound.urlopen(request, timeout=self.timeout) as reply:
                 body = json.loads(reply.read().decode("utf-8"))
         except urllib.error.HTTPError as exc:
             raise self._failure(operation, exc.code, _error_text(exc)) from None
@@ -156,6 +159,8 @@ def _ts(when: datetime) -> str:
 
 
 def _error_text(exc: urllib.error.HTTPError) -> str:
+    if isinstance(exc, outbound.RedirectRefused):
+        return str(exc.msg)
     try:
         body = exc.read().decode("utf-8", "replace")
     except OSError:

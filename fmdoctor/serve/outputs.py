@@ -15,10 +15,10 @@ import json
 import logging
 import threading
 import time
-import urllib.request
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import quote
 
 from fmdoctor.serve.investigate import Result
 
@@ -123,18 +123,29 @@ def summary_message(result: Result, max_blocks: int) -> dict[str, Any]:
 
 
 class WebhookOutput:
+    """POST the result as JSON through the one outbound client (``fmdoctor.engine.outbound``): a redirect is a
+    failed delivery (retried), and the bearer token never goes to another origin. Every delivery carries the
+    event id as its idempotency key (``Idempotency-Key`` header and ``idempotency_key`` in the body): deliveries
+    are at least once, and a receiver that keeps the keys it saw drops the copy a crash mid-send can cause."""
+
     name = "webhook"
+    KEY_HEADER = "Idempotency-Key"
 
     def __init__(self, url: str, redact: Redact, token: str | None = None, timeout_s: float = 10.0):
         self.url, self.redact, self.token, self.timeout_s = url, redact, token, timeout_s
 
     def send(self, result: Result) -> None:
-        body = json.dumps(redact_tree(result.to_json(), self.redact), default=str).encode()
-        headers = {"Content-Type": "application/json", "User-Agent": "fmdoctor-serve"}
+        from fmdoctor.engine import outbound
+
+        key = result.event.id
+        header_key = key if key.isascii() and key.isprintable() else quote(key, safe="")
+        data = {"idempotency_key": key, **redact_tree(result.to_json(), self.redact)}
+        body = json.dumps(data, default=str).encode()
+        headers = {"Content-Type": "application/json", "User-Agent": "fmdoctor-serve", self.KEY_HEADER: header_key}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 (configured URL)
+        request = outbound.request(self.url, data=body, headers=headers, method="POST")
+        with outbound.urlopen(request, timeout=self.timeout_s) as response:
             if not 200 <= response.status < 300:
                 raise RuntimeError(f"webhook answered HTTP {response.status}")
 
