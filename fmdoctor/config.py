@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -174,6 +175,36 @@ class GpuSettings(_Section):
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+TOKEN_ENV_PREFIX = "FMDOCTOR_"
+TOKEN_ENV_ALLOW_FILE = "token-env.allow"
+
+
+def user_config_dir() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")) / "fmdoctor"
+
+
+def allowed_token_envs() -> set[str]:
+    """Variable names the user allowed as ``*_token_env`` besides ``FMDOCTOR_*``: one per line in
+    ``~/.config/fmdoctor/token-env.allow`` (the user's own directory, never the working directory's)."""
+    try:
+        text = (user_config_dir() / TOKEN_ENV_ALLOW_FILE).read_text(encoding="utf-8")[:65536]
+    except (OSError, UnicodeDecodeError):
+        return set()
+    return {line.split("#", 1)[0].strip() for line in text.splitlines()} - {""}
+
+
+def validate_token_env(value: str | None) -> str | None:
+    """A ``*_token_env`` names a variable the user set aside for that token: ``FMDOCTOR_*``, or one listed in
+    their own allow-list, so a configuration cannot send ``AWS_SECRET_ACCESS_KEY`` (or any variable) as a token."""
+    if value is None:
+        return value
+    if not _ENV_NAME.match(value):
+        raise ValueError(f"{value!r} is not an environment variable name (the token itself never goes here)")
+    if not value.startswith(TOKEN_ENV_PREFIX) and value not in allowed_token_envs():
+        raise ValueError(f"{value!r} is not a variable set aside for a token: use a name starting with "
+                         f"{TOKEN_ENV_PREFIX} (e.g. {TOKEN_ENV_PREFIX}PROM_TOKEN), or list it in "
+                         f"{user_config_dir() / TOKEN_ENV_ALLOW_FILE}")
+    return value
 
 
 class MetricsSettings(_Section):
@@ -185,7 +216,8 @@ class MetricsSettings(_Section):
         None, description="Prometheus API base URL; for AMP the workspace's .../workspaces/ws-.../ URL.")
     auth: Literal["none", "bearer", "sigv4"] | None = Field(
         None, description="Unset: sigv4 for an AMP (aps-workspaces) URL, else none.")
-    token_env: str | None = Field(None, description="Environment variable holding the bearer token (never the token).")
+    token_env: str | None = Field(None, description="Environment variable holding the bearer token (never the "
+                                  "token): FMDOCTOR_*, or listed in ~/.config/fmdoctor/token-env.allow.")
 
     @field_validator("url")
     @classmethod
@@ -198,9 +230,7 @@ class MetricsSettings(_Section):
     @field_validator("token_env")
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and not _ENV_NAME.match(value):
-            raise ValueError(f"{value!r} is not an environment variable name (the token itself never goes here)")
-        return value
+        return validate_token_env(value)
 
     @model_validator(mode="after")
     def _complete(self) -> MetricsSettings:
@@ -476,7 +506,8 @@ class ServeSettings(_Section):
                                    description="Events for the same cluster and checks within it share one run.")
     slack_channel: str | None = Field(None, description="Slack channel id to post results to.")
     webhook_url: str | None = Field(None, description="URL each result is POSTed to as JSON.")
-    webhook_token_env: str | None = Field(None, description="Environment variable with its bearer token.")
+    webhook_token_env: str | None = Field(None, description="Environment variable with its bearer token "
+                                          "(FMDOCTOR_*, or listed in ~/.config/fmdoctor/token-env.allow).")
     sns_topic_arn: str | None = Field(None, description="SNS topic each result is published to.")
     host: str = Field("127.0.0.1", description="Address of the HTTP endpoint (webhooks, /metrics, /healthz).")
     port: int = Field(9877, ge=0, le=65535)
@@ -487,6 +518,11 @@ class ServeSettings(_Section):
     dedupe_table: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{3,255}$", description=(
         "DynamoDB table the replicas on one queue share, so an event is posted once whichever replica gets "
         "it (deploy/serve/dedupe-table.cfn.yaml); without it each replica remembers only its own deliveries."))
+
+    @field_validator("webhook_token_env")
+    @classmethod
+    def _token_env(cls, value: str | None) -> str | None:
+        return validate_token_env(value)
 
     @field_validator("slack_channel")
     @classmethod
@@ -578,22 +614,50 @@ def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any
     return out
 
 
-def find_config_file(explicit: str | None = None, cwd: Path | None = None) -> Path | None:
+WORKING_DIRECTORY, NAMED, USER_DIRECTORY = "the working directory", "named", "your config directory"
+
+
+def locate_config_file(explicit: str | None = None, cwd: Path | None = None) -> tuple[Path | None, str]:
+    """The config file and where it came from: ``NAMED`` (``--config`` or ``$FMDOCTOR_CONFIG``: the user chose
+    it), ``WORKING_DIRECTORY`` (``./fmdoctor.yaml``, found, perhaps in a cloned repository) or ``USER_DIRECTORY``."""
     if explicit:
         path = Path(explicit).expanduser()
         if not path.is_file():
             raise ConfigError(f"config file {explicit!r} does not exist")
-        return path
+        return path, NAMED
     env = os.environ.get("FMDOCTOR_CONFIG")
     if env:
         path = Path(env).expanduser()
         if not path.is_file():
             raise ConfigError(f"FMDOCTOR_CONFIG points to {env!r}, which does not exist")
-        return path
-    candidates = [(cwd or Path.cwd()) / CONFIG_FILE_NAME]
-    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    candidates.append(Path(xdg) / "fmdoctor" / CONFIG_FILE_NAME)
-    return next((p for p in candidates if p.is_file()), None)
+        return path, NAMED
+    here = (cwd or Path.cwd()) / CONFIG_FILE_NAME
+    if here.is_file():
+        return here, WORKING_DIRECTORY
+    mine = user_config_dir() / CONFIG_FILE_NAME
+    return (mine, USER_DIRECTORY) if mine.is_file() else (None, "")
+
+
+def find_config_file(explicit: str | None = None, cwd: Path | None = None) -> Path | None:
+    return locate_config_file(explicit, cwd)[0]
+
+
+def outbound_keys(settings: Settings) -> list[str]:
+    """The keys that send something out: a URL requests go to, or a variable whose value is sent as a secret."""
+    found = []
+    sections: list[tuple[str, Any]] = [("", settings)]
+    sections += [(f"clusters.{name}.", cluster) for name, cluster in settings.clusters.items()]
+    for prefix, section in sections:
+        if section.metrics.url is not None:
+            found.append(f"{prefix}metrics.url")
+        if section.metrics.token_env is not None:
+            found.append(f"{prefix}metrics.token_env")
+    for key, value in (("endpoint_url", settings.endpoint_url), ("agent.base_url", settings.agent.base_url),
+                       ("agent.api_key_env", settings.agent.api_key_env), ("serve.webhook_url",
+                       settings.serve.webhook_url), ("serve.webhook_token_env", settings.serve.webhook_token_env)):
+        if value is not None:
+            found.append(key)
+    return found
 
 
 # A configuration is a few KiB; these bounds are checked before anything is parsed or built, so a file that is
@@ -604,10 +668,16 @@ MAX_CONFIG_DEPTH = 32
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when installed: the same YAML, faster
 
 
-def load_settings(explicit: str | None = None) -> Settings:
-    path = find_config_file(explicit)
+def load_settings(explicit: str | None = None, announce: bool = True) -> Settings:
+    """The settings of the file :func:`locate_config_file` finds, saying on stderr which file that is (unless it
+    was named with ``--config``). A file found in the working directory is not trusted to send anything out: one
+    that sets an outbound URL or a secret's variable (:func:`outbound_keys`) is refused unless the user names it
+    (``--config ./fmdoctor.yaml`` or ``FMDOCTOR_CONFIG``), which is the opt-in."""
+    path, origin = locate_config_file(explicit)
     if path is None:
         return Settings()
+    if announce and not explicit:
+        sys.stderr.write(f"fmdoctor: config {path} (from {'$FMDOCTOR_CONFIG' if origin == NAMED else origin})\n")
     try:
         if path.stat().st_size > MAX_CONFIG_BYTES:
             raise ConfigError(f"{path}: {path.stat().st_size} bytes; a configuration is at most "
@@ -616,6 +686,14 @@ def load_settings(explicit: str | None = None) -> Settings:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     settings = parse_settings(text, str(path))
+    if origin == WORKING_DIRECTORY:
+        keys = outbound_keys(settings)
+        if keys:
+            raise ConfigError(
+                f"{path} was found in the working directory and sets {', '.join(keys)}: a configuration found "
+                "there (a cloned repository's, say) may not send secrets or requests anywhere",
+                hint=f"if you wrote it, name it: --config {path} (or FMDOCTOR_CONFIG={path}); otherwise move it "
+                     "away or run fmdoctor from another directory")
     return settings.model_copy(update={"source": str(path)})
 
 
