@@ -63,6 +63,9 @@ class WebhookIntake:
             return 500, {"error": "delivery_failed", "message": str(exc)}
         finally:
             self._slots.release()
+        if "deferred" in outcomes:  # the cluster could not be looked up right now: Alertmanager retries a 503
+            return 503, {"error": "deferred", "message": "AWS could not be asked which cluster this is; retry",
+                         "outcomes": outcomes}
         return 200, {"outcomes": outcomes}
 
 

@@ -6,7 +6,9 @@ then the assistant writes it, and its answer falls back to the plain one if the 
 changes the account: a fix is offered as a button that goes through the Slack app's approval path.
 
 Events for the same cluster and checks within ``serve.reuse_report`` share one run (a burst of alarms from
-one incident costs one set of AWS calls); a concurrent second event waits for the first one's run.
+one incident costs one set of AWS calls); a concurrent second event waits for the first one's run. A run that
+AWS throttled (or that timed out, or could not connect) is not kept for reuse: it did not see the cluster, and
+the next event runs the checks again.
 """
 
 from __future__ import annotations
@@ -113,12 +115,24 @@ class Investigator:
                 return cached[1]
             report = self.doctor.check(cluster, only=list(checks) if checks else None, cancel=cancel)
             self.runs += 1
+            if impaired(report):
+                return report
             with self._guard:
                 self._runs[key] = (self.clock(), report)
                 if len(self._runs) > 256:  # bounded: drop the oldest runs
                     for stale in sorted(self._runs, key=lambda k: self._runs[k][0])[:64]:
                         self._runs.pop(stale, None)
             return report
+
+
+def impaired(report: Report) -> bool:
+    """Whether AWS was busy or unreachable for part of the run (a throttled, timed-out or unconnected call)."""
+    from fmdoctor.engine.errors import THROTTLING_CODES
+
+    return any(e.code in THROTTLING_CODES or e.code in TRANSIENT_CODES for e in report.errors)
+
+
+TRANSIENT_CODES = frozenset({"Timeout", "ConnectionError", "RequestTimeout", "ServiceUnavailable"})
 
 
 def likely_cause(findings: Sequence[Finding], resources: set[str]) -> tuple[Finding | None, list[Finding]]:

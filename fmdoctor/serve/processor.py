@@ -1,8 +1,12 @@
 """One message in, one outcome out: parse, de-duplicate, route, investigate, deliver; one log line per event.
 
 Outcomes that acknowledge the message (it is deleted): delivered, duplicate, resolved, ignored, malformed,
-too_large, unknown_event, unknown_cluster. ``in_progress`` (another worker of this replica holds the same
-event) leaves the copy on the queue: it comes back as a duplicate, or as the retry if that worker fails.
+too_large, unknown_event, unknown_cluster. A copy of an event another worker of this replica holds waits for
+that worker (the heartbeat keeps it invisible meanwhile) and is then acknowledged as a duplicate, or handled as
+the retry if that worker failed, so duplicates do not keep the queue from draining for a visibility timeout;
+``in_progress`` (another replica holds it, or the wait ran out) leaves the copy on the queue. ``deferred`` (the
+cluster could not be looked up for a reason that may pass: throttled, unreachable) leaves it too, for the
+queue's redrive policy: an event is never acknowledged as unknown_cluster because AWS was busy.
 A delivery that fails raises :class:`DeliveryFailed` and the message stays on the queue (retried after its
 visibility timeout, moved to the dead-letter queue by the queue's redrive policy after its receive limit).
 A cancelled investigation raises ``Cancelled``.
@@ -17,7 +21,7 @@ from typing import Any
 
 from fmdoctor.serve.events import BadEvent, Event, parse_body
 from fmdoctor.serve.investigate import Cancelled, Investigator
-from fmdoctor.serve.routing import Router
+from fmdoctor.serve.routing import LookupUnavailable, Router
 from fmdoctor.serve.state import Ledger, Metrics
 
 log = logging.getLogger("fmdoctor.serve")
@@ -32,9 +36,10 @@ class DeliveryFailed(Exception):
 
 class Processor:
     def __init__(self, router: Router, investigator: Investigator, outputs: Sequence[Any], ledger: Ledger,
-                 metrics: Metrics, max_event_bytes: int):
+                 metrics: Metrics, max_event_bytes: int, hold_s: float = 120.0):
         self.router, self.investigator, self.outputs = router, investigator, list(outputs)
         self.ledger, self.metrics, self.max_event_bytes = ledger, metrics, max_event_bytes
+        self.hold_s = hold_s  # how long a duplicate copy waits for the worker holding its event
 
     def handle_body(self, body: str | bytes, where: str, cancel: threading.Event | None = None) -> list[str]:
         """Every event of one message body; ``where`` names the message in log lines."""
@@ -47,7 +52,9 @@ class Processor:
         return [self.handle(event, where, cancel) for event in events]
 
     def handle(self, event: Event, where: str, cancel: threading.Event | None = None) -> str:
-        if not self.ledger.claim(event.id):  # not acknowledged: if that worker fails, this copy is the retry
+        if not self.ledger.claim(event.id) and not (
+                self.ledger.wait_released(event.id, self.hold_s, cancel) and self.ledger.claim(event.id)):
+            # not acknowledged: if that worker fails, this copy is the retry
             return self._done(event, where, "in_progress", "the same event is being handled by another worker; "
                               "this copy stays on the queue until that one is done")
         try:
@@ -59,7 +66,10 @@ class Processor:
         pending = [o for o in self.outputs if not self.ledger.done(f"{event.id}:{o.name}")]
         if self.outputs and not pending or self.ledger.done(event.id):
             return self._done(event, where, "duplicate", "already delivered")
-        route = self.router.route(event)
+        try:
+            route = self.router.route(event)
+        except LookupUnavailable as exc:
+            return self._done(event, where, "deferred", str(exc), warn=True)
         if route.ignore:
             return self._done(event, where, "ignored", route.reason)
         if route.cluster is None:

@@ -7,6 +7,12 @@ HyperPod cluster (a cluster's ``hyperpod.cluster_name``, or its own name); the e
 ``inference.endpoints``); the instances' own tags, looked up in EC2. Only clusters configured in
 ``fmdoctor.yaml`` are investigated: a name taken from an event is never enough to start AWS calls.
 
+An instance look-up that fails for a reason that may pass (throttled, timed out, AWS unreachable) raises
+:class:`LookupUnavailable`: the event is not acknowledged, so its message comes back and the queue's redrive
+policy decides when to give up. Only a permanent answer (access denied, an instance that does not exist) means
+"no configured cluster". Answers are remembered for ``LOOKUP_TTL_S`` (instances do not change clusters), and
+concurrent look-ups of the same instances wait for one call.
+
 Default checks by kind follow what can explain the event: a GPU metric alarm runs the GPU checks, an EFA
 metric the EFA checks, a SageMaker endpoint alarm or status change the inference checks, a HyperPod node
 event the HyperPod, GPU and EFA checks, a Spot notice the Spot checks, a Capacity Block warning the capacity
@@ -17,6 +23,9 @@ from __future__ import annotations
 
 import fnmatch
 import logging
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -28,6 +37,46 @@ log = logging.getLogger(__name__)
 
 # (kind, ids) -> cluster names whose tag keys the instances carry; kind is 'instance' or 'capacity-reservation'.
 InstanceLookup = Callable[[str, Sequence[str]], set[str]]
+LOOKUP_TTL_S = 600.0
+PERMANENT_LOOKUP_FAILURES = ("access-denied", "not-found", "bad-input")
+
+
+class LookupUnavailable(Exception):
+    """The instances' tags could not be read for a reason that may pass: the event is left for a retry."""
+
+
+class CachedLookup:
+    """An :data:`InstanceLookup` that remembers answers for ``ttl_s`` (bounded), one call per key at a time."""
+
+    def __init__(self, lookup: InstanceLookup, ttl_s: float = LOOKUP_TTL_S, max_size: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic):
+        self.lookup, self.ttl_s, self.max_size, self.clock = lookup, ttl_s, max_size, clock
+        self._answers: OrderedDict[tuple[str, tuple[str, ...]], tuple[float, frozenset[str]]] = OrderedDict()
+        self._locks: dict[tuple[str, tuple[str, ...]], threading.Lock] = {}
+        self._guard = threading.Lock()
+        self.calls = 0
+
+    def __call__(self, kind: str, ids: Sequence[str]) -> set[str]:
+        key = (kind, tuple(sorted(ids)))
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            with self._guard:
+                cached = self._answers.get(key)
+                if cached and self.clock() - cached[0] < self.ttl_s:
+                    return set(cached[1])
+            self.calls += 1
+            try:
+                found = self.lookup(kind, ids)  # a failure is not remembered
+            finally:
+                with self._guard:
+                    self._locks.pop(key, None)
+            with self._guard:
+                self._answers[key] = (self.clock(), frozenset(found))
+                self._answers.move_to_end(key)
+                while len(self._answers) > self.max_size:
+                    self._answers.popitem(last=False)
+            return set(found)
 
 DEFAULT_CHECKS: dict[str, tuple[str, ...] | None] = {
     ev.SPOT_INTERRUPTION: ("spot",),
@@ -60,7 +109,7 @@ class Router:
     def __init__(self, settings: Settings, lookup: InstanceLookup | None = None):
         self.settings = settings
         self.rules: list[ServeRoute] = list(settings.serve.routes)
-        self.lookup = lookup
+        self.lookup = lookup if lookup is None or isinstance(lookup, CachedLookup) else CachedLookup(lookup)
 
     def route(self, event: Event) -> Route:
         rule = next((r for r in self.rules if _matches(r, event)), None)
@@ -101,13 +150,30 @@ class Router:
             if ids and self.lookup is not None:
                 try:
                     found = sorted(self.lookup(kind, ids))
-                except Exception as exc:  # AWS unreachable or denied: say so, the event is not lost silently
-                    return None, f"could not look up the tags of {kind} {', '.join(ids)} ({type(exc).__name__})"
+                except Exception as exc:
+                    why = f"could not look up the tags of {kind} {', '.join(ids)}"
+                    if not _permanent(exc):  # throttled, timed out, unreachable: the event waits for a retry
+                        raise LookupUnavailable(f"{why} ({_code(exc)}); left for the queue to retry") from exc
+                    return None, f"{why} ({_code(exc)})"
                 if len(found) == 1:
                     return found[0], f"tags of {kind} {', '.join(ids)}"
                 if found:
                     return None, f"{kind} {', '.join(ids)} carry tags of several clusters: {', '.join(found)}"
         return None, "no configured cluster matches the event (labels, tags, HyperPod cluster, endpoint, instances)"
+
+
+def _permanent(exc: Exception) -> bool:
+    from fmdoctor.engine.errors import describe_aws_failure
+
+    failure = describe_aws_failure(exc)
+    return failure is not None and failure.kind in PERMANENT_LOOKUP_FAILURES
+
+
+def _code(exc: Exception) -> str:
+    from fmdoctor.engine.errors import describe_aws_failure
+
+    failure = describe_aws_failure(exc)
+    return failure.code if failure is not None else type(exc).__name__
 
 
 def default_checks(event: Event) -> tuple[str, ...] | None:

@@ -73,7 +73,7 @@ class Service:
         self.router = Router(self.doctor.settings, instance_lookup(self.doctor))
         self.investigator = Investigator(self.doctor, self.settings.reuse_report.total_seconds(), self.narrator)
         self.processor = Processor(self.router, self.investigator, self.outputs, self.ledger, self.metrics,
-                                   self.settings.max_event_bytes)
+                                   self.settings.max_event_bytes, self.settings.visibility_timeout.total_seconds())
         self.consumer: SqsConsumer | None = None
         self.http: HttpServer | None = None
 

@@ -26,6 +26,7 @@ class Ledger:
         self._done: OrderedDict[str, float] = OrderedDict()
         self._claimed: set[str] = set()
         self._lock = threading.Lock()
+        self._released = threading.Condition(self._lock)
 
     def done(self, key: str) -> bool:
         with self._lock:
@@ -50,6 +51,18 @@ class Ledger:
     def release(self, key: str) -> None:
         with self._lock:
             self._claimed.discard(key)
+            self._released.notify_all()
+
+    def wait_released(self, key: str, timeout_s: float, cancel: threading.Event | None = None) -> bool:
+        """Wait until no worker of this replica holds ``key`` (True), or ``timeout_s``/``cancel`` (False)."""
+        deadline = self.clock() + timeout_s
+        with self._lock:
+            while key in self._claimed:
+                left = deadline - self.clock()
+                if left <= 0 or (cancel is not None and cancel.is_set()):
+                    return False
+                self._released.wait(min(left, 0.5))
+            return True
 
     def holds(self, key: str) -> bool:
         """Whether this replica still holds its claim on the event (a shared ledger's can be lost)."""

@@ -30,8 +30,9 @@ class StubProcessor:
         if self.fail:
             raise DeliveryFailed("slack (timeout)")
         self.handled.append(event)
-        self.metrics.count("delivered")
-        return "delivered"
+        outcome = getattr(self, "outcome", "delivered")
+        self.metrics.count(outcome)
+        return outcome
 
 
 @pytest.fixture
@@ -82,6 +83,13 @@ def test_failed_delivery_answers_500_so_alertmanager_retries(endpoint):
     url, processor = endpoint
     processor.fail = True
     assert call(url + "/webhook/alertmanager", load("alertmanager-webhook.json").encode())[0] == 500
+
+
+def test_an_event_whose_cluster_could_not_be_looked_up_is_retried(endpoint):
+    url, processor = endpoint
+    processor.outcome = "deferred"  # AWS throttled the instance look-up: Alertmanager retries a 503
+    status, body, _ = call(url + "/webhook/alertmanager", load("alertmanager-webhook.json").encode())
+    assert status == 503 and json.loads(body)["error"] == "deferred"
 
 
 def test_metrics_and_health(endpoint):

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from botocore.exceptions import ClientError
 
 from fmdoctor.config import parse_settings
 from fmdoctor.engine.errors import ConfigError
 from fmdoctor.serve.events import parse_body
-from fmdoctor.serve.routing import Router
+from fmdoctor.serve.routing import LookupUnavailable, Router
 
 from .test_events import LIMIT, load, one
 
@@ -65,12 +66,24 @@ def test_unknown_cluster_says_why():
     assert stranger.cluster is None and "'not-ours'" in stranger.reason
 
 
-def test_lookup_failure_is_reported_not_raised():
-    def broken(kind, ids):
-        raise RuntimeError("AccessDenied")
+def test_a_denied_lookup_is_reported_not_raised():
+    def denied(kind, ids):
+        raise ClientError({"Error": {"Code": "UnauthorizedOperation", "Message": "no"}}, "DescribeInstances")
 
-    route = router(lookup=broken).route(one("spot-interruption.json"))
-    assert route.cluster is None and "could not look up" in route.reason
+    route = router(lookup=denied).route(one("spot-interruption.json"))
+    assert route.cluster is None and "could not look up" in route.reason and "UnauthorizedOperation" in route.reason
+
+
+@pytest.mark.parametrize("error", [
+    ClientError({"Error": {"Code": "RequestLimitExceeded", "Message": "slow down"}}, "DescribeInstances"),
+    ClientError({"Error": {"Code": "InternalError", "Message": "oops"}}, "DescribeInstances"),
+    RuntimeError("a bug, or anything not known to be permanent")])
+def test_a_lookup_failure_that_may_pass_leaves_the_event_for_a_retry(error):
+    def failing(kind, ids):
+        raise error
+
+    with pytest.raises(LookupUnavailable, match="left for the queue to retry"):
+        router(lookup=failing).route(one("spot-interruption.json"))
 
 
 def test_several_clusters_for_one_instance_is_not_a_guess():
