@@ -116,9 +116,16 @@ def _check_node(args: argparse.Namespace, progress: StderrProgress) -> Report:
     else:
         host = LocalHost()
     recorder = recording.RecordingHost(host) if args.record else None
+    try:
+        writer = recording.open_directory(Path(args.record)) if args.record else None  # refused before the run
+    except recording.RecordingError as exc:
+        raise UsageError(f"--record: {exc}", hint="give a new directory (it is created 0700)") from None
     report = doctor.check_local(split_ids(args.only), progress, host=recorder or host)
-    if recorder:
-        recorder.save(Path(args.record), report.generated_at)
+    if recorder and writer:
+        try:
+            recorder.save(writer, report.generated_at)
+        except recording.RecordingError as exc:
+            raise UsageError(f"--record: {exc}") from None
     return report
 
 

@@ -6,6 +6,11 @@ and the run's time. The directory holds the raw outputs as files (``commands/NN-
 and a ``manifest.json`` that says which answer belongs to which question, so a user can read what they send and
 anyone can replay the verdicts without the machine. Replaying is strict: a question the node was never asked is
 not verified, never answered with a guess. The directory is data: paths in the manifest must stay inside it.
+
+Recordings are written by the one safe writer (:class:`~fmdoctor.engine.safe_files.SafeWriter`: a fresh or
+empty directory of the user's, files created 0600 with no-follow and exclusive create, so a link planted in a
+directory someone else made is never written through) and read back by the one bounded reader (regular files
+only, ``MAX_FILE_BYTES`` each and ``MAX_TOTAL_BYTES`` in all, a refusal naming the file).
 """
 
 from __future__ import annotations
@@ -19,10 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from fmdoctor.engine.host import CommandResult, Host, ImdsUnavailable
+from fmdoctor.engine.safe_files import BoundedReader, FileRefused, SafeWriter
 from fmdoctor.node.replay import ReplayHost
 
 FORMAT = "fmdoctor-node-recording/1"
 MANIFEST = "manifest.json"
+MAX_FILE_BYTES = 16 * 1024 * 1024  # the largest output a node check reads (a long dmesg) is far smaller
+MAX_TOTAL_BYTES = 64 * 1024 * 1024
 
 
 class RecordingError(ValueError):
@@ -72,16 +80,26 @@ class RecordingHost:
             self.metadata[path] = value
         return value
 
-    def save(self, directory: Path, recorded_at: datetime) -> Path:
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "commands").mkdir(exist_ok=True)
-        (directory / "files").mkdir(exist_ok=True)
+    def save(self, directory: Path | SafeWriter, recorded_at: datetime) -> Path:
+        """Write the recording into ``directory``, new or empty (or a writer :func:`open_directory` made before
+        the run); RecordingError if refused."""
+        writer = directory if isinstance(directory, SafeWriter) else open_directory(directory)
+        try:
+            self._save(writer, recorded_at)
+        except FileRefused as exc:
+            raise RecordingError(str(exc)) from None
+        finally:
+            writer.close()
+        return writer.root
+
+
+    def _save(self, writer: SafeWriter, recorded_at: datetime) -> None:
         commands = []
         for number, entry in enumerate(sorted(self.commands, key=lambda c: c["argv"]), 1):  # stable across runs
             result: CommandResult = entry["result"]
             stem = f"commands/{number:02d}-{_safe(Path(result.argv[0]).name)}"
-            (directory / f"{stem}.stdout").write_text(result.stdout, encoding="utf-8")
-            (directory / f"{stem}.stderr").write_text(result.stderr, encoding="utf-8")
+            writer.write_text(f"{stem}.stdout", result.stdout)
+            writer.write_text(f"{stem}.stderr", result.stderr)
             commands.append({"argv": entry["argv"], "returncode": result.returncode, "missing": result.missing,
                              "timed_out": result.timed_out, "stdout": f"{stem}.stdout", "stderr": f"{stem}.stderr"})
         files: dict[str, str | None] = {}
@@ -90,20 +108,30 @@ class RecordingHost:
                 files[path] = None
                 continue
             name = f"files/{number:03d}-{_safe(path.strip('/').replace('/', '_'))[-80:]}"
-            (directory / name).write_text(text, encoding="utf-8")
+            writer.write_text(name, text)
             files[path] = name
         manifest = {"format": FORMAT, "recorded_at": recorded_at.isoformat(), "host": self.name,
                     "commands": commands, "files": files, "dirs": dict(sorted(self.dirs.items())),
                     "imds": self.metadata, "imds_error": self.imds_error}
-        (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        return directory
+        writer.write_text(MANIFEST, json.dumps(manifest, indent=2) + "\n")
+
+
+def open_directory(directory: Path) -> SafeWriter:
+    """The recording's directory, created (or checked new and empty) before anything runs."""
+    try:
+        return SafeWriter(directory)
+    except (FileRefused, OSError) as exc:
+        raise RecordingError(str(exc)) from None
 
 
 def load(directory: Path) -> tuple[ReplayHost, datetime]:
     """The host a recording describes, answering strictly what was recorded, and the time it was recorded."""
     root = directory.resolve()
+    reader = BoundedReader(MAX_FILE_BYTES, MAX_TOTAL_BYTES)
     try:
-        manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads(reader.read_text(root / MANIFEST))
+    except FileRefused as exc:
+        raise RecordingError(f"{directory}: no readable {MANIFEST} ({exc})") from None
     except (OSError, ValueError) as exc:
         raise RecordingError(f"{directory}: no readable {MANIFEST} ({exc})") from exc
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
@@ -115,7 +143,10 @@ def load(directory: Path) -> tuple[ReplayHost, datetime]:
         path = (root / relative).resolve()
         if not path.is_relative_to(root):
             raise RecordingError(f"{directory}: {relative!r} points outside the recording")
-        return path.read_text(encoding="utf-8")
+        try:
+            return reader.read_text(root / relative)
+        except FileRefused as exc:
+            raise RecordingError(f"{directory}: {exc}") from None
 
     try:
         commands, missing = {}, []
