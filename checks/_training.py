@@ -17,6 +17,7 @@ from fmdoctor.engine.errors import describe_aws_failure
 from fmdoctor.engine.gaps import Gaps
 from fmdoctor.engine.hyperpod import list_hyperpod_nodes
 from fmdoctor.engine.inventory import Instance
+from fmdoctor.engine.safe_files import BoundedReader, FileRefused
 from fmdoctor.metrics.dcgm import EFA_THROUGHPUT_COUNTERS
 from fmdoctor.metrics.model import POWER, SM_CLOCK, TENSOR_ACTIVE
 from fmdoctor.node.xid import parse_kernel_log
@@ -24,13 +25,22 @@ from fmdoctor.node.xid_catalogue import ACTION_ORDER
 from fmdoctor.spot.sources import SHARED_KEY as SPOT_KEY
 from fmdoctor.spot.sources import load_spot_facts
 from fmdoctor.training.culprit import host_key
-from fmdoctor.training.flight_recorder import DumpError, RankDump, load_dump, parse_dump, rank_of
+from fmdoctor.training.flight_recorder import (
+    MAX_DUMP_BYTES,
+    DumpError,
+    RankDump,
+    is_dump_name,
+    load_dump,
+    parse_dump,
+    rank_of,
+)
 from fmdoctor.training.logs import LogEvent
 
 from ._gpu import cluster_metrics
 from ._spot import interruptions
 
 MAX_DUMPS = 4096
+MAX_DUMPS_TOTAL_BYTES = 512 * 1024 * 1024  # every rank's dump together (4096 ranks of a real dump: ~100 MiB)
 
 
 @dataclass(frozen=True)
@@ -155,16 +165,24 @@ def flight_recorder_dumps(ctx: CheckContext, gaps: Gaps) -> list[RankDump]:
         file_prefix = key_prefix.rsplit("/", 1)[-1] or "nccl_trace_rank_"
         with gaps.guard(f"the NCCL flight recorder dumps under {uri}"):
             s3 = ctx.client("s3")
-            keys = [obj["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket,
-                                                                                          Prefix=key_prefix)
-                    for obj in page.get("Contents", []) if rank_of(obj["Key"], file_prefix) is not None]
-            for key in keys[:MAX_DUMPS]:
+            listed = [(obj["Key"], int(obj.get("Size") or 0))
+                      for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key_prefix)
+                      for obj in page.get("Contents", []) if is_dump_name(obj["Key"], file_prefix)]
+            budget = BoundedReader(MAX_DUMP_BYTES, MAX_DUMPS_TOTAL_BYTES)
+            for key, size in listed[:MAX_DUMPS]:
+                where = f"s3://{bucket}/{key}"
                 rank = rank_of(key, file_prefix)
-                body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
                 try:
-                    dumps.append(parse_dump(int(rank or 0), f"s3://{bucket}/{key}", load_dump(body)))
+                    if rank is None:
+                        raise DumpError(f"its name gives no rank (the part after {file_prefix!r} is not a number)")
+                    try:
+                        budget.admit(where, size)  # from the listing, before anything is read
+                    except FileRefused as exc:
+                        raise DumpError(str(exc)) from None
+                    body = s3.get_object(Bucket=bucket, Key=key)["Body"].read(MAX_DUMP_BYTES + 1)
+                    dumps.append(parse_dump(rank, where, load_dump(body)))
                 except DumpError as exc:
-                    gaps.add(f"the flight recorder dump s3://{bucket}/{key}", "UnreadableDump", str(exc))
+                    gaps.add(f"the flight recorder dump {where}", "UnreadableDump", str(exc))
     return dumps
 
 

@@ -11,7 +11,10 @@ and ``entries`` (``pg_id``, ``process_group`` (name, desc), ``collective_seq_id`
 
 The pickle is written by c10d's IValue pickler without type tags, so it holds only dicts, lists, tuples,
 strings, numbers and None: it is loaded with an unpickler that refuses every global, never ``pickle.load``.
-JSON dumps (``dump_json``) are read as JSON.
+Before it is loaded its opcodes are walked once (:func:`check_opcodes`), bounding what the C unpickler would
+allocate: a memo index must be one a pickler would write (at most the number of memo entries so far: a 9-byte
+pickle naming index 2^25 would otherwise cost 510 MiB), the stack (nesting and marks) at most ``MAX_STACK``
+deep, and the container items at most ``MAX_ITEMS`` in all. JSON dumps (``dump_json``) are read as JSON.
 """
 
 from __future__ import annotations
@@ -19,11 +22,19 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import pickletools
 from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_PREFIX = "nccl_trace_rank_"
 MAX_DUMP_BYTES = 64 * 1024 * 1024
+MAX_STACK = 100_000  # items and marks on the unpickler's stack at once (nesting, one batch of a container)
+MAX_MARKS = 1_000  # open MARKs: containers nested inside containers being built
+MAX_ITEMS = 4_000_000  # items added to lists, dicts and tuples in all (2000 entries with their frames: ~10^5)
+MAX_RANK_DIGITS = 7
+_PUTS = {"PUT", "BINPUT", "LONG_BINPUT"}
+_GETS = {"GET", "BINGET", "LONG_BINGET"}
+_ADDS = {"APPEND": 1, "SETITEM": 1, "TUPLE1": 1, "TUPLE2": 2, "TUPLE3": 3}
 
 
 class DumpError(Exception):
@@ -35,11 +46,55 @@ class _PlainDataUnpickler(pickle.Unpickler):
         raise DumpError(f"a flight recorder dump holds plain data only; this one names {module}.{name}")
 
 
+def check_opcodes(data: bytes) -> None:
+    """Walk the pickle's opcodes (nothing is built) and refuse one whose loading would allocate out of bounds."""
+    memo = depth = items = 0
+    marks: list[int] = []
+    try:
+        for opcode, arg, _ in pickletools.genops(io.BytesIO(data)):
+            name = opcode.name
+            if name in _PUTS:
+                if int(arg) > memo:  # a pickler numbers its memo entries 0, 1, 2...
+                    raise DumpError(f"memo index {arg} with {memo} entries: not a pickler's output")
+                memo += 1
+            elif name == "MEMOIZE":
+                memo += 1
+            elif name in _GETS and int(arg) >= memo:
+                raise DumpError(f"memo index {arg} read before it was written")
+            before = opcode.stack_before
+            if name == "MARK":
+                marks.append(depth)
+            elif name == "POP" and marks and marks[-1] == depth:
+                marks.pop()
+            elif pickletools.stackslice in before:  # APPENDS, SETITEMS, TUPLE, DICT...: everything since the mark
+                start = marks.pop() if marks else 0
+                items += depth - start
+                depth = start - (len(before) - 2)
+            else:
+                items += _ADDS.get(name, 0)
+                depth -= len(before)
+            if name != "MARK":
+                depth += len(opcode.stack_after)
+            if depth + len(marks) > MAX_STACK or len(marks) > MAX_MARKS:
+                raise DumpError(f"nested or batched past the bounds ({depth} stack slots of {MAX_STACK}, "
+                                f"{len(marks)} open marks of {MAX_MARKS})")
+            if items > MAX_ITEMS:
+                raise DumpError(f"more than {MAX_ITEMS} container items")
+    except DumpError:
+        raise
+    except Exception as exc:  # truncated, an unknown opcode
+        raise DumpError(f"not a flight recorder dump ({type(exc).__name__})") from None
+
+
 def load_dump(data: bytes) -> dict[str, Any]:
     if len(data) > MAX_DUMP_BYTES:
         raise DumpError(f"{len(data)} bytes, more than a flight recorder dump of 2000 entries holds")
     try:
-        dump = json.loads(data) if data.lstrip()[:1] == b"{" else _PlainDataUnpickler(io.BytesIO(data)).load()
+        if data.lstrip()[:1] == b"{":
+            dump = json.loads(data)
+        else:
+            check_opcodes(data)
+            dump = _PlainDataUnpickler(io.BytesIO(data)).load()
     except DumpError:
         raise
     except Exception as exc:  # a truncated upload, another file beside the dumps
@@ -54,7 +109,14 @@ def rank_of(file_name: str, prefix: str) -> int | None:
     if not base.startswith(prefix):
         return None
     rest = base[len(prefix):].split(".")[0]  # 'nccl_trace_rank_13', or with an extension a copy added
-    return int(rest) if rest.isdigit() else None
+    ok = rest.isascii() and rest.isdigit() and len(rest) <= MAX_RANK_DIGITS  # not '²', not 10^5000
+    return int(rest) if ok else None
+
+
+def is_dump_name(file_name: str, prefix: str) -> bool:
+    """A file the prefix names as a dump (its rank may still be unreadable: then it is one unreadable dump)."""
+    base = file_name.rsplit("/", 1)[-1]
+    return base.startswith(prefix) and len(base) > len(prefix)
 
 
 @dataclass(frozen=True)

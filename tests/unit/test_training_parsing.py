@@ -101,3 +101,27 @@ def test_dump_file_names_carry_the_rank():
     assert rank_of("fr/job/nccl_trace_rank_13.pkl", "nccl_trace_rank_") == 13
     assert rank_of("fr/job/nccl_trace_rank_", "nccl_trace_rank_") is None
     assert rank_of("fr/job/README", "nccl_trace_rank_") is None
+
+
+@pytest.mark.parametrize(("data", "why"), [
+    (b"\x80\x04]r\x00\x00\x00\x02.", "memo index 33554432 with 0 entries"),  # LONG_BINPUT far past the memo
+    (b"\x80\x02]q\x05.", "memo index 5 with 0 entries"),
+    (b"\x80\x02]h\x00.", "memo index 0 read before it was written"),
+    (b"\x80\x02" + b"(" * 1001 + b".", "1001 open marks"),
+    (b"\x80\x02" + b"]" * 100_001 + b".", "100001 stack slots"),
+])
+def test_the_unpickler_bounds_memo_nesting_and_batches(data, why):
+    with pytest.raises(DumpError, match=why):
+        load_dump(data)
+
+
+@pytest.mark.parametrize("protocol", range(6))
+def test_real_dumps_pass_the_bounds_at_every_protocol(protocol):
+    many = dump(frames=[{"name": "all_reduce", "filename": "distributed_c10d.py", "line": 2501}] * 20)
+    many["entries"] = many["entries"] * 2000  # a full 2000-entry buffer (the same entry memoized)
+    assert len(load_dump(pickle.dumps(many, protocol=protocol))["entries"]) == 2000
+
+
+def test_rank_names_are_ascii_numbers_of_sane_length():
+    assert rank_of("fr/nccl_trace_rank_\u00b2", "nccl_trace_rank_") is None  # '²'.isdigit() is True
+    assert rank_of("fr/nccl_trace_rank_" + "9" * 5000, "nccl_trace_rank_") is None

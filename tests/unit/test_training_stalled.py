@@ -286,3 +286,62 @@ def test_flight_recorder_on_fsx_without_an_export_is_said_so(job):
     assert "no data repository association" in error.message and "fsx://" in error.unverified
     [finding] = report.findings  # the logs still name the culprit
     assert finding.evidence["named_by"] == "nccl-watchdog"
+
+
+# --- issue 35 item 9: dumps are bounded before and while they are read ----------------------------------------
+def hang_with(aws, nodes, extra: dict[str, bytes]) -> None:
+    load_fixture(aws, nodes, "hang-one-culprit.log", PC_GROUP)
+    checkpoints(aws, [180, 150, 120, 90, 60, 38])
+    s3 = aws.client("s3")
+    for rank in range(24):
+        enqueued, completed = (5209, 5209) if rank == 13 else (5210, 5209)
+        s3.put_object(Bucket=BUCKET, Key=f"fr/job-77/nccl_trace_rank_{rank}", Body=dump(rank, enqueued, completed))
+    for key, body in extra.items():
+        s3.put_object(Bucket=BUCKET, Key=f"fr/job-77/{key}", Body=body)
+
+
+def run_hang(run_checks):
+    return run_checks(ONLY, checkpoints={"locations": [LOCATION]},
+                      training={"flight_recorder": [f"s3://{BUCKET}/fr/job-77/nccl_trace_rank_"]})
+
+
+def unreadable(report) -> dict[str, str]:
+    return {e.unverified: e.message for e in report.errors if e.code == "UnreadableDump"}
+
+
+def test_a_memo_bomb_dump_is_refused_without_its_memory(job, run_checks):
+    import tracemalloc
+
+    aws, nodes = job
+    hang_with(aws, nodes, {"nccl_trace_rank_24": b"\x80\x04]r\x00\x00\x00\x02."})  # 9 bytes, 510 MiB of memo
+    tracemalloc.start()
+    try:
+        report = run_hang(run_checks)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 200 * 1024 * 1024
+    [(what, why)] = unreadable(report).items()
+    assert "nccl_trace_rank_24" in what and "memo index 33554432" in why
+    assert report.findings[0].evidence["culprits"][0]["ranks"] == [13]  # the other 24 dumps still name it
+
+
+def test_a_dump_over_the_cap_is_refused_from_its_listed_size_unread(job, run_checks):
+    from fmdoctor.training.flight_recorder import MAX_DUMP_BYTES
+
+    aws, nodes = job
+    hang_with(aws, nodes, {"nccl_trace_rank_30": bytes(MAX_DUMP_BYTES + 1)})
+    report = run_hang(run_checks)
+    [(what, why)] = unreadable(report).items()
+    assert "nccl_trace_rank_30" in what and f"{MAX_DUMP_BYTES + 1} bytes, over the" in why
+    assert report.stats.api_calls["s3.GetObject"] == 24  # the 24 real dumps; the big one was never fetched
+
+
+@pytest.mark.parametrize("name", ["nccl_trace_rank_\u00b2", "nccl_trace_rank_" + "9" * 5000, "nccl_trace_rank_x"])
+def test_a_dump_whose_name_has_no_numeric_rank_is_one_unreadable_dump(job, run_checks, name):
+    aws, nodes = job
+    hang_with(aws, nodes, {name: dump(99, 5210, 5209)})
+    report = run_hang(run_checks)
+    [(what, why)] = unreadable(report).items()
+    assert "gives no rank" in why and not [e for e in report.errors if e.code == "InternalError"]
+    assert report.findings[0].evidence["culprits"][0]["ranks"] == [13]
