@@ -10,7 +10,11 @@
 - ``GET /metrics``: the Prometheus text exposition (format 0.0.4) of the last verdict per cluster and check
   and the service's own counters. ``GET /healthz``: 200 while the service runs.
 
-It binds 127.0.0.1 unless told otherwise (``--host``/``serve.host``); put it behind TLS to expose it.
+It binds 127.0.0.1 unless told otherwise (``--host``/``serve.host``); put it behind TLS to expose it. Connections
+are bounded as the Slack app's are (``fmdoctor.safety.server``): request headers within ``HEADER_TIMEOUT``, idle
+keep-alive ``KEEP_ALIVE``, at most ``MAX_PER_PEER`` connections per address, and no connection limit that
+would answer ``/healthz`` with 503 while idle connections are held: the webhook's work is bounded by its
+worker slots (``serve.concurrency``; 503 when busy), not by the number of connections.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ log = logging.getLogger("fmdoctor.serve")
 TOKEN_ENV = "FMDOCTOR_SERVE_TOKEN"
 WEBHOOK_PATHS = ("/webhook/alertmanager", "/webhook/grafana")
 BODY_TIMEOUT_S = 10.0
+HEADER_TIMEOUT = 10.0  # seconds a connection has to send its request line and headers
+MAX_PER_PEER = 64  # connections one address may hold
+MAX_HEADER_BYTES = 16 * 1024
 EXPOSITION = "text/plain; version=0.0.4; charset=utf-8"
 
 Scope = dict[str, Any]
@@ -155,9 +162,12 @@ class HttpServer:
     def __init__(self, application: Any, host: str, port: int):
         import uvicorn
 
+        from fmdoctor.safety import server as bounds
+
         config = uvicorn.Config(application, host=host, port=port, log_level="warning", access_log=False,
-                                lifespan="on", timeout_keep_alive=5, limit_concurrency=128,
-                                timeout_graceful_shutdown=5)
+                                lifespan="on", http=bounds.bounded_h11(HEADER_TIMEOUT, bounds.KEEP_ALIVE, MAX_PER_PEER),
+                                timeout_keep_alive=bounds.KEEP_ALIVE, backlog=1024, server_header=False,
+                                h11_max_incomplete_event_size=MAX_HEADER_BYTES, timeout_graceful_shutdown=5)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="fmdoctor-serve-http", daemon=True)
 

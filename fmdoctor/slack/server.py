@@ -9,8 +9,9 @@ touching Slack or AWS. What holds for every request, whatever it sends:
   refused with 413 before more is read; an invalid ``Content-Length`` (negative, not a number) is a 400 from
   the HTTP parser itself;
 - time is bounded: a connection must finish its request headers within ``HEADER_TIMEOUT`` and its body
-  within ``BODY_TIMEOUT``, and an idle keep-alive connection is closed after ``KEEP_ALIVE``; connections
-  cost no thread while they wait (asyncio), so many idle ones cannot starve the rest;
+  within ``BODY_TIMEOUT``, and an idle keep-alive connection is closed after ``KEEP_ALIVE``; one address
+  holds at most ``MAX_PER_PEER`` connections (``fmdoctor.safety.server``, shared with ``fmdoctor serve``);
+  connections cost no thread while they wait (asyncio), so many idle ones cannot starve the rest;
 - the signature (v0 HMAC-SHA256 of the timestamp and body, 5 minutes) is verified before the body is parsed
   at all; a missing, stale or non-numeric timestamp or a wrong signature is a 401;
 - bad input is a 4xx, never a 500; bolt's own handling runs in a pool of its own (``ACK_WORKERS``) and
@@ -32,7 +33,8 @@ from typing import Any
 import uvicorn
 from slack_bolt import App, BoltRequest
 from slack_sdk.signature import SignatureVerifier
-from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from fmdoctor.safety.server import MAX_PER_PEER, bounded_h11
 
 log = logging.getLogger(__name__)
 EVENTS_PATH = "/slack/events"
@@ -128,37 +130,6 @@ async def _read_body(receive: Receive, declared: str | None) -> bytes:
             return bytes(chunks)
 
 
-class _TimedH11(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol with a deadline for each request's headers (uvicorn times out only idle
-    keep-alive connections): a connection that opens and sends nothing, or trickles its headers, is closed."""
-
-    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._header_deadline = self.loop.call_later(HEADER_TIMEOUT, self._headers_too_slow)
-
-    def handle_events(self) -> None:
-        before = self.cycle
-        super().handle_events()
-        if self.cycle is not before and getattr(self, "_header_deadline", None) is not None:
-            self._header_deadline.cancel()  # a request's headers arrived
-            self._header_deadline = None
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing():  # the next request on this connection gets its own deadline
-            self._header_deadline = self.loop.call_later(HEADER_TIMEOUT + KEEP_ALIVE, self._headers_too_slow)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if getattr(self, "_header_deadline", None) is not None:
-            self._header_deadline.cancel()
-        super().connection_lost(exc)
-
-    def _headers_too_slow(self) -> None:
-        self._header_deadline = None
-        if not self.transport.is_closing():
-            self.transport.close()
-
-
 class SlackHTTPServer:
     """uvicorn serving :class:`SlackAsgi` on ``host:port`` (127.0.0.1 by default; port 0 picks a free one)."""
 
@@ -172,7 +143,8 @@ class SlackHTTPServer:
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind((host, port))
         self.socket.listen(BACKLOG)
-        config = uvicorn.Config(self.asgi, http=_TimedH11, lifespan="off", log_level="warning", access_log=False,
+        protocol = bounded_h11(HEADER_TIMEOUT, KEEP_ALIVE, MAX_PER_PEER)  # the one server hardening
+        config = uvicorn.Config(self.asgi, http=protocol, lifespan="off", log_level="warning", access_log=False,
                                 backlog=BACKLOG, timeout_keep_alive=KEEP_ALIVE, server_header=False,
                                 h11_max_incomplete_event_size=MAX_HEADER_BYTES, timeout_graceful_shutdown=5)
         self.server = uvicorn.Server(config)

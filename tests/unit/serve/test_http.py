@@ -120,3 +120,53 @@ def test_forwarding_puts_one_alert_per_message():
     messages = [json.loads(m) for m in split_alerts(payload)]
     assert [m["alerts"][0]["fingerprint"] for m in messages] == ["c6c3ab1e7d1a2f40", "another"]
     assert all(m["version"] == "4" and m["commonLabels"] == payload["commonLabels"] for m in messages)
+
+
+# --- issue 35 item 1: idle connections cannot make serve unready --------------------------------------------------
+def hold(port: int, count: int, source: str = "127.0.0.2") -> list:
+    """``count`` connections from ``source`` that start a request and never finish its headers."""
+    import socket
+
+    held = []
+    for _ in range(count):
+        conn = socket.socket()
+        conn.bind((source, 0))
+        conn.connect(("127.0.0.1", port))
+        conn.sendall(b"POST /webhook/alertmanager HTTP/1.1\r\nHost: fmdoctor\r\n")
+        held.append(conn)
+    return held
+
+
+def closed(conn, wait: float) -> bool:
+
+    conn.settimeout(wait)
+    try:
+        return conn.recv(1) == b""
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_held_connections_leave_healthz_and_webhooks_answering(monkeypatch):
+    import fmdoctor.serve.http as serve_http
+
+    monkeypatch.setattr(serve_http, "HEADER_TIMEOUT", 2.0, raising=False)
+    processor = StubProcessor()
+    server = HttpServer(app(WebhookIntake(processor, 2), processor.metrics, TOKEN, 64 * 1024), "127.0.0.1", 0)
+    host, port = server.start()
+    held = hold(port, 140)  # more than uvicorn's old limit_concurrency (128), from one address
+    try:
+        assert call(f"http://{host}:{port}/healthz", token=None)[0] == 200
+        status, _, _ = call(f"http://{host}:{port}/webhook/alertmanager", load("alertmanager-webhook.json").encode())
+        assert status == 200
+        cap = getattr(serve_http, "MAX_PER_PEER", 140)
+        over = [c for c in held[cap:] if closed(c, 0.5)]
+        assert len(over) == 140 - cap == 76  # one address holds at most MAX_PER_PEER (64)
+        assert all(closed(c, 5.0) for c in held[:cap])  # unfinished headers: closed after HEADER_TIMEOUT
+        held += hold(port, 3)  # the address may connect again once its connections are gone
+        assert call(f"http://{host}:{port}/healthz", token=None)[0] == 200
+    finally:
+        for conn in held:
+            conn.close()
+        server.stop()
