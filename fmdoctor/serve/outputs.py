@@ -2,7 +2,9 @@
 stays on the queue and is retried (only the outputs that failed: see ``state.Ledger``).
 
 Everything sent is redacted first (the assistant's secret patterns, plus ``agent.redact``; account ids are
-kept, the people reading are the account's own). Slack gets the result as Block Kit built with
+kept, the people reading are the account's own), every field: Slack's top-level ``text`` (what notifications
+show) and the resolved message are escaped as the blocks are, the SNS ``Subject`` is redacted as its message.
+Slack gets the result as Block Kit built with
 ``fmdoctor.slack.blocks`` (the Runbook and Fix buttons of every front end: a Fix click opens the confirm dialog
 of ``fmdoctor slack serve``, which only configured approvers get past). A repeat of the same alarm within
 ``serve.repeat_window`` is answered in the first one's thread, and that first message is updated to the latest
@@ -95,11 +97,10 @@ class SlackOutput:
         thread = self.thread_of(repeat_key)
         if thread is None:
             return False
-        text = self.redact(f":white_check_mark: resolved: {result_event_title}")
         from fmdoctor.slack import blocks
 
-        self.client.chat_postMessage(channel=self.channel, thread_ts=thread, text=text,
-                                     blocks=[blocks.section(blocks.escape(text))])
+        text = f":white_check_mark: resolved: {blocks.escape(self.redact(result_event_title))}"
+        self.client.chat_postMessage(channel=self.channel, thread_ts=thread, text=text, blocks=[blocks.section(text)])
         return True
 
 
@@ -119,7 +120,9 @@ def summary_message(result: Result, max_blocks: int) -> dict[str, Any]:
     if result.cause is not None:
         items.append(blocks.section("*Most likely cause*"))
         items += blocks.finding_blocks(result.cause, result.cluster, 0)
-    return {"text": f"fmdoctor: {event.title} ({result.cluster}: {result.status})", "blocks": items[: max_blocks]}
+    # The top-level text is what notifications show: escaped like every block (a title saying <!channel> is text).
+    text = f"fmdoctor: {blocks.escape(event.title)} ({blocks.escape(result.cluster)}: {result.status})"
+    return {"text": text, "blocks": items[: max_blocks]}
 
 
 class WebhookOutput:
@@ -164,5 +167,6 @@ class SnsOutput:
             data["report"] = None
             data["truncated"] = "report left out: over SNS's 256 KiB limit"
             message = json.dumps(data, default=str)
-        subject = "".join(c for c in f"fmdoctor: {result.event.title}" if c.isascii() and c.isprintable())[:100]
+        title = self.redact(result.event.title)  # redacted like the message; SNS subjects are printable ASCII
+        subject = "".join(c for c in f"fmdoctor: {title}" if c.isascii() and c.isprintable())[:100]
         self.client.publish(TopicArn=self.topic_arn, Message=message, Subject=subject)

@@ -170,3 +170,44 @@ def test_two_replicas_sharing_a_dedupe_table_post_each_event_once(served, fake_s
     assert update["ts"] == fake_slack.replies("chat.postMessage")[0]["ts"] and "Spot interruption" in opened["text"]
     assert any("sqs:m (receive 2) killed" in r.getMessage() and "in_progress" in r.getMessage()
                for r in caplog.records)
+
+
+# --- issue 35 item 6: every field sent to Slack and SNS is escaped and redacted ------------------------------
+HOSTILE = "<!channel> <https://evil.example/login|Open the runbook> AKIAIOSFODNN7EXAMPLE"
+
+
+def hostile_alert(cluster: str) -> dict:
+    alert = json.loads(load("alertmanager-webhook.json"))
+    for labels in (alert["commonLabels"], alert["alerts"][0]["labels"]):
+        labels.update(cluster=cluster, fmdoctor_checks="spot-interruption", alertname=HOSTILE)
+    return alert
+
+
+def test_slack_top_level_text_and_resolved_message_carry_no_live_markup(served, fake_slack):
+    alert = hostile_alert(served.world.cluster)
+    assert served.processor.handle_body(json.dumps(alert), "webhook") == ["delivered"]
+    alert["status"] = alert["alerts"][0]["status"] = "resolved"
+    assert served.processor.handle_body(json.dumps(alert), "webhook") == ["resolved"]
+    tops = [p["text"] for p in fake_slack.of("chat.postMessage") + fake_slack.of("chat.update")]
+    assert any("resolved" in t for t in tops) and any("fmdoctor:" in t for t in tops)
+    for text in tops:
+        assert "<!channel>" not in text and "<https://evil" not in text and "AKIAIOSFODNN7EXAMPLE" not in text
+    assert any("&lt;!channel&gt;" in t for t in tops if "resolved" in t)
+
+
+def test_the_sns_subject_is_redacted(aws):
+    from fmdoctor.serve.events import parse_body
+    from fmdoctor.serve.investigate import Result
+    from fmdoctor.serve.outputs import SnsOutput, redactor
+
+    sns, sqs = aws.client("sns"), aws.client("sqs")
+    topic = sns.create_topic(Name="fmdoctor-results")["TopicArn"]
+    queue = sqs.create_queue(QueueName="results")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
+    [event] = parse_body(json.dumps(hostile_alert("llm-train")), 1 << 18)
+    SnsOutput(sns, topic, redactor()).send(Result(event, "llm-train", None, narrative="n"))
+    [message] = sqs.receive_message(QueueUrl=queue)["Messages"]
+    envelope = json.loads(message["Body"])
+    assert "AKIAIOSFODNN7EXAMPLE" not in envelope["Subject"] and "[REDACTED" in envelope["Subject"]
+    assert "AKIAIOSFODNN7EXAMPLE" not in envelope["Message"]
