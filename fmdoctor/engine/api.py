@@ -239,11 +239,15 @@ class Doctor:
         return self.settings.cluster(cluster, self.overrides)
 
     def connect(self, cluster_settings: ClusterSettings) -> Aws:
+        # The AWS SDKs' precedence: a flag, then the environment, then the file (AWS_REGION is what most SDKs and
+        # Lambda set, AWS_DEFAULT_REGION what botocore reads; both beat the file's region).
+        env = os.environ
         options = AwsOptions(
-            # botocore reads AWS_DEFAULT_REGION itself; AWS_REGION is what most other SDKs and Lambda set.
-            region=self.connection.region or cluster_settings.region or os.environ.get("AWS_REGION"),
-            profile=self.connection.profile or cluster_settings.profile,
-            endpoint_url=self.connection.endpoint_url or self.settings.endpoint_url,
+            region=self.connection.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+            or cluster_settings.region,
+            profile=self.connection.profile or env.get("AWS_PROFILE") or env.get("AWS_DEFAULT_PROFILE")
+            or cluster_settings.profile,
+            endpoint_url=self.connection.endpoint_url or env.get("AWS_ENDPOINT_URL") or self.settings.endpoint_url,
             max_pool_connections=max(10, self.settings.max_workers * 4),
             read_timeout=self.settings.aws.read_timeout.total_seconds(),
         )
@@ -362,9 +366,12 @@ class Doctor:
 def _region_source(connection: Connection, cluster_settings: ClusterSettings) -> str:
     if connection.region:
         return "--region"
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        if os.environ.get(name):
+            return name
     if cluster_settings.region:
         return "region in fmdoctor.yaml"
-    return "AWS_REGION" if os.environ.get("AWS_REGION") else "the AWS profile or AWS_DEFAULT_REGION"
+    return "the AWS profile"
 
 
 def _not_found_hint(tag_keys: Sequence[str], parts: frozenset[str]) -> str:

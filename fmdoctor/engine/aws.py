@@ -7,6 +7,7 @@ before botocore parses it (:mod:`fmdoctor.engine.responses`).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import Counter
 from dataclasses import dataclass
@@ -54,6 +55,21 @@ class ApiCallCounter:
             return sum(self._counts.values())
 
 
+def retry_defaults(session: boto3.Session, max_attempts: int) -> dict[str, Any]:
+    """fmdoctor's retries (standard mode, ``max_attempts``) only where the user set none: ``AWS_RETRY_MODE`` /
+    ``AWS_MAX_ATTEMPTS`` or the profile's ``retry_mode`` / ``max_attempts`` win, as the SDKs document."""
+    try:
+        profile: dict[str, Any] = dict(session._session.get_scoped_config())
+    except Exception:  # no such profile: the client creation reports it
+        profile = {}
+    retries: dict[str, Any] = {}
+    if not (os.environ.get("AWS_RETRY_MODE") or profile.get("retry_mode")):
+        retries["mode"] = "standard"
+    if not (os.environ.get("AWS_MAX_ATTEMPTS") or profile.get("max_attempts")):
+        retries["total_max_attempts"] = max_attempts
+    return retries
+
+
 class Aws:
     """Clients for one account/region, created lazily, shared by every check of a run (they are thread-safe)."""
 
@@ -65,7 +81,7 @@ class Aws:
         self._clients: dict[str, BaseClient] = {}
         self._lock = threading.Lock()
         self._config = Config(
-            retries={"mode": "standard", "total_max_attempts": self.options.max_attempts},
+            retries=retry_defaults(session, self.options.max_attempts),
             connect_timeout=self.options.connect_timeout,
             read_timeout=self.options.read_timeout,
             max_pool_connections=self.options.max_pool_connections,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
-from email.message import Message
+from http.client import HTTPMessage
 from typing import IO, Any
 from urllib.parse import urlsplit
 
@@ -52,7 +52,7 @@ class _SafeRedirects(urllib.request.HTTPRedirectHandler):
     max_redirections = MAX_REDIRECTS
 
     def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
-                         headers: Message, newurl: str) -> urllib.request.Request | None:
+                         headers: HTTPMessage, newurl: str) -> urllib.request.Request | None:
         why = refusal(req, newurl)
         if why is not None:
             target = "{}://{}".format(*origin(newurl)[:2])
