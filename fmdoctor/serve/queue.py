@@ -8,8 +8,10 @@
 - A message is deleted only after its result is delivered (or it was acknowledged as a duplicate, a bad
   event or one for no configured cluster). A failure leaves it alone: it is received again after the
   visibility timeout, and the queue's redrive policy moves a poison message to the dead-letter queue.
-- On SIGTERM it stops receiving, gives the in-flight events ``serve.shutdown_grace`` to finish, then cancels
-  the rest and releases their messages at once (visibility 0) for another replica.
+- On SIGTERM it stops receiving at once: a pending long poll (``serve.wait_time``, up to 20 s) is abandoned,
+  not waited for (it runs in a thread of its own, and whatever it still receives is released at once); then
+  the in-flight events get ``serve.shutdown_grace`` to finish, and the rest are cancelled and their messages
+  released (visibility 0) for another replica.
 
 docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-visibility-timeout.html and
 .../sqs-dead-letter-queues.html describe the visibility and redrive behaviour relied on here.
@@ -59,13 +61,13 @@ class SqsConsumer:
                 if free == 0:
                     continue
                 try:
-                    reply = self.sqs.receive_message(
-                        QueueUrl=self.queue_url, MaxNumberOfMessages=min(10, free), WaitTimeSeconds=self.wait_s,
-                        VisibilityTimeout=self.visibility_s, MessageSystemAttributeNames=["ApproximateReceiveCount"])
+                    reply = self._receive(free)
                 except Exception as exc:  # throttled, network: back off and keep serving
                     log.warning("ReceiveMessage failed (%s); retrying in 5s", type(exc).__name__)
                     self.stop.wait(5)
                     continue
+                if reply is None:  # stopped while the long poll was pending
+                    break
                 for message in reply.get("Messages") or []:
                     if self.stop.is_set():  # received while shutting down: hand it straight back
                         self._release(message["ReceiptHandle"], message["MessageId"])
@@ -78,6 +80,38 @@ class SqsConsumer:
             self._shutdown()
             self._closed.set()
             pool.shutdown(wait=False, cancel_futures=True)
+
+    def _receive(self, free: int) -> dict[str, Any] | None:
+        """One long poll, in a thread of its own so ``stop`` need not wait for it: None when stopped first (the
+        poll's messages, if it still gets some, are released as it returns)."""
+        state: dict[str, Any] = {}
+        lock = threading.Lock()
+        finished = threading.Event()
+
+        def poll() -> None:
+            try:
+                state["reply"] = self.sqs.receive_message(
+                    QueueUrl=self.queue_url, MaxNumberOfMessages=min(10, free), WaitTimeSeconds=self.wait_s,
+                    VisibilityTimeout=self.visibility_s, MessageSystemAttributeNames=["ApproximateReceiveCount"])
+            except Exception as exc:
+                state["error"] = exc
+            with lock:
+                finished.set()
+                abandoned = state.get("abandoned", False)
+            if abandoned:
+                for message in (state.get("reply") or {}).get("Messages") or []:
+                    self._release(message["ReceiptHandle"], message["MessageId"])
+
+        threading.Thread(target=poll, name="fmdoctor-serve-receive", daemon=True).start()
+        while not finished.wait(0.2):
+            with lock:
+                if self.stop.is_set() and not finished.is_set():
+                    state["abandoned"] = True
+                    return None
+        if "error" in state:
+            raise state["error"]
+        reply: dict[str, Any] = state["reply"]
+        return reply
 
     def _wait_for_free_worker(self) -> int:
         with self._changed:

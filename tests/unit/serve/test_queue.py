@@ -108,3 +108,33 @@ def test_visibility_is_extended_while_busy_and_released_on_shutdown(sqs):
     assert extended[-1] == 0  # shutdown released it for another replica at once
     again = client.receive_message(QueueUrl=url, WaitTimeSeconds=0)["Messages"]
     assert again[0]["Body"] == "slow"
+
+
+def test_stop_does_not_wait_for_the_pending_long_poll(sqs):
+    """Issue 35 item 11: SIGTERM (``stop``) while ReceiveMessage waits its 20 s on an empty queue."""
+    client, url = sqs
+    consumer = SqsConsumer(client, url, StubProcessor(), concurrency=2, visibility_s=30, wait_s=20, grace_s=5)
+    thread = threading.Thread(target=consumer.run, daemon=True)
+    thread.start()
+    time.sleep(1.0)  # the long poll is pending
+    stopped = time.monotonic()
+    consumer.stop.set()
+    thread.join(timeout=30)
+    assert not thread.is_alive() and time.monotonic() - stopped < 5  # not the rest of the 20 s poll
+
+
+def test_a_message_the_abandoned_poll_still_receives_is_released(sqs):
+    client, url = sqs
+    consumer = SqsConsumer(client, url, StubProcessor(), concurrency=2, visibility_s=300, wait_s=3, grace_s=1)
+    thread = threading.Thread(target=consumer.run, daemon=True)
+    thread.start()
+    time.sleep(0.5)
+    consumer.stop.set()
+    thread.join(timeout=10)
+    client.send_message(QueueUrl=url, MessageBody="late")  # arrives while the abandoned poll still waits
+    time.sleep(4)  # past the poll's 3 s: it received the message (or nothing), and returned
+    attrs = client.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attrs["ApproximateNumberOfMessages"] == "1"  # visible again at once, not after its 300 s
+    [again] = client.receive_message(QueueUrl=url, MessageSystemAttributeNames=["ApproximateReceiveCount"]
+                                     )["Messages"]
+    assert again["Attributes"]["ApproximateReceiveCount"] == "2"  # the abandoned poll did receive it, and let go
