@@ -4,19 +4,31 @@ Debian's ``prometheus`` package provides the server and ``promtool``. The histor
 (:mod:`fmdoctor.demo.openmetrics`) turned into TSDB blocks with ``promtool tsdb create-blocks-from openmetrics``
 (Prometheus's documented backfilling), in a temporary data directory the server is started on and which is
 removed afterwards. Nothing is scraped: the server only answers queries over what was loaded.
+
+Its life is tied to fmdoctor's: it runs in a process group of its own (a terminal's SIGINT or SIGHUP, which
+Prometheus takes as "reload", does not reach it; it is stopped as a group), with a parent-death signal
+(``PR_SET_PDEATHSIG``, Linux's prctl, through ctypes) so that it is terminated when fmdoctor dies however it
+dies, and while it runs a SIGTERM or SIGHUP to fmdoctor (``kill``, a closed terminal) unwinds the demo as
+Ctrl-C does: the server is stopped and its temporary directory removed. Only a SIGKILL leaves that directory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 READY_TIMEOUT_S = 60.0  # a loaded machine (CI with every core busy) opens the blocks slowly
 INSTALL_HINT = "install Debian's prometheus package (apt-get install prometheus) to run it"
@@ -34,6 +46,63 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that asks the kernel to SIGTERM the child when this process dies (Linux); libc is looked
+    up here, before the fork, so the child only calls it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl: Any = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def tie() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the signal was set
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return tie
+
+
+@contextlib.contextmanager
+def _unwind_on_signals() -> Iterator[None]:
+    """While the server runs, SIGTERM and SIGHUP to fmdoctor unwind the demo (SystemExit) instead of killing the
+    process on the spot; a handler someone else installed (``serve``'s graceful SIGTERM) is left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    installed = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            installed[sig] = signal.signal(sig, stop)
+    try:
+        yield
+    finally:
+        for sig, previous in installed.items():
+            if signal.getsignal(sig) is stop:
+                signal.signal(sig, previous)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Terminate the server's whole process group, then wait (kill if it does not go)."""
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig)
+        try:
+            process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 @contextlib.contextmanager
 def loopback_prometheus(openmetrics: str) -> Iterator[str]:
     """Start Prometheus over ``openmetrics`` history; yields its base URL (``http://127.0.0.1:PORT/``)."""
@@ -41,35 +110,34 @@ def loopback_prometheus(openmetrics: str) -> Iterator[str]:
     if found is None:
         raise FileNotFoundError(f"prometheus and promtool are not on PATH: {INSTALL_HINT}")
     server, tool = found
-    workdir = Path(tempfile.mkdtemp(prefix="fmdoctor-prometheus-"))
-    process: subprocess.Popen[bytes] | None = None
-    log = None
-    try:
-        (workdir / "history.om").write_text(openmetrics, encoding="utf-8")
-        (workdir / "prometheus.yml").write_text("global:\n  scrape_interval: 1m\n", encoding="utf-8")
-        subprocess.run([tool, "tsdb", "create-blocks-from", "openmetrics", str(workdir / "history.om"),
-                        str(workdir / "data")], check=True, capture_output=True, timeout=120)
-        port = _free_port()
-        log = (workdir / "prometheus.log").open("wb")
-        process = subprocess.Popen(
-            [server, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=30d"],
-            stdout=log, stderr=subprocess.STDOUT,
-        )
-        url = f"http://127.0.0.1:{port}/"
-        _wait_ready(url, process, workdir / "prometheus.log")
-        yield url
-    finally:
-        if process is not None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
-        if log is not None:
-            log.close()
-        shutil.rmtree(workdir, ignore_errors=True)
+    tie = _parent_death_signal()
+    with _unwind_on_signals():
+        workdir = Path(tempfile.mkdtemp(prefix="fmdoctor-prometheus-"))
+        process: subprocess.Popen[bytes] | None = None
+        log = None
+        try:
+            (workdir / "history.om").write_text(openmetrics, encoding="utf-8")
+            (workdir / "prometheus.yml").write_text("global:\n  scrape_interval: 1m\n", encoding="utf-8")
+            subprocess.run([tool, "tsdb", "create-blocks-from", "openmetrics", str(workdir / "history.om"),
+                            str(workdir / "data")], check=True, capture_output=True, timeout=120,
+                           preexec_fn=tie)  # noqa: PLW1509 (only prctl, resolved before the fork)
+            port = _free_port()
+            log = (workdir / "prometheus.log").open("wb")
+            process = subprocess.Popen(
+                [server, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
+                 f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=30d"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0,
+                preexec_fn=tie,  # noqa: PLW1509
+            )
+            url = f"http://127.0.0.1:{port}/"
+            _wait_ready(url, process, workdir / "prometheus.log")
+            yield url
+        finally:
+            if process is not None:
+                _stop(process)
+            if log is not None:
+                log.close()
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
