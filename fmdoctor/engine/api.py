@@ -247,7 +247,10 @@ class Doctor:
             or cluster_settings.region,
             profile=self.connection.profile or env.get("AWS_PROFILE") or env.get("AWS_DEFAULT_PROFILE")
             or cluster_settings.profile,
-            endpoint_url=self.connection.endpoint_url or env.get("AWS_ENDPOINT_URL") or self.settings.endpoint_url,
+            # AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE> beat the file: botocore resolves them itself (the
+            # service's own first), so the file's endpoint is passed only when none is set.
+            endpoint_url=self.connection.endpoint_url or (
+                None if any(k.startswith("AWS_ENDPOINT_URL") for k in env) else self.settings.endpoint_url),
             max_pool_connections=max(10, self.settings.max_workers * 4),
             read_timeout=self.settings.aws.read_timeout.total_seconds(),
         )

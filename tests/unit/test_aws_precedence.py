@@ -58,3 +58,14 @@ def test_retry_settings_of_the_user_are_kept(aws, monkeypatch):
     assert retries(monkeypatch, AWS_RETRY_MODE="adaptive", AWS_MAX_ATTEMPTS="2") == {
         "mode": "adaptive", "total_max_attempts": 2}
     assert retries(monkeypatch, AWS_MAX_ATTEMPTS="9") == {"mode": "standard", "total_max_attempts": 9}
+
+
+def test_the_environments_endpoints_beat_the_files_and_keep_their_per_service_order(aws, monkeypatch):
+    settings = Settings(endpoint_url="http://127.0.0.1:1111")
+    doctor = Doctor(settings=settings, connection=Connection(region="us-west-2"))
+    assert doctor.connect(doctor.cluster_settings("x")).client("ec2").meta.endpoint_url == "http://127.0.0.1:1111"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:2222")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:3333")
+    aws_ = doctor.connect(doctor.cluster_settings("x"))
+    assert aws_.client("ec2").meta.endpoint_url == "http://127.0.0.1:2222"
+    assert aws_.client("sqs").meta.endpoint_url == "http://127.0.0.1:3333"  # the service's own first
