@@ -339,3 +339,16 @@ def test_two_replicas_on_one_queue_post_each_event_once(stack):
     assert outcome([b, c], "delivered") == 6 and len(channel_posts(slack)) == 10
     assert outcome([b, c], "duplicate") == 4 + 6  # each second copy, after in_progress if the two overlapped
     assert queue_depth(sqs, stack["dlq"]) == 0
+
+
+def test_sigterm_does_not_wait_for_the_long_poll(stack):
+    """Issue 35 item 11: with serve.wait_time 20 s and an empty queue, SIGTERM ends the replica at once."""
+    config = json.loads(stack["config"].read_text())
+    config["serve"]["wait_time"] = 20
+    stack["config"].write_text(json.dumps(config))
+    serve = stack["start"]()
+    time.sleep(2)  # the first long poll is pending
+    signalled = time.monotonic()
+    serve.proc.send_signal(signal.SIGTERM)
+    assert serve.proc.wait(timeout=60) == 0
+    assert time.monotonic() - signalled < 10, serve.text()  # not the 18 s left of the poll
