@@ -75,9 +75,6 @@ def refusal(request: urllib.request.Request, new_url: str) -> str | None:
     return None
 
 
-_OPENER = urllib.request.build_opener(_SafeRedirects)
-
-
 def request(url: str, data: bytes | None = None, headers: dict[str, str] | None = None, method: str | None = None,
             signed: bool = False) -> urllib.request.Request:
     """A request for :func:`urlopen`; ``signed`` marks a SigV4-signed one (never redirected)."""
@@ -90,4 +87,5 @@ def urlopen(req: urllib.request.Request, timeout: float) -> Any:
     """Open ``req`` with the redirect rules above (a context manager, as urllib's ``urlopen``)."""
     if urlsplit(req.full_url).scheme.lower() not in ("http", "https"):
         raise urllib.error.URLError(f"only http(s) URLs are fetched, not {req.full_url[:60]!r}")
-    return _OPENER.open(req, timeout=timeout)
+    opener = urllib.request.build_opener(_SafeRedirects)  # per call: proxies are read from the environment now
+    return opener.open(req, timeout=timeout)
