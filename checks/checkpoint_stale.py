@@ -15,7 +15,8 @@ from ._checkpoint import CHECKPOINT_IAM, scans_with_checkpoints
 class CheckpointStale(Check):
     """The newest usable checkpoint at every configured location (the one a restart would load: a save
     still under way or one that died does not count) was written within the allowed interval
-    (checkpoints.max_age, or --checkpoint-max-age).
+    (checkpoints.max_age, or --checkpoint-max-age). The evidence's ``proof`` and ``usable_because`` say which
+    framework's proof made it usable, or that none did.
 
     Checkpoints that stop arriving mean the job hung, crashed or fails to save, and every minute since the
     last usable one is work an interruption throws away. While a newer save is under way (within
@@ -51,12 +52,15 @@ class CheckpointStale(Check):
                 continue
             note = (f"; a newer save ({newest.name}) has been under way for {format_duration(saving_age)}"
                     if under_way and saving_age is not None else
+                    f"; the newer {newest.name} only looks incomplete (a comparison, not a proof)"
+                    if saving is not None and saving is scan.suspect else
                     f"; the newer {newest.name} is incomplete" if saving is not None else "")
             findings.append(
                 self.finding(
                     resource=scan.location,
                     summary=(
-                        f"The newest usable checkpoint at {scan.location} ({usable.name}) was written "
+                        f"The newest usable checkpoint at {scan.location} ({usable.name}, {scan.usable_because()}) "
+                        "was written "
                         f"{format_duration(age)} ago, more than the allowed {format_duration(settings.max_age)}"
                         f"{note}: the job may be hung, crashed or failing to save."
                     ),
