@@ -150,19 +150,19 @@ def judge(checkpoint: Checkpoint, markers: LocationMarkers, context: LocationCon
     context = context or LocationContext()
     held: list[str] = []
     failed: list[str] = []
-    frameworks: list[str] = []
+    holding: list[str] = []
+    failing: list[str] = []
     for framework, proof in PROOFS:
         result = proof(checkpoint, markers, context, top_level)
         if result is None:
             continue
         ok, sentence = result
         (held if ok else failed).append(sentence)
-        frameworks.append(framework)
-    named = ", ".join(dict.fromkeys(frameworks)) or None
+        (holding if ok else failing).append(framework)
     if failed:
-        return Verdict(False, MARKER, tuple(held), tuple(failed), framework=named)
+        return Verdict(False, MARKER, tuple(held), tuple(failed), framework=", ".join(dict.fromkeys(failing)))
     if held:
-        return Verdict(True, MARKER, tuple(held), framework=named)
+        return Verdict(True, MARKER, tuple(held), framework=", ".join(dict.fromkeys(holding)))
     return Verdict(None, UNPROVEN)
 
 
@@ -189,13 +189,13 @@ def _orbax_step(cp: Checkpoint, markers: LocationMarkers, context: LocationConte
                        "a rename copies object by object and deletes the source last, so the copy is not whole")
     if any(f.key == ORBAX_COMMIT for f in cp.files):
         return True, f"Orbax wrote {ORBAX_COMMIT} into {cp.name} when it committed the step"
-    if not context.object_store:
-        return True, (f"Orbax renamed {cp.name}.orbax-checkpoint-tmp to {cp.name} when it committed the step "
-                      "(an atomic rename on a file system)")
     if context.orbax_commits:
         return False, (f"no {ORBAX_COMMIT} in {cp.name}: this Orbax writes it when it commits a step (the other "
                        "step listed here has it), so the save did not finish")
-    return None  # an older Orbax that commits by rename alone: on S3 nothing in a listing proves the copy whole
+    if not context.object_store:  # an Orbax that commits by rename alone (before commit_success.txt on POSIX)
+        return True, (f"Orbax renamed {cp.name}.orbax-checkpoint-tmp to {cp.name} when it committed the step "
+                      "(an atomic rename on a file system)")
+    return None  # ... and on S3, where a 'rename' copies object by object, nothing in a listing proves it whole
 
 
 def _is_orbax(cp: Checkpoint) -> bool:
