@@ -107,6 +107,7 @@ class LocationContext:
     object_store: bool = True  # S3 (an object is all-or-nothing; a 'rename' copies object by object)
     hf_trainer: bool = False  # a checkpoint-<step>/ here holds trainer_state.json: Trainer writes them
     orbax_commits: bool = False  # an Orbax step here holds commit_success.txt: this Orbax writes one per commit
+    accelerate: bool = False  # a checkpoint here holds random_states_<n>.pkl: Accelerate's save_state writes them
 
 
 def location_markers(files: list[StoredObject], folders: list[str] | tuple[str, ...] = ()) -> LocationMarkers:
@@ -126,6 +127,7 @@ def location_context(listed: list[Checkpoint], object_store: bool) -> LocationCo
         object_store=object_store,
         hf_trainer=any(HF_CHECKPOINT.match(c.name) and any(f.key == HF_STATE for f in c.files) for c in listed),
         orbax_commits=any(_is_orbax(c) and any(f.key == ORBAX_COMMIT for f in c.files) for c in listed),
+        accelerate=any(ACCELERATE_RNG.match(f.key) for c in listed for f in c.files),
     )
 
 
@@ -282,6 +284,10 @@ def _safetensors(cp: Checkpoint, markers: LocationMarkers, context: LocationCont
 def _accelerate(cp: Checkpoint, markers: LocationMarkers, context: LocationContext, top_level: bool) -> Result:
     processes = {int(m.group(1)) for f in cp.files if (m := ACCELERATE_RNG.match(f.key))}
     if not processes:
+        if context.accelerate and cp.files and not _one_file(cp):
+            return False, (f"no random_states_<process>.pkl in {cp.name}: Accelerate's save_state writes one per "
+                           "process after the model and optimizer (the other save listed here has them), so the "
+                           "save did not finish")
         return None
     missing = sorted(set(range(max(processes) + 1)) - processes)
     if missing:
