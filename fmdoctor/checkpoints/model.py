@@ -121,8 +121,9 @@ UNPROVEN = "nothing proves it (no marker, nothing to compare with)"
 # What a location without a framework marker lacks (the README's checkpoint table lists every marker read).
 WOULD_PROVE = ("a framework's own completion marker fmdoctor reads from a listing: PyTorch DCP's .metadata, "
                "DeepSpeed's 'latest', Megatron's tracker or metadata.json, NeMo's '-unfinished' marker, Hugging "
-               "Face Trainer's trainer_state.json, Accelerate's random_states_<n>.pkl, Orbax's commit_success.txt, "
-               "a safetensors index; or the job's own log line saying the save of this step finished")
+               "Face Trainer's trainer_state.json, Accelerate's random_states_0.pkl (one per process), Orbax's "
+               "commit_success.txt, a safetensors index; or the job's own log line saying the save of this step "
+               "finished")
 
 
 class Lister(Protocol):

@@ -16,6 +16,7 @@ from fmdoctor.demo.seed_health import dcp_files, write_checkpoint
 from fmdoctor.engine.api import Connection, Doctor, new_aws
 from fmdoctor.engine.host import LocalHost
 from fmdoctor.engine.model import Severity, Status
+from fmdoctor.runbooks import get_runbook
 
 from ..conftest import CLUSTER, REGION
 from .checkpoint_layouts import layout, to_directory, to_s3
@@ -106,6 +107,8 @@ def test_dcp_save_that_died_before_metadata_is_incomplete_by_its_marker(bucket, 
     assert finding.evidence["proof"]["method"] == "framework marker"
     assert finding.evidence["proof"]["proven"] and finding.evidence["proof"]["framework"] == "PyTorch DCP"
     assert "(PyTorch DCP's own proof)" in finding.summary
+    runbook = get_runbook("checkpoint-incomplete").render(finding, cluster=CLUSTER, region=REGION)
+    assert "by PyTorch DCP's own proof" in runbook and "**may**" not in runbook
     assert "before StorageWriter.finish" in finding.evidence["reasons"][0]
     assert finding.evidence["resume_from"]["uri"] == f"{LOCATION}step-000200/"
     assert finding.evidence["usable"] == f"{LOCATION}step-000200/"
@@ -147,6 +150,8 @@ def test_incomplete_by_size_is_a_hint_and_a_save_in_progress_is_not_judged(bucke
     assert finding.evidence["proof"]["proven"] is False and "framework" not in finding.evidence["proof"]
     assert "not a framework's proof" in finding.summary and "changed what it saves" in finding.summary
     assert "trainer_state.json" in finding.evidence["would_prove"]
+    runbook = get_runbook("checkpoint-incomplete").render(finding, cluster=CLUSTER, region=REGION)
+    assert "**may** not\nbe whole" in runbook and "What would prove it either way" in runbook
     save(bucket, [(400, 3)], files={"model.pt": 1_000})  # being written right now: within write_grace
     assert run_checks(["checkpoint-incomplete"], checkpoints={"locations": [LOCATION]}).findings == []
 
