@@ -3,9 +3,9 @@
 Training frameworks name checkpoints by step (``step-000120/``, ``global_step1200/``, ``checkpoint-5000/``,
 ``iter_0001200/``, ``epoch=3-step=1200.ckpt``), so the newest is found from one delimiter listing of the
 location's top level, and only the newest checkpoints are listed in full (:mod:`fmdoctor.checkpoints.scan`).
-Whether one is complete is proved from the framework's own marker (:mod:`fmdoctor.checkpoints.frameworks`),
-or, where a framework writes none, from a comparison with its predecessor
-(:mod:`fmdoctor.checkpoints.compare`).
+Whether one is complete is proved from the framework's own marker (:mod:`fmdoctor.checkpoints.frameworks`);
+where none applies, a comparison with its predecessor (:mod:`fmdoctor.checkpoints.compare`) is a hint, never a
+proof (``Verdict.proven``).
 """
 
 from __future__ import annotations

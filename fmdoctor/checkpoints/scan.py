@@ -6,6 +6,9 @@ newest two checkpoints are listed in full. Only when both are proven incomplete 
 a time (at most :data:`MAX_WALK_BACK` more). Order never comes from the listing itself: a directory bucket
 (S3 Express One Zone) returns keys out of lexicographic order, and shows a prefix for a save whose
 multipart uploads are still in flight (such a folder lists no object, and is not a checkpoint yet).
+
+The usable checkpoint is never a save that may still be under way: one proven incomplete, one only a comparison
+calls incomplete, or one no marker proves whole that was written within the write grace.
 """
 
 from __future__ import annotations
