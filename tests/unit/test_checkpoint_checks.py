@@ -342,3 +342,23 @@ def test_local_listing_without_find_is_an_error_entry():
     settings = Settings.model_validate({"checkpoints": {"locations": ["/fsx/ckpt"]}})
     report = Doctor(settings=settings).check_local(only=["checkpoint-stale"], host=NoFind())
     assert [e.code for e in report.errors] == ["FindMissing"] and report.status is Status.UNKNOWN
+
+
+def test_no_usable_checkpoint_says_whether_saves_died_or_one_is_still_being_written(bucket, run_checks):
+    partial = {k: v for k, v in dcp_files(shards=4).items() if k != ".metadata"}
+    save(bucket, [(100, 90), (200, 60)], files=partial)
+    [finding] = run_checks(["checkpoint-stale"], checkpoints={"locations": [LOCATION], "max_age": "1h"}).findings
+    assert "the newest 2 saves (step-000200, step-000100) are all incomplete" in finding.summary
+    assert finding.evidence["save_under_way"] is False
+    assert set(finding.evidence["incomplete"]) == {"step-000200", "step-000100"}
+
+
+def test_a_first_save_with_no_proof_still_being_written_is_not_usable_yet(bucket, run_checks):
+    """No marker proves it whole and it was written within the write grace: it may be under way."""
+    save(bucket, [(100, 2)], files={"weights.bin": 10_000, "opt.bin": 5}, prefix="llm/run-7/")
+    settings = {"locations": [LOCATION], "max_age": "1h", "write_grace": "15m"}
+    report = run_checks(["checkpoint-stale", "checkpoint-incomplete"], checkpoints=settings)
+    [finding] = report.findings
+    assert finding.check == "checkpoint-stale" and finding.evidence["save_under_way"] is True
+    assert "(step-000100) is still being written and none before it is whole" in finding.summary
+    assert report.errors == []  # checkpoint-incomplete does not judge a save within its write grace
