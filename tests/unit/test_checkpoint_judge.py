@@ -63,6 +63,8 @@ CASES = [
     ("orbax-no-commit-on-s3-unknown", cp("3000", *ORBAX), [], [], S3, None, None, ""),
     ("nemo-unfinished-marker", cp("run-step=10-last", "weights/common.pt", "weights/metadata.json", "context/io.json"),
      ["run-step=10-last-unfinished"], [], S3, False, "NeMo", "-unfinished"),
+    ("nemo1-ckpt-file-marked", cp("megatron_gpt--step=10-last.ckpt", "megatron_gpt--step=10-last.ckpt"),
+     ["megatron_gpt--step=10-last-unfinished"], [], FS, False, "NeMo", "-unfinished"),
     ("nemo-no-marker", cp("run-step=10-last", "weights/x.pt", "context/io.json"), [], [], S3, True, "NeMo",
      "no '-unfinished' marker"),
     ("dcp-no-metadata", cp("step-1", "__0_0.distcp", "__1_0.distcp"), [], [], S3, False, "PyTorch DCP",
