@@ -92,6 +92,9 @@ class Newest:
     best: tuple[LocationScan, Checkpoint] | None
     where: str
     unverified: tuple[str, str] | None = None  # (code, message) when the checkpoints could not be judged
+    # A newer checkpoint that only a comparison (a hint, no framework proof) kept from being the usable one:
+    # a verdict that counts from ``best`` past it rests on a heuristic, so it may be a warning at most.
+    suspect: tuple[LocationScan, Checkpoint] | None = None
 
 
 def newest_usable_checkpoint(ctx: CheckContext) -> Newest:
@@ -106,4 +109,7 @@ def newest_usable_checkpoint(ctx: CheckContext) -> Newest:
         return Newest(None, where, ("CheckpointsUnreadable", "; ".join(facts.elsewhere) or "see the errors above"))
     if best is not None and best[1].last_modified > ctx.now + CLOCK_SKEW:
         return Newest(None, where, ("ClockSkew", clock_skew_message(best[1].last_modified, ctx.now)))
-    return Newest(best, where)
+    suspects = [(scan, scan.suspect) for scan in facts.scans if scan.suspect is not None
+                and (best is None or scan.suspect.last_modified > best[1].last_modified)]
+    suspect = max(suspects, key=lambda pair: pair[1].last_modified) if suspects else None
+    return Newest(best, where, suspect=suspect)

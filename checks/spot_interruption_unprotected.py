@@ -18,7 +18,9 @@ class SpotInterruptionUnprotected(Check):
     checkpoints.max_age, or the job's next regular save is due before it.
 
     The warning is the last chance to save: this names the work, in minutes, that the interruption would throw
-    away if the job does not checkpoint now, and which proof made that checkpoint usable.
+    away if the job does not checkpoint now, and which proof made that checkpoint usable. Counted past a newer
+    save that only a comparison (no framework proof) calls incomplete, and protected if that save is whole, it
+    is a warning, never a critical.
     """
 
     id = "spot-interruption-unprotected"
@@ -43,10 +45,21 @@ class SpotInterruptionUnprotected(Check):
             risk = work_at_risk(newest.best, newest.where, item.action_time, ctx.now, max_age)
             if not risk.unprotected:
                 continue
+            severity: Severity | None = None
+            hint, heuristic = "", {}
+            if newest.suspect is not None:
+                scan, suspect = newest.suspect
+                if not work_at_risk(newest.suspect, newest.where, item.action_time, ctx.now, max_age).unprotected:
+                    # Only a comparison says the newer save is incomplete: no proof for a critical.
+                    severity = Severity.WARNING
+                    hint = (f" (counted past the newer {suspect.uri}, which only looks incomplete by a comparison, "
+                            "not a framework's proof: if it is whole, this node's work is protected)")
+                    heuristic = {"counted_past": suspect.uri, "counted_past_proof": scan.verdict(suspect).evidence()}
             findings.append(
                 self.finding(
                     resource=item.instance_id,
-                    summary=f"{item.sentence(ctx.now)}; {risk.sentence()}: trigger a checkpoint now.",
+                    severity=severity,
+                    summary=f"{item.sentence(ctx.now)}; {risk.sentence()}{hint}: trigger a checkpoint now.",
                     evidence={
                         "instance": item.instance_id,
                         "action_time": item.action_time.isoformat(),
@@ -55,6 +68,7 @@ class SpotInterruptionUnprotected(Check):
                         "max_age": format_duration(max_age),
                         **risk.evidence(),
                         "notices": [n.to_evidence(ctx.now) for n in item.notices],
+                        **heuristic,
                     },
                 )
             )

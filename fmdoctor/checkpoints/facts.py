@@ -78,6 +78,7 @@ def clock_skew_message(last_modified: datetime, now: datetime) -> str:
 def load_checkpoint_facts(ctx: CheckContext) -> CheckpointFacts:
     locations = list(ctx.settings.checkpoints.locations)
     ratio = ctx.settings.checkpoints.incomplete_size_ratio
+    settled = ctx.now - ctx.settings.checkpoints.write_grace  # an unproven save written since may be under way
     facts = CheckpointFacts(configured=locations)
     local = [loc for loc in locations if loc.startswith("/")]
     s3 = [loc for loc in locations if loc.startswith("s3://")]
@@ -85,7 +86,7 @@ def load_checkpoint_facts(ctx: CheckContext) -> CheckpointFacts:
     if ctx.scope.aws is None:  # on the node: local paths only
         facts.elsewhere += [f"{loc} is read through AWS: run fmdoctor check without --local" for loc in s3 + fsx]
         for loc in local:
-            _scan(facts, loc, LocalLister(ctx.host, loc), ratio)
+            _scan(facts, loc, LocalLister(ctx.host, loc), ratio, settled)
         return facts
     facts.elsewhere += [f"{loc} is a path on the nodes: run fmdoctor check --local on a node" for loc in local]
     s3_client = ctx.client("s3") if s3 or fsx else None
@@ -99,16 +100,17 @@ def load_checkpoint_facts(ctx: CheckContext) -> CheckpointFacts:
                     "on a node that mounts it",
                 )
             else:
-                _scan(facts, target.location, S3Lister(s3_client, target.s3_uri), ratio, via=target.via)
+                _scan(facts, target.location, S3Lister(s3_client, target.s3_uri), ratio, settled, via=target.via)
     for loc in s3:
-        _scan(facts, loc, S3Lister(s3_client, loc), ratio)
+        _scan(facts, loc, S3Lister(s3_client, loc), ratio, settled)
     return facts
 
 
-def _scan(facts: CheckpointFacts, location: str, lister: Lister, min_ratio: float, via: str | None = None) -> None:
+def _scan(facts: CheckpointFacts, location: str, lister: Lister, min_ratio: float, settled: datetime,
+          via: str | None = None) -> None:
     with facts.gaps.guard(f"checkpoints at {location}"):
         try:
-            scan = scan_location(lister, location, via, min_ratio)
+            scan = scan_location(lister, location, via, min_ratio, settled)
         except PathMissing as exc:
             scan = LocationScan(location, lister.root, via=via, problem=exc.message)
         except ClientError as exc:

@@ -3,9 +3,9 @@
 Training frameworks name checkpoints by step (``step-000120/``, ``global_step1200/``, ``checkpoint-5000/``,
 ``iter_0001200/``, ``epoch=3-step=1200.ckpt``), so the newest is found from one delimiter listing of the
 location's top level, and only the newest checkpoints are listed in full (:mod:`fmdoctor.checkpoints.scan`).
-Whether one is complete is proved from the framework's own marker (:mod:`fmdoctor.checkpoints.frameworks`),
-or, where a framework writes none, from a comparison with its predecessor
-(:mod:`fmdoctor.checkpoints.compare`).
+Whether one is complete is proved from the framework's own marker (:mod:`fmdoctor.checkpoints.frameworks`);
+where none applies, a comparison with its predecessor (:mod:`fmdoctor.checkpoints.compare`) is a hint, never a
+proof (``Verdict.proven``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,10 @@ from typing import Protocol
 # A keyword followed by the number; 'step' wins over 'epoch' in names such as 'epoch=3-step=1200.ckpt'.
 _KEYWORD_STEP = re.compile(r"(global_step|step|checkpoint|ckpt|iteration|iter|epoch)[-_=]?(\d+)", re.I)
 _BARE_STEP = re.compile(r"^(\d+)$")
+# MosaicML Composer's 'ep1-ba4200-rank0.pt' (the batch is the step); Orbax's temporary folder
+# '<prefix_>1000.orbax-checkpoint-tmp-<ts>' (orbax step.py TMP_DIR_STEP_PATTERN).
+_COMPOSER_STEP = re.compile(r"^ep\d+-ba(\d+)(?=$|[-_.])")
+_ORBAX_TMP_STEP = re.compile(r"^(?:.*?_)?(\d+)\.orbax-checkpoint-tmp")
 
 BY_STEP = "step-numbered names"
 BY_TIME = "newest by write time (names carry no step number)"
@@ -26,6 +30,9 @@ BY_TIME = "newest by write time (names carry no step number)"
 def step_of(name: str) -> int | None:
     """The training step a checkpoint's name carries, or None ('tensorboard', 'latest', '2024-05-01')."""
     name = name.rstrip("/")
+    special = _COMPOSER_STEP.match(name) or _ORBAX_TMP_STEP.match(name)
+    if special:
+        return int(special.group(1))
     matches = _KEYWORD_STEP.findall(name)
     stepped = [number for keyword, number in matches if "step" in keyword.lower()]
     if stepped:
@@ -86,13 +93,21 @@ class Verdict:
     missing_files: tuple[str, ...] = ()
     size_ratio: float | None = None  # bytes / the predecessor's bytes (comparison only)
     world_size: str | None = None  # 'ranks 0-63 -> 0-31' when the comparison crossed a change of world size
+    framework: str | None = None  # whose proof decided it ('PyTorch DCP'), for a framework marker
+
+    @property
+    def proven(self) -> bool:
+        """Decided by a framework's own marker; a comparison is a hint, and nothing is nothing."""
+        return self.method == MARKER and self.complete is not None
 
     @property
     def incomplete(self) -> bool:
         return self.complete is False
 
     def evidence(self) -> dict[str, object]:
-        facts: dict[str, object] = {"method": self.method, "proofs": list(self.proofs)}
+        facts: dict[str, object] = {"method": self.method, "proven": self.proven, "proofs": list(self.proofs)}
+        if self.framework:
+            facts["framework"] = self.framework
         if self.reasons:
             facts["reasons"] = list(self.reasons)
         if self.world_size:
@@ -103,6 +118,12 @@ class Verdict:
 MARKER = "framework marker"
 COMPARISON = "comparison with the previous checkpoint"
 UNPROVEN = "nothing proves it (no marker, nothing to compare with)"
+# What a location without a framework marker lacks (the README's checkpoint table lists every marker read).
+WOULD_PROVE = ("a framework's own completion marker fmdoctor reads from a listing: PyTorch DCP's .metadata, "
+               "DeepSpeed's 'latest', Megatron's tracker or metadata.json, NeMo's '-unfinished' marker, Hugging "
+               "Face Trainer's trainer_state.json, Accelerate's random_states_0.pkl (one per process), Orbax's "
+               "commit_success.txt, a safetensors index; or the job's own log line saying the save of this step "
+               "finished")
 
 
 class Lister(Protocol):
@@ -133,11 +154,31 @@ class LocationScan:
     method: str = BY_STEP
     via: str | None = None  # how an FSx location was followed, e.g. 'fs-... exports /ckpt to s3://...'
     problem: str | None = None  # why nothing was found, when known ('bucket does not exist')
-    usable: Checkpoint | None = None  # what a restart would load: the newest one not proven incomplete
+    usable: Checkpoint | None = None  # what a restart would load: not (suspected) incomplete, not under way
     verdicts: dict[str, Verdict] = field(default_factory=dict)  # by checkpoint name, for those judged
 
     def verdict(self, checkpoint: Checkpoint) -> Verdict:
         return self.verdicts.get(checkpoint.name, Verdict(None, UNPROVEN))
+
+    def usable_because(self) -> str:
+        """Which proof made the usable checkpoint usable, as a clause ('proven whole by PyTorch DCP's marker')."""
+        if self.usable is None:
+            return "no checkpoint is usable"
+        verdict = self.verdict(self.usable)
+        if verdict.proven:
+            return f"proven whole by {verdict.framework}'s own marker"
+        if verdict.method == COMPARISON:
+            return "not proven whole: no framework marker, it only has the shape of the save before it"
+        return "not proven whole: no framework marker, and nothing to compare it with"
+
+    @property
+    def suspect(self) -> Checkpoint | None:
+        """The newest checkpoint when only a comparison (a hint, no proof) kept it from being the usable one."""
+        newest = self.newest
+        if newest is None or newest is self.usable:
+            return None
+        verdict = self.verdict(newest)
+        return newest if verdict.method == COMPARISON and verdict.incomplete else None
 
     @property
     def in_progress(self) -> Checkpoint | None:
@@ -153,4 +194,5 @@ class LocationScan:
         if self.usable is not None:
             facts["usable"] = self.usable.uri
             facts["proof"] = self.verdict(self.usable).evidence()
+            facts["usable_because"] = self.usable_because()
         return facts

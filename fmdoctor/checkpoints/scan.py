@@ -6,21 +6,25 @@ newest two checkpoints are listed in full. Only when both are proven incomplete 
 a time (at most :data:`MAX_WALK_BACK` more). Order never comes from the listing itself: a directory bucket
 (S3 Express One Zone) returns keys out of lexicographic order, and shows a prefix for a save whose
 multipart uploads are still in flight (such a folder lists no object, and is not a checkpoint yet).
+
+The usable checkpoint is never a save that may still be under way: one proven incomplete, one only a comparison
+calls incomplete, or one no marker proves whole that was written within the write grace.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from fmdoctor.checkpoints.compare import compare
 from fmdoctor.checkpoints.frameworks import (
-    HF_CHECKPOINT,
-    HF_STATE,
     LIGHTNING_LAST,
+    LocationContext,
     LocationMarkers,
     is_staging,
     judge,
+    location_context,
     location_markers,
 )
 from fmdoctor.checkpoints.model import (
@@ -46,23 +50,47 @@ class _Candidate:
     marker_only: StoredObject | None = None  # a NeMo marker whose checkpoint left nothing yet
 
 
-def scan_location(lister: Lister, location: str, via: str | None = None, min_ratio: float = 0.5) -> LocationScan:
+@dataclass(frozen=True)
+class _Rules:
+    min_ratio: float
+    settled: datetime | None  # an unproven save written after this may still be under way: never usable yet
+    object_store: bool
+
+
+def scan_location(lister: Lister, location: str, via: str | None = None, min_ratio: float = 0.5,
+                  settled: datetime | None = None) -> LocationScan:
+    """``settled``: the time before which a save has had its write grace (now - checkpoints.write_grace)."""
     folders, files = lister.level()
-    markers = location_markers(files)
+    markers = location_markers(files, folders)
+    rules = _Rules(min_ratio, settled, lister.root.startswith("s3://"))
     plain = [f for f in files if f.link_target is None and not markers.is_marker(f.key)]
     candidates = _candidates(folders, plain, markers)
     if candidates:
-        return _by_step(lister, location, via, min_ratio, candidates, markers, plain)
+        return _by_step(lister, location, via, rules, candidates, markers, plain)
     if not folders:
         # Only unnumbered files: the location is one checkpoint, overwritten in place (a 'last.ckpt', or a
         # location naming a checkpoint folder itself). Nothing to compare it with: only markers can tell.
         if not plain:
             return LocationScan(location, lister.root, method=BY_TIME, via=via)
         single = Checkpoint(lister.root.rstrip("/").rsplit("/", 1)[-1], lister.root, None, tuple(plain))
-        verdict = judge(single, markers, hf_trainer=False, top_level=False)
+        context = location_context([single], rules.object_store)
+        verdicts = {single.name: judge(single, markers, context, top_level=False)}
         return LocationScan(location, lister.root, newest=single, checkpoints=1, method=BY_TIME, via=via,
-                            usable=None if verdict.incomplete else single, verdicts={single.name: verdict})
-    return _by_time(lister, location, via, min_ratio, markers)
+                            usable=_usable([single], verdicts, rules), verdicts=verdicts)
+    return _by_time(lister, location, via, rules, markers)
+
+
+def _usable(ordered: list[Checkpoint], verdicts: dict[str, Verdict], rules: _Rules) -> Checkpoint | None:
+    """The newest checkpoint a restart could load: not proven (or suspected) incomplete, and not a save that
+    may still be under way (written within the write grace with no marker proving it whole)."""
+    for checkpoint in ordered:
+        verdict = verdicts.get(checkpoint.name)
+        if verdict is None or verdict.incomplete:
+            continue
+        if not verdict.proven and rules.settled is not None and checkpoint.last_modified > rules.settled:
+            continue
+        return checkpoint
+    return None
 
 
 def _candidates(folders: list[str], files: list[StoredObject], markers: LocationMarkers) -> list[_Candidate]:
@@ -80,7 +108,7 @@ def _candidates(folders: list[str], files: list[StoredObject], markers: Location
     return sorted(found, key=lambda c: (c.step, c.name))
 
 
-def _by_step(lister: Lister, location: str, via: str | None, min_ratio: float, candidates: list[_Candidate],
+def _by_step(lister: Lister, location: str, via: str | None, rules: _Rules, candidates: list[_Candidate],
              markers: LocationMarkers, files: list[StoredObject]) -> LocationScan:
     listed: list[Checkpoint] = []
     pending = list(reversed(candidates))
@@ -92,28 +120,27 @@ def _by_step(lister: Lister, location: str, via: str | None, min_ratio: float, c
     if last_file is not None:
         listed.insert(0, last_file)
         listed = listed[:2]
-    hf_trainer = any(HF_CHECKPOINT.match(c.name) and any(f.key == HF_STATE for f in c.files) for c in listed)
-    verdicts = _judge_pair(listed, markers, hf_trainer, min_ratio)
-    usable = next((c for c in listed if not verdicts[c.name].incomplete), None)
+    context = location_context(listed, rules.object_store)
+    verdicts = _judge_pair(listed, markers, context, rules.min_ratio)
+    usable = _usable(listed, verdicts, rules)
     walked = 0
     while usable is None and pending and walked < MAX_WALK_BACK:
         checkpoint = _materialise(lister, pending.pop(0))
         walked += 1
         if checkpoint is None:
             continue
-        verdicts[checkpoint.name] = judge(checkpoint, markers, hf_trainer)
-        if not verdicts[checkpoint.name].incomplete:
-            usable = checkpoint
+        verdicts[checkpoint.name] = judge(checkpoint, markers, context)
+        usable = _usable([checkpoint], verdicts, rules)
     newest = listed[0] if listed else None
     previous = listed[1] if len(listed) > 1 else None
     return LocationScan(location, lister.root, newest=newest, previous=previous, checkpoints=len(candidates),
                         method=BY_STEP, via=via, usable=usable, verdicts=verdicts)
 
 
-def _judge_pair(listed: list[Checkpoint], markers: LocationMarkers, hf_trainer: bool,
+def _judge_pair(listed: list[Checkpoint], markers: LocationMarkers, context: LocationContext,
                 min_ratio: float) -> dict[str, Verdict]:
-    """Markers first; where none applies, the newest is compared with the one before it."""
-    verdicts = {c.name: judge(c, markers, hf_trainer) for c in listed}
+    """Markers first; where none applies, the newest is compared with the one before it (a hint only)."""
+    verdicts = {c.name: judge(c, markers, context) for c in listed}
     if len(listed) > 1 and verdicts[listed[0].name].complete is None:
         verdicts[listed[0].name] = compare(listed[0], listed[1], min_ratio)
     return verdicts
@@ -141,19 +168,20 @@ def _lightning_last(root: str, files: list[StoredObject], listed: list[Checkpoin
     return Checkpoint(last.key, root + last.key, None, (last,))
 
 
-def _by_time(lister: Lister, location: str, via: str | None, min_ratio: float,
+def _by_time(lister: Lister, location: str, via: str | None, rules: _Rules,
              markers: LocationMarkers) -> LocationScan:
     groups = _group_by_folder(lister.root, lister.everything())
     groups = [g for g in groups if not is_staging(g.name)]
     groups += [Checkpoint(name, f"{lister.root}{name}/", None, (), started=m.last_modified)
                for name, m in markers.unfinished.items() if name not in {g.name for g in groups}]
     ordered = sorted(groups, key=lambda c: (c.last_modified, c.name), reverse=True)
-    verdicts = _judge_pair(ordered[:2], markers, hf_trainer=False, min_ratio=min_ratio)
+    context = location_context(ordered[:2], rules.object_store)
+    verdicts = _judge_pair(ordered[:2], markers, context, rules.min_ratio)
     for checkpoint in ordered[2:]:
-        if any(not v.incomplete for v in verdicts.values()):
+        if _usable(ordered, verdicts, rules) is not None:
             break
-        verdicts[checkpoint.name] = judge(checkpoint, markers, hf_trainer=False)
-    usable = next((c for c in ordered if c.name in verdicts and not verdicts[c.name].incomplete), None)
+        verdicts[checkpoint.name] = judge(checkpoint, markers, context)
+    usable = _usable(ordered, verdicts, rules)
     return LocationScan(location, lister.root, newest=ordered[0] if ordered else None,
                         previous=ordered[1] if len(ordered) > 1 else None, checkpoints=len(ordered),
                         method=BY_TIME, via=via, usable=usable, verdicts=verdicts)

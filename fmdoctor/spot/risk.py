@@ -51,6 +51,8 @@ class WorkAtRisk:
         }
         if cp is not None and self.scan is not None:
             facts["proof"] = self.scan.verdict(cp).evidence()
+            if cp is self.scan.usable:
+                facts["usable_because"] = self.scan.usable_because()
         return facts
 
 

@@ -16,9 +16,10 @@ from fmdoctor.demo.seed_health import dcp_files, write_checkpoint
 from fmdoctor.engine.api import Connection, Doctor, new_aws
 from fmdoctor.engine.host import LocalHost
 from fmdoctor.engine.model import Severity, Status
+from fmdoctor.runbooks import get_runbook
 
 from ..conftest import CLUSTER, REGION
-from .checkpoint_layouts import layout, to_directory
+from .checkpoint_layouts import layout, to_directory, to_s3
 
 IDS = ["checkpoint-missing", "checkpoint-stale", "checkpoint-incomplete"]
 BUCKET = "team-ckpt"
@@ -104,6 +105,10 @@ def test_dcp_save_that_died_before_metadata_is_incomplete_by_its_marker(bucket, 
     assert (finding.check, finding.severity) == ("checkpoint-incomplete", Severity.CRITICAL)
     assert finding.resource == f"{LOCATION}step-000300/"
     assert finding.evidence["proof"]["method"] == "framework marker"
+    assert finding.evidence["proof"]["proven"] and finding.evidence["proof"]["framework"] == "PyTorch DCP"
+    assert "(PyTorch DCP's own proof)" in finding.summary
+    runbook = get_runbook("checkpoint-incomplete").render(finding, cluster=CLUSTER, region=REGION)
+    assert "by PyTorch DCP's own proof" in runbook and "**may**" not in runbook
     assert "before StorageWriter.finish" in finding.evidence["reasons"][0]
     assert finding.evidence["resume_from"]["uri"] == f"{LOCATION}step-000200/"
     assert finding.evidence["usable"] == f"{LOCATION}step-000200/"
@@ -134,13 +139,53 @@ def test_a_save_under_way_is_not_stale_within_the_write_grace(bucket, run_checks
     assert finding.evidence["save_under_way"] is True and "under way" in finding.summary
 
 
-def test_incomplete_by_size_and_a_save_in_progress_is_not_judged(bucket, run_checks):
+def test_incomplete_by_size_is_a_hint_and_a_save_in_progress_is_not_judged(bucket, run_checks):
+    """No framework marker in these folders: a third of the predecessor's size is a warning that says it is a
+    comparison and why it could be wrong, never a critical."""
     save(bucket, [(100, 90), (200, 60)], files={"model.pt": 10_000})
     save(bucket, [(300, 40)], files={"model.pt": 3_000})
     [finding] = run_checks(["checkpoint-incomplete"], checkpoints={"locations": [LOCATION]}).findings
+    assert finding.severity is Severity.WARNING
     assert finding.evidence["size_ratio"] == 0.3 and finding.evidence["missing_count"] == 0
+    assert finding.evidence["proof"]["proven"] is False and "framework" not in finding.evidence["proof"]
+    assert "not a framework's proof" in finding.summary and "changed what it saves" in finding.summary
+    assert "trainer_state.json" in finding.evidence["would_prove"]
+    runbook = get_runbook("checkpoint-incomplete").render(finding, cluster=CLUSTER, region=REGION)
+    assert "**may** not\nbe whole" in runbook and "What would prove it either way" in runbook
     save(bucket, [(400, 3)], files={"model.pt": 1_000})  # being written right now: within write_grace
     assert run_checks(["checkpoint-incomplete"], checkpoints={"locations": [LOCATION]}).findings == []
+
+
+def test_no_framework_proof_is_not_verified_never_healthy_nor_not_applicable(bucket, run_checks):
+    save(bucket, [(100, 90)], files={"weights.bin": 10_000, "opt.bin": 5})
+    report = run_checks(["checkpoint-incomplete"], checkpoints={"locations": [LOCATION]})
+    [error] = report.errors
+    assert report.findings == [] and report.skipped == [] and error.code == "NoFrameworkProof"
+    assert error.unverified == f"whether the newest checkpoint {LOCATION}step-000100/ is whole"
+    assert "what would prove it" in error.message and report.status is not Status.OK
+    save(bucket, [(200, 60)], files={"weights.bin": 10_000, "opt.bin": 5})  # alike: still only a comparison
+    [error] = run_checks(["checkpoint-incomplete"], checkpoints={"locations": [LOCATION]}).errors
+    assert error.code == "NoFrameworkProof" and "compared with step-000100" in error.message
+
+
+@pytest.mark.parametrize("fixture, prefix", [("accelerate-save-state", "proj/checkpoints/"), ("orbax-maxtext", "mt/")])
+def test_the_issues_false_criticals_are_gone(bucket, run_checks, fixture, prefix):
+    """Accelerate's checkpoint_3 with random_states_0..15.pkl, and Orbax steps whose OCDBT data files have new
+    random names every save, written as their writers write them (tests/fixtures/checkpoints)."""
+    to_s3(bucket, BUCKET, prefix, layout(fixture, 20))
+    location = f"s3://{BUCKET}/{prefix}"
+    report = run_checks(IDS, checkpoints={"locations": [location], "max_age": "1h"})
+    assert report.findings == [] and report.errors == [] and report.status is Status.OK
+
+
+def test_stale_says_which_proof_made_the_checkpoint_usable(bucket, run_checks):
+    to_s3(bucket, BUCKET, "mt/", layout("orbax-tmp-in-progress", 200))
+    [finding] = run_checks(["checkpoint-stale"], checkpoints={"locations": [f"s3://{BUCKET}/mt/"],
+                                                               "max_age": "1h"}).findings
+    assert finding.evidence["usable"] == f"s3://{BUCKET}/mt/2000/"
+    assert finding.evidence["proof"]["framework"] == "Orbax" and finding.evidence["proof"]["proven"] is True
+    assert "(2000, proven whole by Orbax's own marker)" in finding.summary
+    assert "3000.orbax-checkpoint-tmp is incomplete" in finding.summary
 
 
 def test_listing_denied_is_an_error_entry_not_healthy(bucket, run_with_faults, faults):
@@ -297,3 +342,23 @@ def test_local_listing_without_find_is_an_error_entry():
     settings = Settings.model_validate({"checkpoints": {"locations": ["/fsx/ckpt"]}})
     report = Doctor(settings=settings).check_local(only=["checkpoint-stale"], host=NoFind())
     assert [e.code for e in report.errors] == ["FindMissing"] and report.status is Status.UNKNOWN
+
+
+def test_no_usable_checkpoint_says_whether_saves_died_or_one_is_still_being_written(bucket, run_checks):
+    partial = {k: v for k, v in dcp_files(shards=4).items() if k != ".metadata"}
+    save(bucket, [(100, 90), (200, 60)], files=partial)
+    [finding] = run_checks(["checkpoint-stale"], checkpoints={"locations": [LOCATION], "max_age": "1h"}).findings
+    assert "the newest 2 saves (step-000200, step-000100) are all incomplete" in finding.summary
+    assert finding.evidence["save_under_way"] is False
+    assert set(finding.evidence["incomplete"]) == {"step-000200", "step-000100"}
+
+
+def test_a_first_save_with_no_proof_still_being_written_is_not_usable_yet(bucket, run_checks):
+    """No marker proves it whole and it was written within the write grace: it may be under way."""
+    save(bucket, [(100, 2)], files={"weights.bin": 10_000, "opt.bin": 5}, prefix="llm/run-7/")
+    settings = {"locations": [LOCATION], "max_age": "1h", "write_grace": "15m"}
+    report = run_checks(["checkpoint-stale", "checkpoint-incomplete"], checkpoints=settings)
+    [finding] = report.findings
+    assert finding.check == "checkpoint-stale" and finding.evidence["save_under_way"] is True
+    assert "(step-000100) is still being written and none before it is whole" in finding.summary
+    assert report.errors == []  # checkpoint-incomplete does not judge a save within its write grace

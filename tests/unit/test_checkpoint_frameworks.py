@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -191,3 +192,128 @@ def test_nemo_save_last_link_resumes_from_what_the_last_links_point_to(tmp_path)
     (root / f"{n2}-last").symlink_to(n2)
     result = scan_location(LocalLister(LocalHost(), str(root)), str(root))
     assert result.newest.name == result.usable.name == n2
+
+
+# --- Frameworks added for issue 37: each complete, in progress, died mid-save and resumed on fewer ranks -----
+
+@pytest.mark.parametrize("root", ["s3://b/run/", "/fsx/run/"])
+def test_accelerate_save_state_numbered_below_the_process_count_is_whole(root):
+    """The issue's false critical: checkpoint_3 holds random_states_0..15.pkl for 16 processes."""
+    result, _ = scan("accelerate-save-state", root=root)
+    verdict = result.verdict(result.newest)
+    assert (result.newest.name, result.usable.name) == ("checkpoint_3", "checkpoint_3")
+    assert verdict.complete and verdict.proven and verdict.framework == "Hugging Face Accelerate"
+    assert "for all 16 process(es) 0-15 in checkpoint_3" in proof_text(result, result.newest)
+
+
+def test_accelerate_save_that_died_in_the_main_process_is_incomplete():
+    # The main process died writing optimizer.bin: the 15 others wrote their random states, process 0 did not.
+    result, _ = scan("accelerate-died-mid-save")
+    verdict = result.verdict(result.newest)
+    assert verdict.incomplete and verdict.proven and result.usable.name == "checkpoint_2"
+    assert "random_states_0.pkl is missing from checkpoint_3" in proof_text(result, result.newest)
+
+
+def test_accelerate_resumed_on_fewer_processes_is_whole():
+    result, _ = scan("accelerate-fewer-processes")
+    assert result.usable.name == "checkpoint_3" and "8 process(es) 0-7" in proof_text(result, result.newest)
+
+
+@pytest.mark.parametrize("root", ["s3://b/run/", "/fsx/run/"])
+def test_orbax_committed_steps_with_random_ocdbt_names_are_whole(root):
+    """The issue's second false critical: every save's OCDBT data files have new random 128-bit hex names."""
+    result, _ = scan("orbax-maxtext", root=root)
+    assert (result.newest.name, result.usable.name) == ("2000", "2000")
+    assert result.verdict(result.newest).framework == "Orbax"
+    assert "wrote commit_success.txt into 2000" in proof_text(result, result.newest)
+
+
+def test_orbax_temporary_folder_is_never_the_usable_step():
+    result, _ = scan("orbax-tmp-in-progress")
+    assert result.newest.name == "3000.orbax-checkpoint-tmp" and result.verdict(result.newest).incomplete
+    assert result.usable.name == "2000" and result.in_progress is result.newest
+    assert "Orbax's temporary folder" in proof_text(result, result.newest)
+
+
+def test_orbax_step_without_its_commit_file_is_not_committed():
+    # CommitFileTemporaryPath (S3, GCS) saves into the final folder and commits by writing commit_success.txt.
+    result, _ = scan("orbax-s3-no-commit")
+    assert result.verdict(result.newest).incomplete and result.usable.name == "2000"
+    assert "no commit_success.txt in 3000" in proof_text(result, result.newest)
+
+
+def test_orbax_rename_still_copying_on_s3_is_not_whole():
+    """On S3 a rename copies object by object and deletes the temporary folder last."""
+    objects = layout("orbax-maxtext", 5, NOW)
+    copying = [o for o in objects if o.key.startswith("2000/")]
+    objects += [replace(o, key="2000.orbax-checkpoint-tmp/" + o.key.split("/", 1)[1]) for o in copying]
+    result = scan_location(ListingLister(objects), "s3://b/run/")
+    assert result.verdict(result.previous).incomplete and result.previous.name == "2000"
+    assert result.usable.name == "1000"
+    assert "still beside 2000" in proof_text(result, result.previous)
+
+
+def test_orbax_resumed_on_fewer_hosts_is_whole():
+    result, _ = scan("orbax-fewer-processes")
+    assert result.usable.name == "3000" and result.verdict(result.newest).proven
+
+
+def test_old_orbax_without_commit_files_is_whole_by_its_rename_on_a_file_system_only():
+    objects = [o for o in layout("orbax-maxtext", 30, NOW) if not o.key.endswith("commit_success.txt")]
+    local = scan_location(ListingLister(objects, root="/fsx/run/"), "/fsx/run/")
+    assert local.verdict(local.newest).proven and "atomic rename" in proof_text(local, local.newest)
+    remote = scan_location(ListingLister(objects), "s3://b/run/")
+    assert remote.verdict(remote.newest).method == COMPARISON and not remote.verdict(remote.newest).proven
+
+
+def test_composer_monolithic_saves_on_s3_are_whole_objects():
+    result, lister = scan("composer-monolithic")
+    assert result.usable.name == "ep0-ba3000-rank0.pt" and result.newest.step == 3000
+    assert "one S3 object" in proof_text(result, result.newest) and lister.calls == ["level"]
+
+
+def test_composer_save_not_yet_pointed_at_by_latest_rank0_on_a_node(tmp_path):
+    """Composer repoints latest-rank0.pt after dist.barrier: a newer file it does not name did not finish."""
+    root = tmp_path / "checkpoints"
+    to_directory(root, layout("composer-monolithic", 30))
+    (root / "latest-rank0.pt").symlink_to("ep0-ba2000-rank0.pt")
+    result = scan_location(LocalLister(LocalHost(), str(root)), str(root))
+    assert result.newest.name == "ep0-ba3000-rank0.pt" and result.verdict(result.newest).incomplete
+    assert result.usable.name == "ep0-ba2000-rank0.pt" and result.verdict(result.usable).proven
+    (root / "latest-rank0.pt").unlink()
+    (root / "latest-rank0.pt").symlink_to("ep0-ba3000-rank0.pt")
+    result = scan_location(LocalLister(LocalHost(), str(root)), str(root))
+    assert result.usable.name == "ep0-ba3000-rank0.pt" and "latest-rank0 points at" in proof_text(result, result.usable)
+
+
+def test_composer_sharded_saves_are_pytorch_dcp():
+    result, _ = scan("composer-sharded")
+    assert result.usable.name == "ep0-ba2000" and result.verdict(result.usable).framework == "PyTorch DCP"
+
+
+def test_megatron_dist_checkpoint_without_metadata_json_is_incomplete():
+    # Source: Megatron-LM dist_checkpointing/serialization.py save(): metadata.json in the finalize step, last.
+    result, _ = scan("megatron-dist-ckpt")
+    verdict = result.verdict(result.newest)
+    assert verdict.incomplete and "no metadata.json in iter_0003000" in proof_text(result, result.newest)
+    assert result.usable.name == "iter_0002000"
+    assert "Megatron dist-checkpointing wrote metadata.json" in proof_text(result, result.usable)
+
+
+def test_torchtitan_hf_export_is_whole_by_its_shard_count_and_index():
+    result, _ = scan("torchtitan-hf-export")
+    assert result.usable.name == "step-2000" and "all 4 safetensors shard(s)" in proof_text(result, result.usable)
+    lacking = [o for o in layout("torchtitan-hf-export", 5, NOW) if "00003-of" not in o.key]
+    torn = scan_location(ListingLister(lacking), "s3://b/run/")
+    assert torn.verdict(torn.newest).incomplete and torn.usable.name == "step-1000"
+    assert "1 of the 4 safetensors shards" in proof_text(torn, torn.newest)
+
+
+@pytest.mark.parametrize("name", ["accelerate-save-state", "orbax-maxtext", "composer-sharded", "megatron-dist-ckpt",
+                                  "torchtitan-hf-export"])
+def test_new_layouts_on_a_node_find_what_s3_finds_where_the_rule_is_the_same(tmp_path, name):
+    objects = layout(name, 5)
+    to_directory(tmp_path / name, objects)
+    local = scan_location(LocalLister(LocalHost(), str(tmp_path / name)), "local")
+    remote = scan_location(ListingLister(objects), "s3://b/run/")
+    assert (local.newest.name, local.usable.name) == (remote.newest.name, remote.usable.name)

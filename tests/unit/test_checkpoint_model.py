@@ -24,6 +24,12 @@ T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
         ("epoch=3-step=1200.ckpt", 1200),  # Lightning: the step, not the epoch
         ("megatron_gpt--val_loss=2.31-step=1000-consumed_samples=128000.0", 1000),  # NeMo 2, not the samples
         ("ckpt-5000.pt", 5000),
+        ("checkpoint_3", 3),  # Accelerate's automatic_checkpoint_naming (the save iteration)
+        ("ep1-ba4200-rank0.pt", 4200),  # Composer: the batch, not the epoch or the rank
+        ("ep0-ba100", 100),  # Composer's sharded folder
+        ("3000.orbax-checkpoint-tmp-1740819600", 3000),  # Orbax's temporary folder, not its timestamp
+        ("checkpoint_1000.orbax-checkpoint-tmp", 1000),
+        ("2000", 2000),  # Orbax's committed step
         ("000120", 120),
         ("epoch_7", 7),
         ("latest", None),

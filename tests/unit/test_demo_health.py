@@ -36,8 +36,11 @@ def test_demo_health_faults():
     unprotected = report.findings_for("spot-interruption-unprotected")[0]
     assert unprotected.evidence["checkpoint"] == ckpt["usable"] and unprotected.evidence["minutes_lost"] >= 125
     assert unprotected.evidence["proof"]["method"] == "framework marker"  # step-002200's DCP .metadata
+    assert unprotected.severity.value == "critical" and unprotected.evidence["proof"]["framework"] == "PyTorch DCP"
     incomplete = report.findings_for("checkpoint-incomplete")[0]
     assert incomplete.evidence["resume_from"]["uri"] == ckpt["usable"]
+    # The DCP save that died before .metadata is proven incomplete by DCP's own writer: a critical.
+    assert incomplete.severity.value == "critical" and incomplete.evidence["proof"]["proven"]
     # gpu-node-1 and -2 go 30 minutes before their Capacity Block ends, and checkpoints stopped 2 hours ago.
     [expiring] = report.findings_for("capacity-block-expiring")
     assert expiring.severity.value == "critical" and len(expiring.evidence["nodes"]) == 2

@@ -178,7 +178,28 @@ def test_interruption_with_an_old_checkpoint_is_unprotected(cluster, aws, run_ch
     assert finding.evidence["minutes_lost"] == 51  # at the interruption time, in 1m40s
     assert finding.evidence["checkpoint"] == "s3://ckpt/run/step-200/"
     assert "about 51 minutes of work will be lost" in finding.summary
+    assert finding.evidence["proof"]["framework"] == "PyTorch DCP" and finding.evidence["proof"]["proven"]
+    assert finding.evidence["usable_because"] == "proven whole by PyTorch DCP's own marker"
     assert report.errors == []
+
+
+def test_counted_past_a_save_only_a_comparison_calls_incomplete_is_a_warning(cluster, aws, run_checks):
+    """No framework marker: the newer save (10 minutes old) is a third of its predecessor's size, so it is not
+    counted as usable, but only a heuristic says so; if it is whole the node is protected. Never a critical."""
+    aws.client("s3").create_bucket(Bucket="ckpt", CreateBucketConfiguration={"LocationConstraint": REGION})
+    now = datetime.now(UTC)
+    for step, age, size in ((100, 80, 9000), (200, 50, 9000), (300, 10, 3000)):
+        write_checkpoint(aws, "ckpt", "run/", f"step-{step}", {"weights.bin": size, "extra.bin": 10},
+                         now - timedelta(minutes=age))
+    send(aws, cluster.queue_url, warning(cluster.nodes["gpu-2"]))
+    settings = {"locations": ["s3://ckpt/run/"], "max_age": "30m"}
+    report = run_checks(["spot-interruption-unprotected"], spot={"queue_url": cluster.queue_url}, checkpoints=settings)
+    [finding] = report.findings
+    assert finding.severity is Severity.WARNING and finding.evidence["checkpoint"] == "s3://ckpt/run/step-200/"
+    assert finding.evidence["counted_past"] == "s3://ckpt/run/step-300/"
+    assert finding.evidence["counted_past_proof"]["proven"] is False
+    assert "only looks incomplete by a comparison" in finding.summary
+    assert "not proven whole" in finding.evidence["usable_because"]
 
 
 def test_interruption_with_a_fresh_checkpoint_is_protected(cluster, aws, run_checks):
