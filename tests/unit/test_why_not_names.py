@@ -34,7 +34,8 @@ def test_a_mistyped_node_says_what_was_tried_and_what_is_close(nodes, capsys):
     code, out, err = why_not(capsys, "--from", "gpu-node-9", "--to", "head", "--port", "22")
     assert code == 3 and out == ""
     assert "'gpu-node-9' is not an instance, address, interface, file system or s3:// URI" in err
-    assert "tried, in order: an instance's Name tag, id or DNS name (3 instances), 'head', an IPv4 address or CIDR" in err
+    assert ("tried, in order: an instance's Name tag, id or DNS name (3 instances), 'head', an IPv4 address or "
+            "CIDR") in err
     assert "hint: did you mean gpu-node-6?" in err
     assert "bucket" not in err.split("hint:")[1]  # never read as an S3 bucket
 
