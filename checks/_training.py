@@ -23,7 +23,7 @@ from fmdoctor.node.xid import parse_kernel_log
 from fmdoctor.node.xid_catalogue import ACTION_ORDER
 from fmdoctor.spot.sources import SHARED_KEY as SPOT_KEY
 from fmdoctor.spot.sources import load_spot_facts
-from fmdoctor.training.culprit import host_key
+from fmdoctor.training.culprit import NodeKeys
 from fmdoctor.training.flight_recorder import DumpError, RankDump, load_dump, parse_dump, rank_of
 from fmdoctor.training.logs import LogEvent
 
@@ -168,13 +168,14 @@ def flight_recorder_dumps(ctx: CheckContext, gaps: Gaps) -> list[RankDump]:
     return dumps
 
 
-def node_xids(events: list[LogEvent], now: datetime) -> dict[str, list[dict[str, Any]]]:
-    """Xid lines in the job's log groups (the nodes' syslog/dmesg streams), by host key, worst first."""
+def node_xids(events: list[LogEvent], now: datetime, keys: NodeKeys) -> dict[str, list[dict[str, Any]]]:
+    """Xid lines in the job's log groups (the nodes' syslog/dmesg streams), by host key (the node, whatever name
+    their stream gives it), worst first."""
     found: dict[str, list[dict[str, Any]]] = {}
     for event in events:
         if "NVRM: Xid" not in event.text:
             continue
-        key = host_key(event.host) or host_key(event.instance_id)
+        key = keys.of(event)
         for xid in parse_kernel_log(event.text, now):
             found.setdefault(key or "?", []).append(_xid_facts(xid, event))
     for items in found.values():

@@ -72,7 +72,8 @@ def test_a_silent_host_is_one_whose_job_stream_logged_no_timeout():
                for n in (4, 5, 6) for log in ("training", "syslog")}
     streams["ip-10-0-0-9.i-00000000000000009.slurmctld"] = ("ip-10-0-0-9", "i-00000000000000009")  # head node
     evidence = read_evidence(events, streams)
-    assert evidence.job_hosts == {"ip-10-0-0-4", "ip-10-0-0-5", "ip-10-0-0-6"}
+    # each node is keyed by the instance id its streams carry
+    assert evidence.job_hosts == {"i-00000000000000004", "i-00000000000000005", "i-00000000000000006"}
 
 
 def dump(**extra):

@@ -3,6 +3,7 @@ formats), its checkpoints in S3 and its NCCL flight-recorder dumps in S3."""
 
 from __future__ import annotations
 
+import json
 import pickle
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -100,7 +101,8 @@ def test_a_hang_with_one_culprit_names_it_from_the_flight_recorder(job, run_chec
     assert [c["instance"] for c in evidence["culprits"]] == [culprit.id]
     assert evidence["named_by"] == "flight-recorder" and evidence["culprits"][0]["ranks"] == [13]
     assert set(evidence["corroborated_by"]) >= {"nccl-watchdog"} and not evidence["conflicting"]
-    assert "collective 5210 (nccl:all_reduce); rank 13 at 5209" in evidence["sources"]["flight-recorder"]
+    assert (f"wait in collective 5210 (nccl:all_reduce); never reached it: rank 13 on gpu-2 ({culprit.id}), its "
+            "last 5209") in evidence["sources"]["flight-recorder"]
     assert evidence["culprits"][0]["xids"][0]["xid"] == 48
     assert "Xid 48" in finding.summary and "gpu-2" in finding.summary and "step-003000" in finding.summary
     command = evidence["culprits"][0]["take_out"]["command"]
@@ -142,9 +144,26 @@ def test_conflicting_evidence_is_reported_as_such_and_proposes_no_fix(job, run_c
     evidence = finding.evidence
     assert evidence["named_by"] == "nccl-watchdog" and evidence["conflicting"] is True
     assert [c["instance"] for c in evidence["culprits"]] == [nodes["gpu-2"].id]
-    assert evidence["conflicts"] == {"peer-errors": [host(nodes["gpu-3"])]}
-    assert "the evidence conflicts: peer-errors names " + host(nodes["gpu-3"]) in finding.summary
-    assert "fix" not in evidence
+    assert evidence["conflicts"] == {"peer-errors": [nodes["gpu-3"].id]}
+    assert (f"the evidence conflicts, so no fix is proposed: peer-errors names gpu-3 ({nodes['gpu-3'].id})"
+            in finding.summary)
+    assert_no_fix_anywhere(finding)
+
+
+def assert_no_fix_anywhere(finding) -> None:
+    """Conflicting sources: no action in the evidence, no command that takes a node out, and the runbook's
+    take-the-node-out step not rendered; it says who disagrees and what to read next."""
+    from fmdoctor.runbooks import get_runbook
+
+    evidence = finding.evidence
+    assert "fix" not in evidence and all(c["take_out"] is None and "fix" not in c for c in evidence["culprits"])
+    text = json.dumps(evidence)
+    assert not any(word in text for word in ("scontrol", "DRAIN", "kubectl", "cordon", "replace-hyperpod"))
+    assert evidence["read_next"] and any("NCCL" in step for step in evidence["read_next"])
+    rendered = get_runbook("training-stalled").render(finding, cluster=CLUSTER, region=REGION)
+    assert "Take the node out" not in rendered and "scontrol update" not in rendered
+    assert "The sources disagree (" in rendered and "Read next:" in rendered
+    assert "Settle which node hung the job first" in rendered
 
 
 def test_a_slow_but_progressing_job_has_no_finding(job, run_checks):
