@@ -55,7 +55,7 @@ def rank_of(file_name: str, prefix: str) -> int | None:
     if not base.startswith(prefix):
         return None
     rest = base[len(prefix):].split(".")[0]  # 'nccl_trace_rank_13', or with an extension a copy added
-    return int(rest) if rest.isdigit() else None
+    return int(rest) if rest.isascii() and rest.isdigit() else None  # '²'.isdigit() holds, int('²') fails
 
 
 @dataclass(frozen=True)

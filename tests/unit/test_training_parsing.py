@@ -102,3 +102,5 @@ def test_dump_file_names_carry_the_rank():
     assert rank_of("fr/job/nccl_trace_rank_13.pkl", "nccl_trace_rank_") == 13
     assert rank_of("fr/job/nccl_trace_rank_", "nccl_trace_rank_") is None
     assert rank_of("fr/job/README", "nccl_trace_rank_") is None
+    assert rank_of("fr/job/nccl_trace_rank_\u00b2", "nccl_trace_rank_") is None  # a digit to isdigit, not to int
+    assert rank_of("fr/job/nccl_trace_rank_abc", "nccl_trace_rank_") is None

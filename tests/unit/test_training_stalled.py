@@ -305,3 +305,26 @@ def test_flight_recorder_on_fsx_without_an_export_is_said_so(job):
     assert "no data repository association" in error.message and "fsx://" in error.unverified
     [finding] = report.findings  # the logs still name the culprit
     assert finding.evidence["named_by"] == "nccl-watchdog"
+
+
+def test_an_unreadable_or_misnamed_dump_is_one_unreadable_dump(job, run_checks):
+    """Beside the ranks' dumps: a file whose name has no rank number (or a digit int() refuses), one that is no
+    dump, and one whose fields have the wrong types. Each is one gap; the other dumps still name the culprit."""
+    aws, nodes = job
+    load_fixture(aws, nodes, "hang-one-culprit.log", PC_GROUP)
+    checkpoints(aws, [180, 150, 120, 90, 60, 38])
+    s3 = aws.client("s3")
+    for rank in range(24):
+        enqueued, completed = (5209, 5209) if rank == 13 else (5210, 5209)
+        s3.put_object(Bucket=BUCKET, Key=f"fr/job-77/nccl_trace_rank_{rank}", Body=dump(rank, enqueued, completed))
+    bad_fields = pickle.dumps({"entries": [], "pg_status": {"0": {"last_enqueued_collective": "soon"}}}, protocol=2)
+    for name, body in (("nccl_trace_rank_abc", dump(0, 1, 1)), ("nccl_trace_rank_\u00b2", dump(0, 1, 1)),
+                       ("nccl_trace_rank_24", b"\x80\x02truncated"), ("nccl_trace_rank_25", bad_fields)):
+        s3.put_object(Bucket=BUCKET, Key=f"fr/job-77/{name}", Body=body)
+    report = run_checks(ONLY, checkpoints={"locations": [LOCATION]},
+                        training={"flight_recorder": [f"s3://{BUCKET}/fr/job-77/nccl_trace_rank_"]})
+    assert sorted(e.code for e in report.errors) == ["UnreadableDump"] * 4
+    assert all(e.unverified.startswith(f"the flight recorder dump s3://{BUCKET}/fr/job-77/") for e in report.errors)
+    [finding] = report.findings
+    assert finding.evidence["named_by"] == "flight-recorder" and finding.evidence["flight_recorder"]["dumps"] == 24
+    assert [c["instance"] for c in finding.evidence["culprits"]] == [nodes["gpu-2"].id]
