@@ -122,7 +122,9 @@ class TrainingStalled(Check):
         facts, not_checked = cross_reference(ctx, [i for _, i, _ in suspects if i],
                                              [h for _, _, h in suspects if h])
         slurm = any(g.startswith(PARALLELCLUSTER_GROUPS) for g in logs.groups)
-        culprits = [self._culprit(ctx, key, instance, hyperpod_id, found, xids, facts, slurm, identities)
+        hostnames = _hostnames(evidence.keys)
+        culprits = [self._culprit(ctx, key, instance, hyperpod_id, found, xids, facts, slurm, identities,
+                                  hostnames.get(key, []))
                     for key, instance, hyperpod_id in suspects]
         conflicts = found.conflicts
         if conflicts:  # sources that disagree about the node: nothing is taken out on them
@@ -174,7 +176,7 @@ class TrainingStalled(Check):
 
     def _culprit(self, ctx: CheckContext, key: str, instance: Instance | None, hyperpod_id: str | None,
                  found: Answer, xids: dict[str, list[dict[str, Any]]], facts: dict[str, dict[str, Any]],
-                 slurm: bool, identities: NodeIdentities) -> dict[str, Any]:
+                 slurm: bool, identities: NodeIdentities, hostnames: list[str]) -> dict[str, Any]:
         node_id = instance.id if instance else hyperpod_id
         known = facts.get(node_id or "", {})
         node_xid = xids.get(key, [])  # keyed like the culprit, whatever name the Xid's stream used
@@ -200,12 +202,22 @@ class TrainingStalled(Check):
             "explained_by": reasons[0] if reasons else None, "take_out": None,
             "summary": f"{label}{rank_text}, named by {READABLE[found.source or '']}{explained}",
         }
-        out.update(_take_out(ctx, key, instance, hyperpod_id, node_xid, slurm))
+        out.update(_take_out(ctx, key, instance, hyperpod_id, node_xid, slurm, hostnames))
         return out
 
 
+def _hostnames(keys: NodeKeys) -> dict[str, list[str]]:
+    """Per node, the host names its own log streams give it that are no EC2 hostname (ParallelCluster's Slurm
+    hostnames, queue1-st-p4d-2: the Slurm node name itself)."""
+    names: dict[str, list[str]] = {}
+    for name, node in sorted(keys.links.items()):
+        if not name.startswith("ip-") and not name.startswith("i-"):
+            names.setdefault(node, []).append(name)
+    return names
+
+
 def _take_out(ctx: CheckContext, key: str, instance: Instance | None, hyperpod_id: str | None,
-              xids: list[dict[str, Any]], slurm: bool) -> dict[str, Any]:
+              xids: list[dict[str, Any]], slurm: bool, hostnames: list[str]) -> dict[str, Any]:
     """The fix where the scheduler is known: HyperPod's API (an approved fix), else the Slurm or Kubernetes command.
 
     Slurm is known from ParallelCluster's tag on the node or from the job logging to ParallelCluster's log group
@@ -222,7 +234,10 @@ def _take_out(ctx: CheckContext, key: str, instance: Instance | None, hyperpod_i
     reason = shlex.quote(f"fmdoctor training-stalled: hung the job at {ctx.now.isoformat(timespec='minutes')}")
     eks = any(k == "eks:cluster-name" or k.startswith("kubernetes.io/cluster/") for k in tags)
     if "parallelcluster:cluster-name" in tags or (slurm and not eks):
-        # ParallelCluster's Slurm node names (queue-st-p5-1) are not host names: sinfo maps one to the other.
+        if len(hostnames) == 1:  # the node's own streams name it by its Slurm hostname (ParallelCluster's default)
+            return {"take_out": {"scheduler": "slurm", "host": hostnames[0], "command":
+                                 f"scontrol update NodeName={shlex.quote(hostnames[0])} State=DRAIN Reason={reason}"}}
+        # With EC2 hostnames, Slurm node names (queue-st-p5-1) are not host names: sinfo maps one to the other.
         node = f"$(sinfo -h -N -o '%N %n' | awk -v h={shlex.quote(host)} '$2 == h {{print $1}}')"
         return {"take_out": {"scheduler": "slurm", "host": host,
                              "command": f'scontrol update NodeName="{node}" State=DRAIN Reason={reason}'}}

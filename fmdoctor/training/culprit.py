@@ -192,9 +192,9 @@ def answer(evidence: Evidence, laggards: list[Laggards], label: Callable[[str], 
     starts: list[datetime] = []
     _from_flight_recorder(evidence, laggards, result, starts, label)
     _from_watchdogs(evidence, result, starts, label)
-    _from_peer_errors(evidence, result, starts)
+    _from_peer_errors(evidence, result, starts, label)
     _from_torchrun(evidence, result)
-    _from_gpu_faults(evidence, result, starts)
+    _from_gpu_faults(evidence, result, starts, label)
     result.stall_start = min(starts, default=None)
     result.ranks = dict(result.ranks)
     return result
@@ -278,7 +278,8 @@ def _from_watchdogs(evidence: Evidence, result: Answer, starts: list[datetime],
         result.said[WATCHDOG] = waited + "; the logs do not show which rank never joined"
 
 
-def _from_peer_errors(evidence: Evidence, result: Answer, starts: list[datetime]) -> None:
+def _from_peer_errors(evidence: Evidence, result: Answer, starts: list[datetime],
+                      label: Callable[[str], str] = str) -> None:
     if not evidence.peer_errors:
         return
     reporters: dict[str, set[str]] = defaultdict(set)
@@ -292,7 +293,7 @@ def _from_peer_errors(evidence: Evidence, result: Answer, starts: list[datetime]
     top = counts.most_common(1)[0][1]
     named = sorted(peer for peer, n in counts.items() if n == top)
     starts.append(min(e.time for e in evidence.peer_errors))
-    summary = ", ".join(f"{peer} by {n} host(s)" for peer, n in counts.most_common(5))
+    summary = ", ".join(f"{label(peer)} by {n} host(s)" for peer, n in counts.most_common(5))
     if len(named) == 1 or top >= 2:
         result.named[PEER_ERRORS] = named
         result.said[PEER_ERRORS] = f"{len(evidence.peer_errors)} NCCL/EFA peer error(s) name {summary}"
@@ -309,12 +310,13 @@ def _gpu_fault(event: LogEvent) -> bool:
     return any(ACTION_ORDER.index(x.verdict.action) >= grave for x in parse_kernel_log(event.text, event.time))
 
 
-def _from_gpu_faults(evidence: Evidence, result: Answer, starts: list[datetime]) -> None:
+def _from_gpu_faults(evidence: Evidence, result: Answer, starts: list[datetime],
+                     label: Callable[[str], str] = str) -> None:
     if not evidence.gpu_faults:
         return
     hosts = sorted(evidence.gpu_faults)
     lines = [e for events in evidence.gpu_faults.values() for e in events]
-    text = "; ".join(f"{h}: {evidence.gpu_faults[h][0].text.strip()[-160:]}" for h in hosts[:3])
+    text = "; ".join(f"{label(h)}: {evidence.gpu_faults[h][0].text.strip()[-160:]}" for h in hosts[:3])
     if len(hosts) == 1:
         result.named[GPU_FAULTS] = hosts
         for event in lines:

@@ -50,7 +50,8 @@ def load_fixture(aws, nodes, name: str, group: str) -> None:
             continue
         minutes, stream, message = line.split("|", 2)
         for node_name, node in nodes.items():
-            for token, value in ((f"<{node_name}:id>", node.id), (f"<{node_name}>", host(node))):
+            for token, value in ((f"<{node_name}:id>", node.id), (f"<{node_name}:ip>", node.private_ip),
+                                 (f"<{node_name}>", host(node))):
                 stream, message = stream.replace(token, value), message.replace(token, value)
         streams.setdefault(stream, []).append((now - timedelta(minutes=int(minutes)), message))
     for stream, lines in streams.items():
@@ -64,11 +65,12 @@ def checkpoints(aws, minutes_ago: list[int]) -> None:
                          now - timedelta(minutes=minutes))
 
 
-def dump(rank: int, enqueued: int, completed: int, world: int = 24) -> bytes:
-    """A rank's flight-recorder dump as c10d pickles it (FlightRecorder.hpp keys, version 2.4)."""
+def dump(rank: int, enqueued: int, completed: int, world: int = 24, names: dict[int, str] | None = None) -> bytes:
+    """A rank's flight-recorder dump as c10d pickles it (FlightRecorder.hpp keys, version 2.4); ``names`` gives
+    some collectives another profiling name than all_reduce."""
     created = int((datetime.now(UTC) - timedelta(minutes=34)).timestamp() * 1e9)
     entries = [{"record_id": seq, "pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": seq,
-                "p2p_seq_id": 0, "op_id": seq, "profiling_name": "nccl:all_reduce",
+                "p2p_seq_id": 0, "op_id": seq, "profiling_name": (names or {}).get(seq, "nccl:all_reduce"),
                 "time_created_ns": created + seq, "input_sizes": [[262144000]], "input_dtypes": ["BFloat16"],
                 "output_sizes": [[262144000]], "output_dtypes": ["BFloat16"],
                 "state": "completed" if seq <= completed else "started", "time_discovered_started_ns": None,
@@ -328,3 +330,82 @@ def test_an_unreadable_or_misnamed_dump_is_one_unreadable_dump(job, run_checks):
     [finding] = report.findings
     assert finding.evidence["named_by"] == "flight-recorder" and finding.evidence["flight_recorder"]["dumps"] == 24
     assert [c["instance"] for c in finding.evidence["culprits"]] == [nodes["gpu-2"].id]
+
+
+def put_dumps(aws, hung: int, hung_at: int, waiting_at: int, enqueued_behind: int) -> str:
+    """Every rank's dump: the waiting ranks completed ``waiting_at - 1`` and enqueued up to ``enqueued_behind``
+    (past the collective they are stuck in); the hung rank last enqueued ``hung_at``."""
+    s3 = aws.client("s3")
+    names = {seq: "nccl:reduce_scatter" for seq in range(waiting_at + 1, enqueued_behind + 1)}
+    for rank in range(24):
+        enqueued, completed = (hung_at, hung_at) if rank == hung else (enqueued_behind, waiting_at - 1)
+        s3.put_object(Bucket=BUCKET, Key=f"fr/job-77/nccl_trace_rank_{rank}",
+                      Body=dump(rank, enqueued, completed, names=names))
+    return f"s3://{BUCKET}/fr/job-77/nccl_trace_rank_"
+
+
+def test_a_culprit_only_the_flight_recorder_names(job, run_checks):
+    """Rank 13 never times out (its watchdog is stuck); every host has ranks that did, torchrun's root causes come
+    from all three nodes at once. Only the dumps name it; its own heartbeat-monitor lines map it to gpu-2. The
+    waiting ranks enqueued two reduce_scatters behind the all_reduce they wait in: the waiting point is 5210."""
+    aws, nodes = job
+    load_fixture(aws, nodes, "hang-flight-recorder-only.log", PC_GROUP)
+    checkpoints(aws, [180, 150, 120, 90, 60, 38])
+    prefix = put_dumps(aws, hung=13, hung_at=5209, waiting_at=5210, enqueued_behind=5212)
+    report = run_checks(ONLY, checkpoints={"locations": [LOCATION]}, training={"flight_recorder": [prefix]})
+    assert report.errors == []
+    [finding] = report.findings
+    evidence, culprit = finding.evidence, nodes["gpu-2"]
+    assert evidence["named_by"] == "flight-recorder" and evidence["corroborated_by"] == []
+    assert [c["instance"] for c in evidence["culprits"]] == [culprit.id] and evidence["culprits"][0]["ranks"] == [13]
+    said = evidence["sources"]["flight-recorder"]
+    assert "23 rank(s) wait in collective 5210 (nccl:all_reduce)" in said and "5212" not in said
+    assert f"never reached it: rank 13 on gpu-2 ({culprit.id}), its last 5209" in said
+    assert evidence["rank_hosts"]["13"] == {"host": culprit.id, "mapped_by": "its own lines"}
+    assert "the logs do not show which rank never joined" in evidence["sources"]["nccl-watchdog"]
+    assert not evidence["conflicting"] and evidence["culprits"][0]["take_out"]["scheduler"] == "slurm"
+
+
+def test_a_culprit_mapped_by_torchruns_failures_section(job, run_checks):
+    """Rank 13 writes nothing at all; gpu-2's torchrun report lists it under Failures (killed by its agent), not as
+    the root cause: that entry is what maps the rank the dumps name to its node."""
+    aws, nodes = job
+    load_fixture(aws, nodes, "hang-torchrun-failures.log", PC_GROUP)
+    checkpoints(aws, [180, 150, 120, 90, 60, 38])
+    prefix = put_dumps(aws, hung=13, hung_at=5209, waiting_at=5210, enqueued_behind=5211)
+    [finding] = run_checks(ONLY, checkpoints={"locations": [LOCATION]}, training={"flight_recorder": [prefix]}).findings
+    evidence = finding.evidence
+    assert evidence["named_by"] == "flight-recorder"
+    assert [c["instance"] for c in evidence["culprits"]] == [nodes["gpu-2"].id]
+    assert evidence["rank_hosts"]["13"] == {"host": nodes["gpu-2"].id, "mapped_by": "torchrun's report"}
+    assert "torchrun" not in evidence["conflicts"]  # its root causes come from every node at once: no vote
+
+
+def test_a_culprit_named_by_efa_peer_errors_with_instance_ids(job, run_checks):
+    """aws-ofi-nccl's completion errors on gpu-1 and gpu-3 carry libfabric EFA's 'Peer host id: i-...' of gpu-2;
+    no timeout was logged yet (the hang is younger than NCCL's timeout)."""
+    aws, nodes = job
+    load_fixture(aws, nodes, "peer-errors-efa-instance-ids.log", PC_GROUP)
+    [finding] = run_checks(ONLY).findings
+    evidence = finding.evidence
+    assert evidence["named_by"] == "peer-errors" and [c["instance"] for c in evidence["culprits"]] == [
+        nodes["gpu-2"].id]
+    assert f"EFA peer error(s) name gpu-2 ({nodes['gpu-2'].id}) by 2 host(s)" in evidence["sources"]["peer-errors"]
+    assert not evidence["conflicting"]
+
+
+def test_the_same_node_under_every_name_is_one_suspect(job, run_checks):
+    """gpu-2 is 'queue1-st-p4d-2' in its streams and torchrun's report (ParallelCluster's Slurm hostnames), its
+    instance id in aws-ofi-nccl's Peer host id, its IP in NCCL's socket error, and its Xid sits in its syslog
+    stream: every source names the one node, they agree, and the drain names the Slurm node itself."""
+    aws, nodes = job
+    load_fixture(aws, nodes, "same-node-many-names.log", PC_GROUP)
+    checkpoints(aws, [180, 150, 120, 90, 60, 40])
+    [finding] = run_checks(ONLY, checkpoints={"locations": [LOCATION]}).findings
+    evidence, culprit = finding.evidence, nodes["gpu-2"]
+    assert [c["instance"] for c in evidence["culprits"]] == [culprit.id]
+    assert evidence["named_by"] == "nccl-watchdog" and not evidence["conflicting"] and evidence["conflicts"] == {}
+    assert set(evidence["corroborated_by"]) == {"peer-errors", "torchrun", "gpu-faults"}
+    [named] = evidence["culprits"]
+    assert named["explained_by"].startswith("Xid 79") and 13 in named["ranks"]
+    assert named["take_out"]["command"].startswith("scontrol update NodeName=queue1-st-p4d-2 State=DRAIN Reason=")
