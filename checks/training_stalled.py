@@ -49,7 +49,10 @@ class TrainingStalled(Check):
     src/misc/socket.cc) and libfabric EFA's "Peer host id" (aws-ofi-nccl) point at, else torchrun's "Root Cause
     (first observed failure)" (torch/distributed/elastic/multiprocessing/errors), else the one host whose logs
     show a CUDA error or an Xid NVIDIA's catalogue resolves by a reset or worse; then what explains it: an Xid
-    (NVIDIA's Xid catalogue), EFA error counters, a Spot interruption, a failed HyperPod node.
+    (NVIDIA's Xid catalogue), EFA error counters, a Spot interruption, a failed HyperPod node. Ranks map to hosts by
+    every line that names its writer (the hung rank's own heartbeat-monitor lines, torchrun's whole report), and
+    every name is resolved to its node first (fmdoctor.engine.identity), so sources agree or conflict about
+    nodes; conflicting sources propose no fix.
 
     With no log group, a checkpoint within its usual interval and no rank behind in the dumps are proof of
     progress (nothing to name); the missing logs are reported as not verified when a stall's culprit cannot be
@@ -276,7 +279,10 @@ def load_logs(ctx: CheckContext, hyperpod: str | None) -> JobLogs:
     logs = ctx.client("logs")
     groups = list(training.log_groups)
     if not groups:
+        hyperpod_cluster = ctx.inventory.hyperpod
+        eks = hyperpod_cluster.eks_cluster_arn.rsplit("/", 1)[-1] if hyperpod_cluster and \
+            hyperpod_cluster.eks_cluster_arn else None
         with result.gaps.guard("the training job's log groups (DescribeLogGroups)"):
-            groups, result.looked_for = discover_groups(logs, ctx.cluster, hyperpod)
+            groups, result.looked_for = discover_groups(logs, ctx.cluster, hyperpod, eks)
     return read_job_logs(logs, groups, ctx.now, training.log_lookback, training.silence, training.max_log_pages,
                          result)

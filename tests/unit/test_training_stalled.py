@@ -409,3 +409,76 @@ def test_the_same_node_under_every_name_is_one_suspect(job, run_checks):
     [named] = evidence["culprits"]
     assert named["explained_by"].startswith("Xid 79") and 13 in named["ranks"]
     assert named["take_out"]["command"].startswith("scontrol update NodeName=queue1-st-p4d-2 State=DRAIN Reason=")
+
+
+def test_discovery_finds_the_container_insights_group_of_a_hyperpod_eks_cluster(aws):
+    from fmdoctor.training.logs import discover_groups
+
+    logs = aws.client("logs")
+    for group in ("/aws/containerinsights/hp-eks/application", "/aws/containerinsights/hp-eks/performance",
+                  "/aws/containerinsights/other/application"):
+        logs.create_log_group(logGroupName=group)
+    groups, looked_for = discover_groups(logs, "hp-train", "hp-train", "hp-eks")
+    assert groups == ["/aws/containerinsights/hp-eks/application"]
+    assert "/aws/containerinsights/hp-eks/application" in looked_for
+
+
+def test_a_hyperpod_eks_culprit_from_fluent_bit_records(aws, run_checks):
+    """HyperPod on EKS: Fluent Bit streams and records name each node 'hyperpod-<instance id>' (no EC2 instance of
+    the account behind it); the node whose pods never timed out is the HyperPod node, fixed through HyperPod."""
+    import json as _json
+
+    from .test_hyperpod import create_hyperpod, node_ids
+
+    name = create_hyperpod(aws)
+    ids = node_ids(aws, name)
+    group = "/aws/containerinsights/hp-eks/application"
+    logs = aws.client("logs")
+    logs.create_log_group(logGroupName=group)
+    now = datetime.now(UTC)
+    for index, node in enumerate(ids):
+        stream = (f"hyperpod-{node}-application.var.log.containers.llama-worker-{index}_training_pytorch-"
+                  "9b2f7e1c4d3a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0c.log")
+        lines = [(now - timedelta(minutes=40), f"[rank{index * 8}]:step 900 loss 2.01")]
+        if index != 1:
+            lines += [(now - timedelta(minutes=10), (
+                f"[rank{r}]:[E1204 05:01:07.426415540 ProcessGroupNCCL.cpp:685] [PG ID 0 PG GUID 0(default_pg) "
+                f"Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=901, OpType=ALLREDUCE, "
+                "NumelIn=1048576, NumelOut=1048576, Timeout(ms)=1800000) ran for 1800043 milliseconds before timing "
+                "out.")) for r in range(index * 8, index * 8 + 8)]
+        records = [(t, _json.dumps({"log": text + "\n", "stream": "stderr", "kubernetes": {
+            "pod_name": f"llama-worker-{index}", "namespace_name": "training", "host": f"hyperpod-{node}",
+            "container_name": "pytorch"}})) for t, text in lines]
+        put_lines(logs, group, stream, records)
+    report = run_checks(ONLY, cluster=name, training={"log_groups": [group]})
+    [finding] = report.findings
+    [culprit] = finding.evidence["culprits"]
+    assert culprit["instance"] == ids[1] and finding.evidence["named_by"] == "nccl-watchdog"
+    assert f"HyperPod node {ids[1]}" in finding.summary
+    assert finding.evidence["fix"] == [{"action": "replace-hyperpod-node", "cluster_name": name, "node_id": ids[1]}]
+
+
+def test_a_healthy_job_in_fluent_bit_records_has_no_finding(aws, run_checks):
+    """The modern layout as hard as the broken one: HyperPod on EKS, every node's pods logging steps, checkpoints
+    every 30 minutes, the newest 10 minutes old; a NCCL INFO line mentioning the peer is not an error."""
+    import json as _json
+
+    from .test_hyperpod import create_hyperpod, node_ids
+
+    name = create_hyperpod(aws)
+    ids = node_ids(aws, name)
+    aws.client("s3").create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+    checkpoints(aws, [70, 40, 10])
+    group = "/aws/containerinsights/hp-eks/application"
+    logs = aws.client("logs")
+    logs.create_log_group(logGroupName=group)
+    now = datetime.now(UTC)
+    for index, node in enumerate(ids):
+        stream = f"hyperpod-{node}-application.var.log.containers.llama-worker-{index}_training_pytorch-0a1b.log"
+        lines = [(now - timedelta(minutes=m), f"[rank{index * 8}]:step {900 - m} loss 2.01") for m in (6, 4, 2)]
+        lines.append((now - timedelta(minutes=30), f"llama-worker-{index}:194:710 [0] NCCL INFO NET/OFI Selected "
+                                                   "provider is efa, fabric is efa-direct (found 4 nics)"))
+        put_lines(logs, group, stream, [(t, _json.dumps({"log": text + "\n", "stream": "stderr", "kubernetes": {
+            "pod_name": f"llama-worker-{index}", "host": f"hyperpod-{node}"}})) for t, text in lines])
+    report = run_checks(ONLY, cluster=name, checkpoints={"locations": [LOCATION]}, training={"log_groups": [group]})
+    assert report.findings == [] and report.errors == []
