@@ -102,3 +102,14 @@ def test_the_scoped_eval_cases_fail_a_cluster_wide_answer():
     assert {c.id.split("-")[0] for c in cases} == {"node", "endpoint", "bucket"}
     suite = run_suite(ClusterWide(), cases=cases)
     assert [r.case for r in suite.results if r.status != "fail"] == []
+
+
+def test_ask_about_a_node_by_its_ec2_hostname(demo_world, demo_doctor):
+    """Issue 36: 'what's wrong with ip-10-0-1-12.ec2.internal?' is the node with that address, under any domain."""
+    from fmdoctor.assistant import Assistant
+
+    node = demo_world.launched_nodes()["gpu-node-3"]
+    short = "ip-" + node.private_ip.replace(".", "-")
+    answer = Assistant(demo_doctor).ask(f"what's wrong with {short}.ec2.internal?")
+    assert [c.name for c in answer.tool_calls] == ["check_resource"]
+    assert answer.answer.startswith(f"gpu-node-3 ({node.id}) has ")
