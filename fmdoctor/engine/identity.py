@@ -37,6 +37,7 @@ INSTANCE_ID, NAME_TAG, PRIVATE_DNS, SHORT_DNS = "instance-id", "name-tag", "priv
 IPV4, IPV6, INTERFACE_ID, PUBLIC_IP = "ipv4", "ipv6", "interface-id", "public-ip"
 SLURM_NODE, K8S_NODE, HYPERPOD_NODE, HOSTNAME_TAG = "slurm-node", "k8s-node", "hyperpod-node", "hostname-tag"
 LOG_STREAM, DCGM_INSTANCE, ALIAS, LOOPBACK = "log-stream", "dcgm-instance", "alias", "loopback"
+HYPERPOD_GROUP_TAG = "sagemaker:instance-group-name"  # marks a node with_hyperpod_nodes added (its group)
 
 _ID = r"i-[0-9a-f]{8,17}"
 _INSTANCE_ID = re.compile(rf"^{_ID}$")
@@ -168,7 +169,7 @@ class NodeIdentities:
         extra = [Instance(id=n.node_id, instance_type=n.instance_type, state=n.status, subnet_id=None, vpc_id=None,
                           availability_zone=None, private_ip=_ip_of_short(n.private_dns or ""),
                           private_dns=n.private_dns, launch_time=n.launch_time,
-                          tags={"sagemaker:instance-group-name": n.group})
+                          tags={HYPERPOD_GROUP_TAG: n.group})
                  for n in nodes if n.node_id not in self.nodes]
         table = {k: dict(v) for k, v in self._table.items()}
         shown = dict(self._shown)
