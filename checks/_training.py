@@ -24,7 +24,7 @@ from fmdoctor.node.xid import parse_kernel_log
 from fmdoctor.node.xid_catalogue import ACTION_ORDER
 from fmdoctor.spot.sources import SHARED_KEY as SPOT_KEY
 from fmdoctor.spot.sources import load_spot_facts
-from fmdoctor.training.culprit import host_key
+from fmdoctor.training.culprit import NodeKeys
 from fmdoctor.training.flight_recorder import (
     MAX_DUMP_BYTES,
     DumpError,
@@ -158,7 +158,10 @@ def flight_recorder_prefixes(ctx: CheckContext, gaps: Gaps) -> list[str]:
 
 
 def flight_recorder_dumps(ctx: CheckContext, gaps: Gaps) -> list[RankDump]:
-    """Every rank's dump under each configured ``s3://bucket/path/<file prefix>`` (or FSx path exported to S3)."""
+    """Every rank's dump under each configured ``s3://bucket/path/<file prefix>`` (or FSx path exported to S3).
+
+    A file under the prefix that cannot be a rank's dump (no rank number after the prefix), cannot be read, or
+    does not parse is one unreadable dump reported as a gap; the others are still read."""
     dumps: list[RankDump] = []
     for uri in flight_recorder_prefixes(ctx, gaps):
         bucket, _, key_prefix = uri[len("s3://"):].partition("/")
@@ -170,29 +173,48 @@ def flight_recorder_dumps(ctx: CheckContext, gaps: Gaps) -> list[RankDump]:
                       for obj in page.get("Contents", []) if is_dump_name(obj["Key"], file_prefix)]
             budget = BoundedReader(MAX_DUMP_BYTES, MAX_DUMPS_TOTAL_BYTES)
             for key, size in listed[:MAX_DUMPS]:
-                where = f"s3://{bucket}/{key}"
-                rank = rank_of(key, file_prefix)
-                try:
-                    if rank is None:
-                        raise DumpError(f"its name gives no rank (the part after {file_prefix!r} is not a number)")
-                    try:
-                        budget.admit(where, size)  # from the listing, before anything is read
-                    except FileRefused as exc:
-                        raise DumpError(str(exc)) from None
-                    body = s3.get_object(Bucket=bucket, Key=key)["Body"].read(MAX_DUMP_BYTES + 1)
-                    dumps.append(parse_dump(rank, where, load_dump(body)))
-                except DumpError as exc:
-                    gaps.add(f"the flight recorder dump {where}", "UnreadableDump", str(exc))
+                dump = _read_dump(s3, bucket, key, size, file_prefix, budget, gaps)
+                if dump is not None:
+                    dumps.append(dump)
     return dumps
 
 
-def node_xids(events: list[LogEvent], now: datetime) -> dict[str, list[dict[str, Any]]]:
-    """Xid lines in the job's log groups (the nodes' syslog/dmesg streams), by host key, worst first."""
+def _read_dump(s3: Any, bucket: str, key: str, size: int, file_prefix: str, budget: BoundedReader,
+               gaps: Gaps) -> RankDump | None:
+    """One rank's dump, bounded by its listed size before anything is read; anything wrong with it is one
+    unreadable dump, never the check's failure."""
+    where = f"s3://{bucket}/{key}"
+    gap = f"the flight recorder dump {where}"
+    rank = rank_of(key, file_prefix)
+    if rank is None:
+        gaps.add(gap, "UnreadableDump", f"its name gives no rank (no number after {file_prefix!r}): PyTorch names each "
+                 "rank's dump <prefix><rank>")
+        return None
+    try:
+        try:
+            budget.admit(where, size)  # from the listing, before anything is read
+        except FileRefused as exc:
+            raise DumpError(str(exc)) from None
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read(MAX_DUMP_BYTES + 1)
+        return parse_dump(rank, where, load_dump(body))
+    except DumpError as exc:
+        gaps.add(gap, "UnreadableDump", str(exc))
+    except Exception as exc:  # one object denied or gone: that dump is unread, not the check
+        failure = describe_aws_failure(exc)
+        if failure is None:
+            raise
+        gaps.add(gap, failure.code, failure.message, failure.iam_action)
+    return None
+
+
+def node_xids(events: list[LogEvent], now: datetime, keys: NodeKeys) -> dict[str, list[dict[str, Any]]]:
+    """Xid lines in the job's log groups (the nodes' syslog/dmesg streams), by host key (the node, whatever name
+    their stream gives it), worst first."""
     found: dict[str, list[dict[str, Any]]] = {}
     for event in events:
         if "NVRM: Xid" not in event.text:
             continue
-        key = host_key(event.host) or host_key(event.instance_id)
+        key = keys.of(event)
         for xid in parse_kernel_log(event.text, now):
             found.setdefault(key or "?", []).append(_xid_facts(xid, event))
     for items in found.values():
