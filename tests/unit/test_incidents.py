@@ -283,3 +283,31 @@ def test_every_finding_is_in_exactly_one_incident_and_the_order_ignores_the_inpu
         assert [i["id"] for i in report.to_json_dict()["incidents"]] == [i.id for i in incidents]
 
     check()
+
+
+# --- the front ends lead with the same ranking ----------------------------------------------------------------
+
+def test_slack_report_opens_with_the_incidents_before_the_findings(demo):
+    from fmdoctor.slack.blocks import report_messages
+
+    _, report, incidents = demo
+    texts = [b["text"]["text"] for m in report_messages(report) for b in m["blocks"] if b["type"] == "section"]
+    act = next(n for n, t in enumerate(texts) if t.startswith("*Act first*"))
+    first_severity = next(n for n, t in enumerate(texts) if t.startswith(":red_circle: *Critical*"))
+    assert act < first_severity
+    assert f"1. :red_circle: *{incidents[0].title}*" in texts[act]
+    assert "next: `fmdoctor runbook show spot-interruption`" in texts[act]
+    assert f"+ {len(incidents) - 5} more" in texts[act]
+
+
+def test_serve_names_the_incident_behind_an_alarm_and_its_root(demo):
+    from fmdoctor.serve.investigate import likely_cause, likely_incident
+
+    facts, report, incidents = demo
+    name = facts["endpoints"]["slow_at_max"]
+    incident = likely_incident(incidents, {f"endpoint/{name}/variant/AllTraffic"})
+    assert incident is not None and incident.cause.check == "autoscaling-at-max"
+    cause, related = likely_cause(report.findings, {f"endpoint/{name}/variant/AllTraffic"}, report.generated_at)
+    assert cause is not None and cause.check == "autoscaling-at-max" and len(related) == 3
+    nothing_named = likely_incident(incidents, {"i-0000000000000000"})
+    assert nothing_named is incidents[0]
