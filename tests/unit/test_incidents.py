@@ -70,7 +70,8 @@ def test_the_demo_leads_with_the_spot_deadline_then_the_capacity_block_then_the_
     culprit = facts["training"]["culprit"]
     assert stalled.cause.check == "training-stalled" and stalled.cause.resource == culprit
     assert stalled.urgency == "now" and stalled.harm == HARM_NOW["training-stalled"]
-    assert stalled.since == datetime.fromisoformat(facts["training"]["hung_at"])
+    stall = one(report.findings, "training-stalled", culprit)
+    assert stalled.since == datetime.fromisoformat(stall.evidence["stall_start"])
     assert all(f.resource == culprit for f in stalled.findings)  # its node's other findings are with it
 
 
@@ -311,3 +312,26 @@ def test_serve_names_the_incident_behind_an_alarm_and_its_root(demo):
     assert cause is not None and cause.check == "autoscaling-at-max" and len(related) == 3
     nothing_named = likely_incident(incidents, {"i-0000000000000000"})
     assert nothing_named is incidents[0]
+
+
+def test_the_assistant_reads_and_answers_with_the_same_incidents(demo):
+    from fmdoctor.assistant.compose import act_first_lines, by_incident
+    from fmdoctor.assistant.digest import incidents_of, parse
+    from fmdoctor.assistant.results import ToolResult
+
+    facts, report, incidents = demo
+    result = ToolResult.from_report("check_all", report)
+    again = incidents_of(result.findings, report.generated_at, report.cluster, report.region)
+    assert [i.id for i in again] == [i.id for i in incidents]  # from the tools' finding JSON, the same ranking
+    lines = result.text().splitlines()
+    heading = next(n for n, line in enumerate(lines) if line.startswith("incidents ("))
+    node = facts["spot"]["interrupted"]
+    assert lines[heading + 1].startswith(f"1. critical | spot-interruption/{node} (+ spot-interruption-unprotected/")
+    assert "deadline" in lines[heading + 1]
+    assert len(parse(lines)["findings"]) == len(report.findings)  # incident lines are not read back as findings
+    answer = act_first_lines(again, report.generated_at)
+    assert answer[0] == f"Act first ({len(incidents)} incidents, most urgent first):"
+    assert answer[1].startswith(f"1. [critical] {incidents[0].title} (deadline ")
+    assert f"findings: spot-interruption/{node}, spot-interruption-unprotected/{node}" in answer[1]
+    ordered = by_incident(result.findings, again)
+    assert [f["id"] for f in ordered[:2]] == [f"spot-interruption/{node}", f"spot-interruption-unprotected/{node}"]
