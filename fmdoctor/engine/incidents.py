@@ -41,7 +41,16 @@ from fmdoctor.durations import format_duration
 if TYPE_CHECKING:  # the report model imports this module to put incidents in its JSON
     from fmdoctor.engine.model import Finding
 
-# Check X explains checks Y when both sit on the same thing: Y is what X's fault does (the root is X).
+# Check X explains checks Y when both sit on the same thing: Y is what X's fault does (the root is X). From the
+# documents the checks follow: EFA needs its security group to allow all traffic to and from itself, else the
+# peers cannot reach each other (docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html, "Prepare an
+# EFA-enabled security group"); a Spot interruption notice is the two-minute warning that ends the node and the
+# work since its last checkpoint, and supersedes a rebalance recommendation (.../spot-instance-termination-
+# notices.html, .../rebalance-recommendations.html); an Xid such as 79 (GPU fallen off the bus) or 48 (DBE)
+# stops the GPU's processes, so the collective every rank waits on hangs (docs.nvidia.com/deploy/xid-errors/);
+# a variant at its auto scaling maximum cannot add the instances its load needs, so its accelerators saturate
+# and its latency grows (docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling.html); a checkpoint whose
+# newest save is incomplete leaves the previous one as the newest usable, hence stale.
 EXPLAINS: Mapping[str, frozenset[str]] = {
     "efa-sg-self-reference": frozenset({"efa-peer-unreachable"}),
     "spot-interruption": frozenset({"spot-interruption-unprotected", "spot-rebalance"}),
