@@ -86,6 +86,7 @@ DEADLINE, NOW, LATER = "deadline", "now", "later"
 _URGENCY_ORDER = {DEADLINE: 0, NOW: 1, LATER: 2}
 _INSTANCE = re.compile(r"(?<![\w-])(?:i|mi)-[0-9a-f]{8,17}(?![\w-])")
 _SEVERITY_RANK = {"critical": 2, "warning": 1, "info": 0}
+_AWS_ID = re.compile(r"[a-z]{1,5}-[0-9a-f]{8,17}")
 
 
 @dataclass(frozen=True)
@@ -307,8 +308,9 @@ def title_of(cause: Finding, width: int = 100) -> str:
 
 
 def _without_lists(text: str) -> str:
-    """``a (x, y) b (c (d)) e (in 1h)`` -> ``a b e (in 1h)``: a parenthesis holding a comma or another one (a
-    list of labels) or a long aside is too long for a title; a short plain one stays."""
+    """``a (x, y) b (i-0abc…) c (d (e)) f (in 1h)`` -> ``a b c f (in 1h)``: a parenthesis holding a comma or
+    another one (a list of labels), a long aside, or the AWS id of the name before it (``resources`` has it)
+    is too long for a title; a short plain one stays."""
     out: list[str] = []
     depth, start = 0, 0
     for index, char in enumerate(text):
@@ -321,7 +323,7 @@ def _without_lists(text: str) -> str:
             depth -= 1
             if depth == 0:
                 inner = text[start + 1:index]
-                if "," not in inner and "(" not in inner and len(inner) <= 32:
+                if "," not in inner and "(" not in inner and len(inner) <= 32 and not _AWS_ID.fullmatch(inner):
                     out.append(text[start:index + 1])
                 start = index + 1
     out.append(text[start:])
