@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -89,8 +90,20 @@ def commands(cluster: str, config: Path, url: str, node: str) -> dict[str, list[
 
 
 def run_once(proxy: LatencyProxy, argv: list[str], workdir: Path, name: str) -> tuple[dict[str, Any], list[Call], str]:
+    """The command in a measured child (bench/measured.py): its figures, the calls the proxy answered, its stdout."""
     proxy.recorder.take()
-    facts, out = measured(["check", *argv], workdir, name)
+    facts_path, out, err = workdir / f"{name}.facts.json", workdir / f"{name}.out", workdir / f"{name}.err"
+    facts_path.unlink(missing_ok=True)
+    started = time.perf_counter()
+    with out.open("w") as stdout, err.open("w") as stderr:
+        subprocess.run([sys.executable, str(HERE / "measured.py"), str(facts_path), "check", *argv], stdout=stdout,
+                       stderr=stderr, env=os.environ.copy(), check=False)
+    if not facts_path.exists():
+        raise RuntimeError(f"{name}: the measured child wrote no figures: {err.read_text()[-2000:]}")
+    facts = json.loads(facts_path.read_text())
+    facts["outer_wall_s"] = time.perf_counter() - started
+    if facts["exit"] == 3:
+        print(f"{name}: exit 3: {err.read_text()[-1500:]}", file=sys.stderr, flush=True)
     return facts, proxy.recorder.take(), out.read_text()
 
 

@@ -18,7 +18,7 @@ from botocore.client import BaseClient
 from botocore.config import Config
 
 from fmdoctor import __version__
-from fmdoctor.engine import timestamps
+from fmdoctor.engine import slots, timestamps
 from fmdoctor.engine.errors import Cancelled, ConfigError, remember_call
 from fmdoctor.engine.responses import check_response
 
@@ -65,7 +65,9 @@ class Aws:
         self._clients: dict[str, BaseClient] = {}
         self._lock = threading.Lock()
         self._config = Config(
-            retries={"mode": "standard", "total_max_attempts": self.options.max_attempts},
+            # adaptive: standard's retries and backoff, plus a client-side send rate that drops when AWS throttles
+            # and climbs back (botocore's CUBIC token bucket): the runs' concurrent calls need no fixed pool size.
+            retries={"mode": "adaptive", "total_max_attempts": self.options.max_attempts},
             connect_timeout=self.options.connect_timeout,
             read_timeout=self.options.read_timeout,
             max_pool_connections=self.options.max_pool_connections,
@@ -73,6 +75,9 @@ class Aws:
         )
         # Registered before any client exists: clients copy the session's handlers and parser defaults.
         session.events.register("before-call", self._on_before_call)
+        # A check waiting for AWS's answer gives its worker slot to another check (fmdoctor.engine.slots).
+        session.events.register("after-call", _resume)
+        session.events.register("after-call-error", _resume)
         timestamps.install(session._session)
         # A 200 whose body is cut off or unreadable is an error for the checks reading it, never empty data.
         session.events.register_first("before-parse", check_response)
@@ -108,6 +113,11 @@ class Aws:
         service = model.service_model.service_name
         self.calls.record(service, model.name)
         remember_call(service, model.name)
+        slots.pause()
+
+
+def _resume(**_: Any) -> None:
+    slots.resume()
 
 
 def _check_s3_first(client: BaseClient) -> None:

@@ -95,9 +95,9 @@ def endpoint_target_name(names: Sequence[str]) -> str:
     return "endpoint/" + ",".join(names)
 
 
-def with_endpoints(aws: Aws, inventory: Inventory, tag_keys: Sequence[str], names: Sequence[str]) -> Inventory:
-    """The inventory plus its endpoints; re-raises a discovery failure when nothing else was found."""
-    endpoints, gaps = fetch_endpoints(aws, inventory.cluster, tag_keys, names)
+def with_endpoints(inventory: Inventory, endpoints: tuple[Endpoint, ...], gaps: tuple[DiscoveryGap, ...]) -> Inventory:
+    """The inventory plus its endpoints (:func:`fetch_endpoints`); re-raises a discovery failure when nothing else
+    was found."""
     if gaps and not endpoints and inventory.is_empty():  # a HyperPod cluster found is something
         raise gaps[0].error  # the target may exist: report that it could not be read, not "unknown cluster"
     return dataclasses.replace(inventory, endpoints=endpoints, endpoint_gaps=gaps)

@@ -85,6 +85,7 @@ def load_spot_facts(ctx: CheckContext) -> SpotFacts:
     if ctx.scope.aws is None:
         _from_imds(facts, ctx.host, ctx)
         return facts
+    queue_read(ctx, prefetch=True)  # the queue's messages come in beside the EC2 describes below
     instances = list(ctx.inventory.instances)
     spot = [i for i in instances if i.lifecycle == "spot"]
     facts.spot_nodes = len(spot)
@@ -120,8 +121,9 @@ class QueueRead:
     answered: bool = False
 
 
-def queue_read(ctx: CheckContext) -> QueueRead | None:
-    """The configured queue's messages, or None when no queue is configured."""
+def queue_read(ctx: CheckContext, prefetch: bool = False) -> QueueRead | None:
+    """The configured queue's messages, or None when no queue is configured; with ``prefetch``, the read is
+    started in the background and None returned."""
     url = ctx.settings.spot.queue_url
     if not url or ctx.scope.aws is None:
         return None
@@ -133,6 +135,9 @@ def queue_read(ctx: CheckContext) -> QueueRead | None:
             read.answered = True
         return read
 
+    if prefetch:
+        ctx.scope.shared.start(QUEUE_KEY, load)
+        return None
     return ctx.shared(QUEUE_KEY, load)
 
 

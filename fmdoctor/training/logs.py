@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from fmdoctor.engine.concurrency import all_at_once
 from fmdoctor.engine.gaps import Gaps
 from fmdoctor.training.signatures import FILTER_PATTERN, FILTER_TERMS
 
@@ -71,15 +72,20 @@ def discover_groups(logs: Any, cluster: str, hyperpod_name: str | None) -> tuple
                                                                                                   cluster)))]
     found: list[str] = []
     paginator = logs.get_paginator("describe_log_groups")
-    for prefix, kind in prefixes:
-        for page in paginator.paginate(logGroupNamePrefix=prefix):
-            for group in page.get("logGroups", []):
-                name = group["logGroupName"]
-                if kind == "exact" and name != prefix:
-                    continue
-                if kind == "parallelcluster" and not _PC_SUFFIX.match(name[len(prefix):]):
-                    continue
-                found.append(name)
+
+    def listed(prefix: str) -> list[dict[str, Any]]:
+        return [g for page in paginator.paginate(logGroupNamePrefix=prefix) for g in page.get("logGroups", [])]
+
+    # One listing per convention, all at once: none needs another's answer.
+    for (prefix, kind), groups in zip(prefixes, all_at_once(listed, [p for p, _ in prefixes], name="fmdoctor-logs"),
+                                      strict=True):
+        for group in groups:
+            name = group["logGroupName"]
+            if kind == "exact" and name != prefix:
+                continue
+            if kind == "parallelcluster" and not _PC_SUFFIX.match(name[len(prefix):]):
+                continue
+            found.append(name)
     looked_for = [p + ("<timestamp>" if k == "parallelcluster" else "<id>" if k == "prefix" else "")
                   for p, k in prefixes]
     return sorted(dict.fromkeys(found)), looked_for
