@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
+from fmdoctor.engine.errors import note_failed_call
 from fmdoctor.engine.slots import waiting
 
 T = TypeVar("T")
@@ -32,6 +33,14 @@ def each_at_once(function: Callable[[T], R], items: Sequence[T], limit: int = DE
         for n, item in enumerate(items):
             yield n, function(item)
         return
+
+    def call(item: T) -> R:
+        try:
+            return function(item)
+        except BaseException as exc:  # named by the call that failed, for the thread that reports it
+            note_failed_call(exc)
+            raise
+
     with ThreadPoolExecutor(max_workers=min(limit, len(items)), thread_name_prefix=name) as pool:
         pending: dict[Future[R], int] = {}
         queue = iter(enumerate(items))
@@ -39,7 +48,7 @@ def each_at_once(function: Callable[[T], R], items: Sequence[T], limit: int = DE
 
         def start(count: int) -> None:
             for n, item in _take(queue, count):
-                pending[pool.submit(function, item)] = n
+                pending[pool.submit(call, item)] = n
 
         start(limit)
         while pending:

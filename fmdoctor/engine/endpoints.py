@@ -29,7 +29,7 @@ from fmdoctor.engine.endpoint_details import (
     list_components,
     model_image,
 )
-from fmdoctor.engine.errors import AwsFailure, TargetNotFound, describe_aws_failure
+from fmdoctor.engine.errors import AwsFailure, TargetNotFound, describe_aws_failure, note_failed_call
 
 if TYPE_CHECKING:
     from fmdoctor.engine.aws import Aws
@@ -186,6 +186,7 @@ def _attempt(call: Callable[[], T]) -> T | DiscoveryGap:
         failure = describe_aws_failure(exc)  # in the worker thread, where the failed call is known
         if failure is None:
             raise
+        note_failed_call(exc)  # and named on the error, which may be re-raised in another thread
         return DiscoveryGap("", failure, exc)
 
 
