@@ -204,8 +204,27 @@ def max_in_flight(calls: list[Call]) -> int:
 
 def chain(calls: list[Call]) -> int:
     """The most calls one after another (none overlapping the next): a count of rounds that needs no second run."""
-    count, free_at = 0, float("-inf")
+    return len(chain_calls(calls))
+
+
+def chain_calls(calls: list[Call]) -> list[Call]:
+    """Such a longest run of calls one after another (earliest end first, which finds the most)."""
+    out: list[Call] = []
+    free_at = float("-inf")
     for call in sorted(calls, key=lambda c: c.ended):
         if call.started >= free_at:
-            count, free_at = count + 1, call.ended
-    return count
+            out.append(call)
+            free_at = call.ended
+    return out
+
+
+def chain_text(calls: list[Call]) -> str:
+    """The chain's operations in order, repeats folded ('ec2.DescribeInstances x2 > ...')."""
+    names: list[list[Any]] = []
+    for call in chain_calls(calls):
+        op = call.op.split(".", 1)[1] if "." in call.op else call.op
+        if names and names[-1][0] == op:
+            names[-1][1] += 1
+        else:
+            names.append([op, 1])
+    return " > ".join(f"{op}" + (f" x{n}" if n > 1 else "") for op, n in names)

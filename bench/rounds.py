@@ -44,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from check_scale import PAGED, WorldServer, measured, pages, write_config  # noqa: E402
-from latency_proxy import Call, LatencyProxy, chain, max_in_flight  # noqa: E402
+from latency_proxy import Call, LatencyProxy, chain, chain_text, max_in_flight  # noqa: E402
 from results_file import write_section  # noqa: E402
 from scale_world import REGION  # noqa: E402
 
@@ -69,6 +69,7 @@ class Row:
     repeated: dict[str, int]
     delay_s: float
     bound: int = 0
+    path: str = ""  # the chain's operations
     findings: set[tuple[str, str]] = field(default_factory=set)
 
     @property
@@ -145,7 +146,7 @@ def measure(proxy: LatencyProxy, name: str, argv: list[str], nodes: int, delay_s
             seen.add(c.digest)
     return Row(name, nodes, fast["wall_s"], slow["wall_s"], slow["cpu_s"], slow["peak_rss_mib"], slow["exit"],
                chain(answered), max_in_flight(answered), Counter(c.op for c in answered), distinct, dict(repeated),
-               delay_s, findings=findings_of(out))
+               delay_s, path=chain_text(answered), findings=findings_of(out))
 
 
 def bound(base: Row, nodes: int) -> int:
@@ -189,6 +190,8 @@ def markdown(rows: list[Row], throttled: tuple[Row, Row] | None, demo: list[tupl
     if demo:
         lines += ["", "| demo | wall s (with interpreter start-up) | CPU s | exit |", "|---|---:|---:|---:|"]
         lines += [f"| {name} | {wall:.2f} | {cpu:.2f} | {code} |" for name, wall, cpu, code in demo]
+    lines += ["", "The chains (the calls one after another in the delayed run, in order):", ""]
+    lines += [f"- {r.command}, {r.nodes:,} nodes: {r.path}" for r in rows]
     lines += ["", f"1-minute load average at the end: {os.getloadavg()[0]:.1f} (2 shared cores). Rounds come from "
               "two wall times and carry their noise (a second of CPU contention is 10 rounds at 100 ms); 'chain' "
               "counts the calls the proxy saw one after another in the delayed run. The lower bound is the "
@@ -241,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append(measure(proxy, name, command, n, delay, workdir, args.repeat if n < 1000 else 1))
                     r = rows[-1]
                     print(f"{n} nodes, {name}: {r.rounds:.1f} rounds (chain {r.chain}), CPU {r.cpu_s:.1f}s, "
-                          f"{sum(r.calls.values())} calls, repeated {r.repeated or 'none'} "
+                          f"{sum(r.calls.values())} calls, repeated {r.repeated or 'none'}: {r.path} "
                           f"({time.perf_counter() - started:.0f}s)", flush=True)
                 if n == sizes[0] and args.throttle > 0 and (not wanted or "check" in wanted):
                     clean = next(r for r in rows if r.command == "check" and r.nodes == n)
