@@ -27,6 +27,8 @@ from typing import Any
 
 HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 SCOPE = re.compile(r"Credential=[^/]+/\d+/[^/]+/([^/]+)/aws4_request")
+# The signing name of a request's credential scope -> botocore's service name (how fmdoctor counts calls).
+SERVICE_OF_SIGNING_NAME = {"monitoring": "cloudwatch", "tagging": "resourcegroupstaggingapi"}
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,7 @@ class LatencyProxy:
         length = int(request.headers.get("Content-Length") or 0)
         body = request.rfile.read(length) if length else b""
         scope = SCOPE.search(request.headers.get("Authorization", ""))
-        service = scope.group(1) if scope else "?"
+        service = SERVICE_OF_SIGNING_NAME.get(scope.group(1), scope.group(1)) if scope else "?"
         op = operation(service, request.command, request.path, request.headers, body)
         digest = hashlib.sha1(request.command.encode() + request.path.encode() + b"\0" + body).hexdigest()
         if self.delay_s:
