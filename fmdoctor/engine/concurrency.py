@@ -83,3 +83,25 @@ def _take(items: Iterator[T], count: int) -> Iterable[T]:
         if item is None:
             return
         yield item
+
+
+def settle_all(functions: Sequence[Callable[[], R]], limit: int = DEFAULT_LIMIT,
+               name: str = "fmdoctor-calls") -> list[Callable[[], R]]:
+    """Run ``functions`` at once; each comes back as a thunk that returns its result or raises its failure, for
+    the caller to open where it handles that call's errors (a failure is named by its call: see
+    fmdoctor.engine.errors.note_failed_call)."""
+
+    def settle(function: Callable[[], R]) -> Callable[[], R]:
+        try:
+            value = function()
+        except Exception as exc:
+            note_failed_call(exc)
+            failure = exc
+
+            def fail() -> R:
+                raise failure
+
+            return fail
+        return lambda: value
+
+    return all_at_once(settle, list(functions), limit, name)

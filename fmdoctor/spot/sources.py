@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fmdoctor.engine.check import NotApplicable, Unverified
+from fmdoctor.engine.concurrency import settle_all
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.gaps import Gaps, SourceError
 from fmdoctor.engine.host import Host, ImdsUnavailable
@@ -89,13 +90,16 @@ def load_spot_facts(ctx: CheckContext) -> SpotFacts:
     instances = list(ctx.inventory.instances)
     spot = [i for i in instances if i.lifecycle == "spot"]
     facts.spot_nodes = len(spot)
+    # The two EC2 reads need nothing from each other: made at once, read in this order.
+    requests, statuses = settle_all([lambda: _spot_request_pages(ctx, [i.id for i in spot]) if spot else [],
+                                     lambda: _instance_status_pages(ctx)], name="fmdoctor-spot")
     if not spot:
         facts.not_spot = f"no Spot instances in cluster {ctx.cluster}"
     else:
         _read(facts, "ec2", "ec2:DescribeSpotInstanceRequests", f"Spot request status of {len(spot)} Spot instances",
-              lambda: _spot_requests(facts, ctx, [i.id for i in spot]))
+              lambda: _spot_requests(facts, ctx, requests()))
     _read(facts, "ec2", "ec2:DescribeInstanceStatus", f"EC2 scheduled events of {len(instances)} instances",
-          lambda: _scheduled_events(facts, ctx))
+          lambda: _scheduled_events(facts, ctx, statuses()))
     queue = queue_read(ctx)
     if queue is not None:
         facts.sources.append(queue.source)
@@ -163,29 +167,35 @@ def _keep(facts: SpotFacts, notice: SpotNotice, ctx: CheckContext) -> None:
     facts.notices.append(notice)
 
 
-def _spot_requests(facts: SpotFacts, ctx: CheckContext, instance_ids: list[str]) -> None:
+def _spot_request_pages(ctx: CheckContext, instance_ids: list[str]) -> list[dict[str, Any]]:
     ec2 = ctx.client("ec2")
-    for batch in chunked(instance_ids, FILTER_VALUES_MAX):
-        for page in ec2.get_paginator("describe_spot_instance_requests").paginate(
-            Filters=[{"Name": "instance-id", "Values": batch}]
-        ):
-            for raw in page.get("SpotInstanceRequests", []):
-                try:
-                    notice = parse_spot_request(raw)
-                except Malformed as exc:
-                    facts.gaps_of("ec2").add(f"Spot request {raw.get('SpotInstanceRequestId')}",
-                                             "MalformedSpotRequest", str(exc))
-                    continue
-                if notice:
-                    _keep(facts, notice, ctx)
+    return [page for batch in chunked(instance_ids, FILTER_VALUES_MAX)
+            for page in ec2.get_paginator("describe_spot_instance_requests").paginate(
+                Filters=[{"Name": "instance-id", "Values": batch}])]
 
 
-def _scheduled_events(facts: SpotFacts, ctx: CheckContext) -> None:
+def _spot_requests(facts: SpotFacts, ctx: CheckContext, pages: list[dict[str, Any]]) -> None:
+    for page in pages:
+        for raw in page.get("SpotInstanceRequests", []):
+            try:
+                notice = parse_spot_request(raw)
+            except Malformed as exc:
+                facts.gaps_of("ec2").add(f"Spot request {raw.get('SpotInstanceRequestId')}",
+                                         "MalformedSpotRequest", str(exc))
+                continue
+            if notice:
+                _keep(facts, notice, ctx)
+
+
+def _instance_status_pages(ctx: CheckContext) -> list[dict[str, Any]]:
     """Only instances with a scheduled event match the filter, so one page covers any cluster."""
-    pages = ctx.client("ec2").get_paginator("describe_instance_status").paginate(
+    return list(ctx.client("ec2").get_paginator("describe_instance_status").paginate(
         Filters=[{"Name": "event.code", "Values": sorted(SCHEDULED_ACTIONS)}],
         PaginationConfig={"PageSize": STATUS_PAGE},
-    )
+    ))
+
+
+def _scheduled_events(facts: SpotFacts, ctx: CheckContext, pages: list[dict[str, Any]]) -> None:
     for page in pages:
         for raw in page.get("InstanceStatuses", []):
             if ctx.inventory.instance(str(raw.get("InstanceId"))) is None:

@@ -15,7 +15,7 @@ from fmdoctor.config import ClusterSettings
 from fmdoctor.engine.api import new_aws
 from fmdoctor.engine.aws import AwsOptions
 from fmdoctor.engine.check import Check
-from fmdoctor.engine.concurrency import all_at_once
+from fmdoctor.engine.concurrency import all_at_once, settle_all
 from fmdoctor.engine.context import RunScope, SharedData
 from fmdoctor.engine.inventory import Inventory
 from fmdoctor.engine.model import Severity
@@ -200,3 +200,13 @@ class _Raw:
     def read(self, *_):
         body, self._body = self._body, b""
         return body
+
+
+def test_settle_all_hands_each_call_its_own_outcome():
+    def fails() -> int:
+        raise ValueError("denied")
+
+    ok, failed = settle_all([lambda: 7, fails])
+    assert ok() == 7
+    with pytest.raises(ValueError, match="denied"):
+        failed()
