@@ -138,7 +138,11 @@ class WorldServer:
     def close(self) -> None:
         if self.process.stdin:
             self.process.stdin.close()
-        self.process.wait(timeout=60)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # moto stopping slowly on a loaded machine must not lose the figures
+            self.process.terminate()
+            self.process.wait(timeout=60)
 
 
 def measured(args: list[str], workdir: Path, name: str) -> tuple[dict[str, Any], Path]:

@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from fmdoctor.engine.check import Check
+from fmdoctor.engine.concurrency import all_at_once
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
+from fmdoctor.engine.slots import waiting
 from fmdoctor.net.classes import PairOutcome, evaluate_towards, interface_classes
 from fmdoctor.net.fetch import TOPOLOGY_IAM_ACTIONS
 from fmdoctor.net.model import Blocked, Caveat, Endpoint, Flow
@@ -52,10 +56,15 @@ class S3Unreachable(Check):
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         inv = ctx.inventory
-        network = load_network(ctx)
+        # The buckets' regions need nothing from the network: asked while the topology loads.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fmdoctor-s3-regions") as pool:
+            regions = pool.submit(self._bucket_regions, ctx)
+            network = load_network(ctx)
+            with waiting():
+                region_of = regions.result()
         clients = interface_classes(network, primary_interfaces(inv, inv.instances))
         findings: list[Finding] = []
-        for target in [s3_endpoint(network, None, ctx.region), *self._bucket_targets(ctx, network)]:
+        for target in [s3_endpoint(network, None, ctx.region), *self._bucket_targets(ctx, network, region_of)]:
             outcomes = [o for c in clients for o in evaluate_towards(network, c, target, FLOW)]
             note_unverified(ctx, f"path to {target.label}", [o.result for o in outcomes if o.result.reachable is None])
             blocked = [o for o in outcomes if o.result.reachable is False]
@@ -64,20 +73,33 @@ class S3Unreachable(Check):
                             for caveat, group in by_caveat(outcomes))
         return _one_per_resource(findings)
 
-    def _bucket_targets(self, ctx: CheckContext, network: Network) -> list[Endpoint]:
-        """Directory buckets (their own path) and general-purpose buckets of another region."""
-        buckets = sorted({loc[5:].split("/", 1)[0] for loc in ctx.settings.checkpoints.locations
-                          if loc.startswith("s3://")})
-        found = []
-        for bucket in buckets:
-            if directory_bucket_zone(bucket):
-                found.append(s3express_endpoint(network, bucket))
-                continue
+    @staticmethod
+    def _buckets(ctx: CheckContext) -> list[str]:
+        return sorted({loc[5:].split("/", 1)[0] for loc in ctx.settings.checkpoints.locations
+                       if loc.startswith("s3://")})
+
+    def _bucket_regions(self, ctx: CheckContext) -> dict[str, str]:
+        """The region of each general-purpose checkpoint bucket, all asked at once; one that could not be read is
+        left out (its error is on ``ctx``)."""
+        general = [b for b in self._buckets(ctx) if not directory_bucket_zone(b)]
+
+        def region(bucket: str) -> str | None:
             with ctx.guard(f"the region of checkpoint bucket {bucket}, so the path to it"):
                 location = ctx.client("s3").get_bucket_location(Bucket=bucket).get("LocationConstraint")
-                region = location or "us-east-1"
-                if region != ctx.region:
-                    found.append(s3_endpoint(network, bucket, region, f"s3://{bucket}"))
+                return str(location or "us-east-1")
+            return None
+
+        return {b: r for b, r in zip(general, all_at_once(region, general, name="fmdoctor-s3-regions"), strict=True)
+                if r is not None}
+
+    def _bucket_targets(self, ctx: CheckContext, network: Network, region_of: dict[str, str]) -> list[Endpoint]:
+        """Directory buckets (their own path) and general-purpose buckets of another region."""
+        found = []
+        for bucket in self._buckets(ctx):
+            if directory_bucket_zone(bucket):
+                found.append(s3express_endpoint(network, bucket))
+            elif bucket in region_of and region_of[bucket] != ctx.region:
+                found.append(s3_endpoint(network, bucket, region_of[bucket], f"s3://{bucket}"))
         return found
 
     def _finding(self, ctx: CheckContext, target: Endpoint, reason: Blocked, outcomes: list[PairOutcome],

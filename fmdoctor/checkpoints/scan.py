@@ -37,6 +37,7 @@ from fmdoctor.checkpoints.model import (
     Verdict,
     step_of,
 )
+from fmdoctor.engine.concurrency import all_at_once
 
 MAX_WALK_BACK = 3  # older checkpoints listed when the newest two are both proven incomplete
 LAST_SUFFIX = "-last"  # NeMo and Lightning name the checkpoint auto-resume loads '<name>-last'
@@ -113,9 +114,11 @@ def _by_step(lister: Lister, location: str, via: str | None, rules: _Rules, cand
     listed: list[Checkpoint] = []
     pending = list(reversed(candidates))
     while pending and len(listed) < 2:
-        checkpoint = _materialise(lister, pending.pop(0))
-        if checkpoint is not None:  # a folder emptied between listings, or uploads still in flight
-            listed.append(checkpoint)
+        # The newest two are listed at once (neither listing needs the other); an empty one brings in the next.
+        batch = [pending.pop(0) for _ in range(min(2 - len(listed), len(pending)))]
+        for checkpoint in all_at_once(lambda c: _materialise(lister, c), batch, name="fmdoctor-checkpoints"):
+            if checkpoint is not None:  # a folder emptied between listings, or uploads still in flight
+                listed.append(checkpoint)
     last_file = _lightning_last(lister.root, files, listed)
     if last_file is not None:
         listed.insert(0, last_file)

@@ -19,9 +19,14 @@ from botocore.client import BaseClient
 from botocore.config import Config
 
 from fmdoctor import __version__
-from fmdoctor.engine import timestamps
+from fmdoctor.engine import slots, timestamps
 from fmdoctor.engine.errors import Cancelled, ConfigError, remember_call
 from fmdoctor.engine.responses import check_response
+
+# Services whose requests fmdoctor alone builds, in bulk, from shapes botocore's model already fixes: CloudWatch's
+# GetMetricData carries 500 queries a call, and botocore's walk of each against the model before sending was a
+# tenth of a 256-node run's CPU. Requests are still serialized by botocore (a wrong type fails there).
+UNVALIDATED = frozenset({"cloudwatch"})
 
 
 @dataclass(frozen=True)
@@ -56,15 +61,17 @@ class ApiCallCounter:
 
 
 def retry_defaults(session: boto3.Session, max_attempts: int) -> dict[str, Any]:
-    """fmdoctor's retries (standard mode, ``max_attempts``) only where the user set none: ``AWS_RETRY_MODE`` /
-    ``AWS_MAX_ATTEMPTS`` or the profile's ``retry_mode`` / ``max_attempts`` win, as the SDKs document."""
+    """fmdoctor's retries (adaptive mode, ``max_attempts``) only where the user set none: ``AWS_RETRY_MODE`` /
+    ``AWS_MAX_ATTEMPTS`` or the profile's ``retry_mode`` / ``max_attempts`` win, as the SDKs document. Adaptive is
+    standard's retries and backoff plus a client-side send rate that drops when AWS throttles and climbs back
+    (botocore's token bucket), so the runs' concurrent calls need no fixed pool size."""
     try:
         profile: dict[str, Any] = dict(session._session.get_scoped_config())
     except Exception:  # no such profile: the client creation reports it
         profile = {}
     retries: dict[str, Any] = {}
     if not (os.environ.get("AWS_RETRY_MODE") or profile.get("retry_mode")):
-        retries["mode"] = "standard"
+        retries["mode"] = "adaptive"
     if not (os.environ.get("AWS_MAX_ATTEMPTS") or profile.get("max_attempts")):
         retries["total_max_attempts"] = max_attempts
     return retries
@@ -89,6 +96,9 @@ class Aws:
         )
         # Registered before any client exists: clients copy the session's handlers and parser defaults.
         session.events.register("before-call", self._on_before_call)
+        # A check waiting for AWS's answer gives its worker slot to another check (fmdoctor.engine.slots).
+        session.events.register("after-call", _resume)
+        session.events.register("after-call-error", _resume)
         timestamps.install(session._session)
         # A 200 whose body is cut off or unreadable is an error for the checks reading it, never empty data.
         session.events.register_first("before-parse", check_response)
@@ -109,7 +119,10 @@ class Aws:
         with self._lock:
             client = self._clients.get(service)
             if client is None:
-                kwargs: dict[str, Any] = {"region_name": self.region, "config": self._config}
+                config = self._config
+                if service in UNVALIDATED:
+                    config = config.merge(Config(parameter_validation=False))
+                kwargs: dict[str, Any] = {"region_name": self.region, "config": config}
                 if self.options.endpoint_url:
                     kwargs["endpoint_url"] = self.options.endpoint_url
                 client = self.session.client(service, **kwargs)
@@ -124,6 +137,11 @@ class Aws:
         service = model.service_model.service_name
         self.calls.record(service, model.name)
         remember_call(service, model.name)
+        slots.pause()
+
+
+def _resume(**_: Any) -> None:
+    slots.resume()
 
 
 def _check_s3_first(client: BaseClient) -> None:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
 from fmdoctor.config import ClusterSettings
+from fmdoctor.engine import slots
 from fmdoctor.engine.aws import ApiCallCounter, Aws
-from fmdoctor.engine.errors import FmdoctorError, describe_aws_failure
+from fmdoctor.engine.errors import FmdoctorError, describe_aws_failure, note_failed_call
 from fmdoctor.engine.host import Host
 from fmdoctor.engine.inventory import Inventory
 from fmdoctor.engine.model import CheckError
@@ -20,30 +22,60 @@ T = TypeVar("T")
 
 
 class SharedData:
-    """Per-run memo: the first check to ask for a key fetches it, concurrent askers wait and reuse it.
+    """Per-run memo of futures: the first check to ask for a key starts its loader, every asker waits for it.
 
-    Failures are memoised too, so a denied API is called once per run and every check that needed it
-    reports the same error.
+    The loader runs in a thread of its own (inline when the asker is itself a loader or holds no worker slot),
+    so a check waiting for data holds no worker (fmdoctor.engine.slots) and two checks that need the same data
+    wait for one load. :meth:`start` begins a load before anyone asks. Failures are memoised too, so a denied
+    API is called once per run and every check that needed it reports the same error.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._key_locks: dict[str, threading.Lock] = {}
-        self._values: dict[str, tuple[bool, Any]] = {}
+        self._futures: dict[str, Future[Any]] = {}
+
+    def start(self, key: str, loader: Callable[[], T]) -> Future[T]:
+        """The future of ``key``, its loader started now in a thread of its own unless it was started before:
+        data whose inputs exist is fetched while the caller goes on with other calls."""
+        return self._start(key, loader, inline=False)
+
+    def _start(self, key: str, loader: Callable[[], T], inline: bool) -> Future[T]:
+        with self._lock:
+            future = self._futures.get(key)
+            if future is not None:
+                return future
+            future = self._futures[key] = Future()
+        if inline:
+            _load(future, loader)
+        else:
+            threading.Thread(target=_load, args=(future, loader), name=f"fmdoctor-load-{key[:40]}",
+                             daemon=True).start()
+        return future
 
     def get(self, key: str, loader: Callable[[], T]) -> T:
-        with self._lock:
-            key_lock = self._key_locks.setdefault(key, threading.Lock())
-        with key_lock:
-            if key not in self._values:
-                try:
-                    self._values[key] = (True, loader())
-                except Exception as exc:  # memoised and re-raised to every caller
-                    self._values[key] = (False, exc)
-            ok, value = self._values[key]
-        if ok:
-            return value  # type: ignore[no-any-return]
-        raise value
+        # A check's thread hands the load to a thread of its own and gives its slot up while it waits; a loader
+        # or a thread outside the runner's slots loads in place.
+        inline = getattr(_in_loader, "active", False) or not slots.holds_slot()
+        future = self._start(key, loader, inline)
+        if not future.done():
+            with slots.waiting():
+                future.exception()  # waits
+        return future.result()
+
+
+_in_loader = threading.local()
+
+
+def _load(future: Future[Any], loader: Callable[[], Any]) -> None:
+    nested = getattr(_in_loader, "active", False)
+    _in_loader.active = True
+    try:
+        future.set_result(loader())
+    except BaseException as exc:  # memoised and re-raised to every caller, named by the call that failed here
+        note_failed_call(exc)
+        future.set_exception(exc)
+    finally:
+        _in_loader.active = nested
 
 
 @dataclass

@@ -15,13 +15,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from fmdoctor.engine.aws import Aws
-from fmdoctor.engine.endpoints import with_endpoints
+from fmdoctor.engine.concurrency import all_at_once
+from fmdoctor.engine.endpoints import fetch_endpoints, with_endpoints
 from fmdoctor.engine.errors import describe_aws_failure
 from fmdoctor.engine.hyperpod import probe_hyperpod_cluster
 from fmdoctor.engine.instance_listing import read_instance_pages
@@ -45,6 +46,7 @@ from fmdoctor.engine.inventory import (
     UnavailablePart,
     chunked,
 )
+from fmdoctor.engine.slots import waiting
 
 # EC2 accepts at most 200 values in one filter; DescribeInstanceTypes at most 100 types per call.
 FILTER_VALUES_MAX = 200
@@ -85,14 +87,21 @@ def fetch_inventory(
     parts: Collection[str] = INVENTORY_PARTS,
 ) -> Inventory:
     ec2 = aws.client("ec2")
-    instances, interfaces = _fetch_instances(ec2, cluster, tag_keys, set(head_node_ids))
-    inventory = Inventory(cluster=cluster, region=aws.region, instances=tuple(instances), interfaces=interfaces)
-    if instances and INSTANCES in parts:
-        inventory = _with_instance_details(ec2, inventory)
-    if not instances and HYPERPOD in parts:
-        inventory = dataclasses.replace(inventory, hyperpod=probe_hyperpod_cluster(aws, hyperpod_name or cluster))
-    if ENDPOINTS in parts:
-        inventory = with_endpoints(aws, inventory, tag_keys, endpoint_names)
+    # Endpoint discovery needs nothing from the instances: its chain (GetResources, the describes) runs beside theirs.
+    endpoints: Future[Any] | None = None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fmdoctor-endpoints") as pool:
+        if ENDPOINTS in parts:
+            endpoints = pool.submit(fetch_endpoints, aws, cluster, tag_keys, endpoint_names)
+        instances, interfaces = _fetch_instances(ec2, cluster, tag_keys, set(head_node_ids))
+        inventory = Inventory(cluster=cluster, region=aws.region, instances=tuple(instances), interfaces=interfaces)
+        if instances and INSTANCES in parts:
+            inventory = _with_instance_details(ec2, inventory)
+        if not instances and HYPERPOD in parts:
+            inventory = dataclasses.replace(inventory, hyperpod=probe_hyperpod_cluster(aws, hyperpod_name or cluster))
+        if endpoints is not None:
+            with waiting():
+                found, gaps = endpoints.result()
+            inventory = with_endpoints(inventory, found, gaps)
     return inventory
 
 
@@ -234,16 +243,24 @@ def fetch_security_groups(ec2: Any, group_ids: Sequence[str]) -> dict[str, Secur
         return {}
     names: dict[str, tuple[str, str | None]] = {}
     rules: dict[str, list[SgRule]] = {g: [] for g in group_ids}
-    for batch in chunked(group_ids, FILTER_VALUES_MAX):
-        for page in ec2.get_paginator("describe_security_groups").paginate(
-            Filters=[{"Name": "group-id", "Values": batch}]
-        ):
-            for sg in page.get("SecurityGroups", []):
-                names[sg["GroupId"]] = (sg.get("GroupName", ""), sg.get("VpcId"))
-        for page in ec2.get_paginator("describe_security_group_rules").paginate(
-            Filters=[{"Name": "group-id", "Values": batch}], PaginationConfig={"PageSize": PAGE_SIZE}
-        ):
-            for raw in page.get("SecurityGroupRules", []):
+
+    def groups(batch: list[str]) -> list[dict[str, Any]]:
+        return [sg for page in ec2.get_paginator("describe_security_groups").paginate(
+            Filters=[{"Name": "group-id", "Values": batch}]) for sg in page.get("SecurityGroups", [])]
+
+    def group_rules(batch: list[str]) -> list[dict[str, Any]]:
+        return [raw for page in ec2.get_paginator("describe_security_group_rules").paginate(
+            Filters=[{"Name": "group-id", "Values": batch}], PaginationConfig={"PageSize": PAGE_SIZE})
+            for raw in page.get("SecurityGroupRules", [])]
+
+    # The groups' names and their rules are two independent describes: both in flight at once, every batch too.
+    batches = list(chunked(group_ids, FILTER_VALUES_MAX))
+    jobs = [(groups, b) for b in batches] + [(group_rules, b) for b in batches]
+    for (job, _), found in zip(jobs, all_at_once(lambda j: j[0](j[1]), jobs, name="fmdoctor-groups"), strict=True):
+        for raw in found:
+            if job is groups:
+                names[raw["GroupId"]] = (raw.get("GroupName", ""), raw.get("VpcId"))
+            else:
                 rules.setdefault(raw["GroupId"], []).append(_rule(raw))
     return {
         gid: SecurityGroup(id=gid, name=names[gid][0], vpc_id=names[gid][1], rules=tuple(rules.get(gid, ())))

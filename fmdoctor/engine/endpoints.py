@@ -29,7 +29,7 @@ from fmdoctor.engine.endpoint_details import (
     list_components,
     model_image,
 )
-from fmdoctor.engine.errors import AwsFailure, TargetNotFound, describe_aws_failure
+from fmdoctor.engine.errors import AwsFailure, TargetNotFound, describe_aws_failure, note_failed_call
 
 if TYPE_CHECKING:
     from fmdoctor.engine.aws import Aws
@@ -95,9 +95,9 @@ def endpoint_target_name(names: Sequence[str]) -> str:
     return "endpoint/" + ",".join(names)
 
 
-def with_endpoints(aws: Aws, inventory: Inventory, tag_keys: Sequence[str], names: Sequence[str]) -> Inventory:
-    """The inventory plus its endpoints; re-raises a discovery failure when nothing else was found."""
-    endpoints, gaps = fetch_endpoints(aws, inventory.cluster, tag_keys, names)
+def with_endpoints(inventory: Inventory, endpoints: tuple[Endpoint, ...], gaps: tuple[DiscoveryGap, ...]) -> Inventory:
+    """The inventory plus its endpoints (:func:`fetch_endpoints`); re-raises a discovery failure when nothing else
+    was found."""
     if gaps and not endpoints and inventory.is_empty():  # a HyperPod cluster found is something
         raise gaps[0].error  # the target may exist: report that it could not be read, not "unknown cluster"
     return dataclasses.replace(inventory, endpoints=endpoints, endpoint_gaps=gaps)
@@ -186,6 +186,7 @@ def _attempt(call: Callable[[], T]) -> T | DiscoveryGap:
         failure = describe_aws_failure(exc)  # in the worker thread, where the failed call is known
         if failure is None:
             raise
+        note_failed_call(exc)  # and named on the error, which may be re-raised in another thread
         return DiscoveryGap("", failure, exc)
 
 

@@ -7,6 +7,7 @@ as a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import http.client
 import re
@@ -100,8 +101,16 @@ def remember_call(service: str, operation: str) -> None:
     _last_call.value = (service, operation)
 
 
-def _service_of(operation: str | None) -> str | None:
+def note_failed_call(exc: BaseException) -> None:
+    """Name on ``exc`` the call this thread made last, for a thread that re-raises it elsewhere (a shared load)."""
     last = getattr(_last_call, "value", None)
+    if last is not None and getattr(exc, "_fmdoctor_call", None) is None:
+        with contextlib.suppress(AttributeError, TypeError):
+            exc._fmdoctor_call = last  # type: ignore[attr-defined]
+
+
+def _service_of(operation: str | None, exc: BaseException | None = None) -> str | None:
+    last = getattr(exc, "_fmdoctor_call", None) or getattr(_last_call, "value", None)
     if last and (operation is None or last[1] == operation):
         return str(last[0])
     return None
@@ -167,7 +176,7 @@ def describe_aws_failure(exc: BaseException) -> AwsFailure | None:
         code = str(error.get("Code") or "ClientError")
         message = str(error.get("Message") or exc)
         operation = getattr(exc, "operation_name", None)
-        service = _service_of(operation)
+        service = _service_of(operation, exc)
         action = iam_action_for(service, operation) if service and operation else None
         match = _NOT_AUTHORIZED.search(message)
         if match:

@@ -1,4 +1,5 @@
-"""Run checks concurrently (bounded) over one shared scope; a failing check never sinks the others."""
+"""Run checks concurrently (at most ``max_workers`` running, waiting ones not counted) over one shared scope;
+a failing check never sinks the others."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from fmdoctor.engine.check import Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext, RunScope
 from fmdoctor.engine.errors import Cancelled, describe_aws_failure
 from fmdoctor.engine.model import CheckError, Finding, Skipped
+from fmdoctor.engine.slots import WorkerSlots
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +104,16 @@ def run_checks(
                 )
             )
 
-    workers = max(1, min(max_workers, total or 1))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fmdoctor-check") as pool:
-        for future in as_completed([pool.submit(one, c) for c in checks]):
+    # A thread per check, ``max_workers`` of them running at once: a check waiting for AWS or for shared data
+    # gives its slot to the next (fmdoctor.engine.slots), so a slow load never keeps other checks from starting.
+    slots = WorkerSlots(max_workers)
+
+    def in_slot(check: Check) -> None:
+        with slots.hold():
+            one(check)
+
+    with ThreadPoolExecutor(max_workers=max(1, total), thread_name_prefix="fmdoctor-check") as pool:
+        for future in as_completed([pool.submit(in_slot, c) for c in checks]):
             future.result()
 
     order = {c.id: i for i, c in enumerate(checks)}

@@ -10,12 +10,12 @@ queries in one batched sweep.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from fmdoctor.config import ClusterSettings, GpuSettings
+from fmdoctor.engine.concurrency import all_at_once
 from fmdoctor.engine.inventory import COMPUTE, INFERENCE, Instance, InstanceTypeInfo, Inventory
 from fmdoctor.metrics.cloudwatch import Listing, Query, Series, discover
 from fmdoctor.metrics.identity import NodeIdentity
@@ -23,7 +23,8 @@ from fmdoctor.metrics.model import EFA, GPU, NEURON
 from fmdoctor.metrics.series import NodeResolver, instance_identity, select_series
 
 __all__ = ["EFA", "GPU", "NEURON"]
-LISTING_WORKERS = 4
+# Every metric name is listed at once (5 GPU names, 8 EFA counters): ListMetrics allows 25 requests a second.
+LISTING_IN_FLIGHT = 16
 Lister = Callable[["MetricSpec"], "Listing | None"]  # a listing for this spec, or None to discover one here
 
 
@@ -177,8 +178,8 @@ def plan_queries(
         return discover(cloudwatch, spec.namespace, spec.metric, lambda s: owner(spec, s) is not None,
                         dimension, values, window, unmatched)
 
-    with ThreadPoolExecutor(max_workers=LISTING_WORKERS, thread_name_prefix="fmdoctor-metrics") as pool:
-        found = dict(zip(firsts, pool.map(list_one, firsts.values()), strict=True))
+    found = dict(zip(firsts, all_at_once(list_one, list(firsts.values()), LISTING_IN_FLIGHT, "fmdoctor-metrics"),
+                     strict=True))
 
     keys: list[tuple[int, str, str]] = []
     queries: list[Query] = []

@@ -11,8 +11,10 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from fmdoctor.engine.concurrency import all_at_once
 from fmdoctor.engine.discovery import FILTER_VALUES_MAX, fetch_security_groups
 from fmdoctor.engine.inventory import NetworkInterface, SecurityGroup, Subnet, chunked
+from fmdoctor.engine.slots import waiting
 from fmdoctor.net import topology as t
 from fmdoctor.net.topology import Topology
 
@@ -85,10 +87,24 @@ def fetch_topology(ec2: Any, region: str, vpc_ids: Sequence[str],
                           if r.target_kind == t.PEERING and r.target_id})
     endpoint_enis = sorted({e for ep in parts["endpoints"].values() if ep.endpoint_type == "Interface"
                             for e in ep.interface_ids})
-    interfaces = fetch_interfaces(ec2, ids=endpoint_enis) if endpoint_enis else {}
     known = {g.id: g for g in security_groups}
-    groups = fetch_missing_groups(ec2, {g for e in interfaces.values() for g in e.security_group_ids}, known)
-    wanted |= {rule.prefix_list_id for g in groups.values() for rule in g.rules if rule.prefix_list_id}
+
+    def endpoint_side() -> tuple[dict[str, NetworkInterface], dict[str, SecurityGroup]]:
+        found = fetch_interfaces(ec2, ids=endpoint_enis) if endpoint_enis else {}
+        return found, fetch_missing_groups(ec2, {g for e in found.values() for g in e.security_group_ids}, known)
+
+    # What the first describes named, fetched at once: the endpoints' interfaces (then their groups), the prefix
+    # lists' entries and the peering connections; then the entries of lists only those groups name.
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="fmdoctor-topology") as pool:
+        side = pool.submit(endpoint_side)
+        first_lists = pool.submit(fetch_prefix_lists, ec2, sorted(wanted), names)
+        peerings = pool.submit(_peering_connections, ec2, peering_ids)
+        with waiting():
+            interfaces, groups = side.result()
+            prefix_lists = first_lists.result()
+            peering = peerings.result()
+    later = {rule.prefix_list_id for g in groups.values() for rule in g.rules if rule.prefix_list_id} - wanted
+    prefix_lists.update(fetch_prefix_lists(ec2, sorted(later), names))
     return Topology(
         region=region,
         vpc_ids=tuple(vpc_ids),
@@ -98,8 +114,8 @@ def fetch_topology(ec2: Any, region: str, vpc_ids: Sequence[str],
         internet_gateways=parts["igws"],
         nat_gateways=parts["nats"],
         vpc_endpoints=parts["endpoints"],
-        prefix_lists=fetch_prefix_lists(ec2, sorted(wanted), names),
-        peering_connections=_peering_connections(ec2, peering_ids),
+        prefix_lists=dict(sorted(prefix_lists.items())),
+        peering_connections=peering,
         interfaces=interfaces,
         security_groups=groups,
     )
@@ -225,14 +241,15 @@ def _prefix_list_names(ec2: Any) -> dict[str, str]:
 
 def fetch_prefix_lists(ec2: Any, ids: Sequence[str], names: dict[str, str] | None = None) -> dict[str, t.PrefixList]:
     names = names if names is not None else _prefix_list_names(ec2)
-    lists = {}
-    for prefix_list_id in ids:
-        if prefix_list_id not in names:
-            continue  # named by a rule but not visible to this account: its CIDRs stay unknown
+    # Named by a rule but not visible to this account: its CIDRs stay unknown. The rest, one listing each, at once.
+    visible = [pid for pid in ids if pid in names]
+
+    def entries(prefix_list_id: str) -> t.PrefixList:
         cidrs = tuple(e["Cidr"] for e in _pages(ec2, "get_managed_prefix_list_entries", "Entries",
                                                  PrefixListId=prefix_list_id) if e.get("Cidr"))
-        lists[prefix_list_id] = t.PrefixList(prefix_list_id, names[prefix_list_id], cidrs)
-    return lists
+        return t.PrefixList(prefix_list_id, names[prefix_list_id], cidrs)
+
+    return dict(zip(visible, all_at_once(entries, visible, name="fmdoctor-prefix-lists"), strict=True))
 
 
 def _peering_connections(ec2: Any, ids: Sequence[str]) -> dict[str, t.PeeringConnection]:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fmdoctor.engine.errors import AwsUnavailable, UsageError, credentials_error, describe_aws_failure
+from fmdoctor.engine.inventory import INSTANCES
 from fmdoctor.net.analyze import analyze_endpoints
 from fmdoctor.net.fetch import fetch_topology
 from fmdoctor.net.model import Endpoint, Flow, ReachabilityResult
@@ -116,7 +117,8 @@ def why_not(doctor: Doctor, cluster: str | None, source: str, destination: str, 
     parse_flow(protocol, port, default_ports=((0, 0),))  # reject bad protocol/port before any AWS call
     name = doctor.resolve_cluster(cluster)
     aws = doctor.connect(doctor.cluster_settings(name))
-    inventory = doctor.inventory(name, aws)
+    # The instances, their interfaces and groups: never the SageMaker endpoints or HyperPod, which no flow names.
+    inventory = doctor.inventory(name, aws, parts={INSTANCES})
     try:
         ec2 = aws.client("ec2")
         topology = fetch_topology(ec2, aws.region, sorted(inventory.vpc_ids()), inventory.security_groups.values())

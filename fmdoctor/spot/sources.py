@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fmdoctor.engine.check import NotApplicable, Unverified
+from fmdoctor.engine.concurrency import settle_all
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.gaps import Gaps, SourceError
 from fmdoctor.engine.host import Host, ImdsUnavailable
@@ -85,16 +86,20 @@ def load_spot_facts(ctx: CheckContext) -> SpotFacts:
     if ctx.scope.aws is None:
         _from_imds(facts, ctx.host, ctx)
         return facts
+    queue_read(ctx, prefetch=True)  # the queue's messages come in beside the EC2 describes below
     instances = list(ctx.inventory.instances)
     spot = [i for i in instances if i.lifecycle == "spot"]
     facts.spot_nodes = len(spot)
+    # The two EC2 reads need nothing from each other: made at once, read in this order.
+    requests, statuses = settle_all([lambda: _spot_request_pages(ctx, [i.id for i in spot]) if spot else [],
+                                     lambda: _instance_status_pages(ctx)], name="fmdoctor-spot")
     if not spot:
         facts.not_spot = f"no Spot instances in cluster {ctx.cluster}"
     else:
         _read(facts, "ec2", "ec2:DescribeSpotInstanceRequests", f"Spot request status of {len(spot)} Spot instances",
-              lambda: _spot_requests(facts, ctx, [i.id for i in spot]))
+              lambda: _spot_requests(facts, ctx, requests()))
     _read(facts, "ec2", "ec2:DescribeInstanceStatus", f"EC2 scheduled events of {len(instances)} instances",
-          lambda: _scheduled_events(facts, ctx))
+          lambda: _scheduled_events(facts, ctx, statuses()))
     queue = queue_read(ctx)
     if queue is not None:
         facts.sources.append(queue.source)
@@ -120,8 +125,9 @@ class QueueRead:
     answered: bool = False
 
 
-def queue_read(ctx: CheckContext) -> QueueRead | None:
-    """The configured queue's messages, or None when no queue is configured."""
+def queue_read(ctx: CheckContext, prefetch: bool = False) -> QueueRead | None:
+    """The configured queue's messages, or None when no queue is configured; with ``prefetch``, the read is
+    started in the background and None returned."""
     url = ctx.settings.spot.queue_url
     if not url or ctx.scope.aws is None:
         return None
@@ -133,6 +139,9 @@ def queue_read(ctx: CheckContext) -> QueueRead | None:
             read.answered = True
         return read
 
+    if prefetch:
+        ctx.scope.shared.start(QUEUE_KEY, load)
+        return None
     return ctx.shared(QUEUE_KEY, load)
 
 
@@ -158,29 +167,35 @@ def _keep(facts: SpotFacts, notice: SpotNotice, ctx: CheckContext) -> None:
     facts.notices.append(notice)
 
 
-def _spot_requests(facts: SpotFacts, ctx: CheckContext, instance_ids: list[str]) -> None:
+def _spot_request_pages(ctx: CheckContext, instance_ids: list[str]) -> list[dict[str, Any]]:
     ec2 = ctx.client("ec2")
-    for batch in chunked(instance_ids, FILTER_VALUES_MAX):
-        for page in ec2.get_paginator("describe_spot_instance_requests").paginate(
-            Filters=[{"Name": "instance-id", "Values": batch}]
-        ):
-            for raw in page.get("SpotInstanceRequests", []):
-                try:
-                    notice = parse_spot_request(raw)
-                except Malformed as exc:
-                    facts.gaps_of("ec2").add(f"Spot request {raw.get('SpotInstanceRequestId')}",
-                                             "MalformedSpotRequest", str(exc))
-                    continue
-                if notice:
-                    _keep(facts, notice, ctx)
+    return [page for batch in chunked(instance_ids, FILTER_VALUES_MAX)
+            for page in ec2.get_paginator("describe_spot_instance_requests").paginate(
+                Filters=[{"Name": "instance-id", "Values": batch}])]
 
 
-def _scheduled_events(facts: SpotFacts, ctx: CheckContext) -> None:
+def _spot_requests(facts: SpotFacts, ctx: CheckContext, pages: list[dict[str, Any]]) -> None:
+    for page in pages:
+        for raw in page.get("SpotInstanceRequests", []):
+            try:
+                notice = parse_spot_request(raw)
+            except Malformed as exc:
+                facts.gaps_of("ec2").add(f"Spot request {raw.get('SpotInstanceRequestId')}",
+                                         "MalformedSpotRequest", str(exc))
+                continue
+            if notice:
+                _keep(facts, notice, ctx)
+
+
+def _instance_status_pages(ctx: CheckContext) -> list[dict[str, Any]]:
     """Only instances with a scheduled event match the filter, so one page covers any cluster."""
-    pages = ctx.client("ec2").get_paginator("describe_instance_status").paginate(
+    return list(ctx.client("ec2").get_paginator("describe_instance_status").paginate(
         Filters=[{"Name": "event.code", "Values": sorted(SCHEDULED_ACTIONS)}],
         PaginationConfig={"PageSize": STATUS_PAGE},
-    )
+    ))
+
+
+def _scheduled_events(facts: SpotFacts, ctx: CheckContext, pages: list[dict[str, Any]]) -> None:
     for page in pages:
         for raw in page.get("InstanceStatuses", []):
             if ctx.inventory.instance(str(raw.get("InstanceId"))) is None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from fmdoctor.engine.concurrency import all_at_once
 from fmdoctor.engine.gaps import Gaps
 from fmdoctor.training.signatures import FILTER_PATTERN, FILTER_TERMS
 
@@ -77,15 +78,20 @@ def discover_groups(logs: Any, cluster: str, hyperpod_name: str | None,
                                                                                                   cluster)))]
     found: list[str] = []
     paginator = logs.get_paginator("describe_log_groups")
-    for prefix, kind in prefixes:
-        for page in paginator.paginate(logGroupNamePrefix=prefix):
-            for group in page.get("logGroups", []):
-                name = group["logGroupName"]
-                if kind == "exact" and name != prefix:
-                    continue
-                if kind == "parallelcluster" and not _PC_SUFFIX.match(name[len(prefix):]):
-                    continue
-                found.append(name)
+
+    def listed(prefix: str) -> list[dict[str, Any]]:
+        return [g for page in paginator.paginate(logGroupNamePrefix=prefix) for g in page.get("logGroups", [])]
+
+    # One listing per convention, all at once: none needs another's answer.
+    for (prefix, kind), groups in zip(prefixes, all_at_once(listed, [p for p, _ in prefixes], name="fmdoctor-logs"),
+                                      strict=True):
+        for group in groups:
+            name = group["logGroupName"]
+            if kind == "exact" and name != prefix:
+                continue
+            if kind == "parallelcluster" and not _PC_SUFFIX.match(name[len(prefix):]):
+                continue
+            found.append(name)
     looked_for = [p + ("<timestamp>" if k == "parallelcluster" else "<id>" if k == "prefix" else "")
                   for p, k in prefixes]
     return sorted(dict.fromkeys(found)), looked_for
@@ -93,31 +99,61 @@ def discover_groups(logs: Any, cluster: str, hyperpod_name: str | None,
 
 def read_group(logs: Any, group: str, now: datetime, lookback: timedelta, silence: timedelta,
                max_pages: int, into: JobLogs) -> None:
+    """The failure lines, the streams and the recent lines of one group: three reads, none needing another's
+    answer, made at once."""
     start = _millis(now - lookback)
-    pages = logs.get_paginator("filter_log_events").paginate(
-        logGroupName=group, startTime=start, endTime=_millis(now), filterPattern=FILTER_PATTERN)
-    for count, page in enumerate(pages, start=1):
-        # FilterLogEvents matches the pattern's terms anywhere; keep the lines that hold one (moto and older
-        # agents may hand back more than the pattern asks for).
-        into.events += [e for e in _events(group, page.get("events", [])) if is_signature(e.text)]
-        if count >= max_pages and page.get("nextToken"):
-            into.truncated.append(group)
-            break
-    for count, page in enumerate(logs.get_paginator("describe_log_streams").paginate(logGroupName=group), start=1):
-        into.streams.update({s["logStreamName"]: _source(s["logStreamName"]) for s in page.get("logStreams", [])})
-        if count >= max_pages:
-            break
-    recent = logs.filter_log_events(logGroupName=group, startTime=_millis(now - silence), endTime=_millis(now),
-                                    limit=ACTIVITY_PAGE)
-    into.recent += list(_events(group, recent.get("events", [])))
+
+    def failures() -> tuple[list[LogEvent], bool]:
+        found: list[LogEvent] = []
+        pages = logs.get_paginator("filter_log_events").paginate(
+            logGroupName=group, startTime=start, endTime=_millis(now), filterPattern=FILTER_PATTERN)
+        for count, page in enumerate(pages, start=1):
+            # FilterLogEvents matches the pattern's terms anywhere; keep the lines that hold one (moto and older
+            # agents may hand back more than the pattern asks for).
+            found += [e for e in _events(group, page.get("events", [])) if is_signature(e.text)]
+            if count >= max_pages and page.get("nextToken"):
+                return found, True
+        return found, False
+
+    def streams() -> dict[str, tuple[str | None, str | None]]:
+        found: dict[str, tuple[str | None, str | None]] = {}
+        for count, page in enumerate(logs.get_paginator("describe_log_streams").paginate(logGroupName=group),
+                                     start=1):
+            found.update({s["logStreamName"]: _source(s["logStreamName"]) for s in page.get("logStreams", [])})
+            if count >= max_pages:
+                break
+        return found
+
+    def recent() -> list[LogEvent]:
+        answer = logs.filter_log_events(logGroupName=group, startTime=_millis(now - silence), endTime=_millis(now),
+                                        limit=ACTIVITY_PAGE)
+        return list(_events(group, answer.get("events", [])))
+
+    (events, truncated), named, lately = all_at_once(lambda read: read(), [failures, streams, recent],
+                                                     name="fmdoctor-logs")
+    into.events += events
+    if truncated:
+        into.truncated.append(group)
+    into.streams.update(named)
+    into.recent += lately
 
 
 def read_job_logs(logs: Any, groups: list[str], now: datetime, lookback: timedelta, silence: timedelta,
                   max_pages: int, result: JobLogs) -> JobLogs:
     result.groups = list(groups)
-    for group in groups:
-        with result.gaps.guard(f"the training logs in {group}"):
-            read_group(logs, group, now, lookback, silence, max_pages, result)
+    read = [JobLogs(groups=[group]) for group in groups]  # each group on its own: a failure leaves the others
+
+    def one(n: int) -> None:
+        with read[n].gaps.guard(f"the training logs in {groups[n]}"):
+            read_group(logs, groups[n], now, lookback, silence, max_pages, read[n])
+
+    all_at_once(one, list(range(len(groups))), name="fmdoctor-log-groups")
+    for part in read:  # merged in the groups' order, as when they were read one after another
+        result.events += part.events
+        result.recent += part.recent
+        result.truncated += part.truncated
+        result.streams.update(part.streams)
+        result.gaps += part.gaps
     result.events.sort(key=lambda e: (e.time, e.stream))
     return result
 

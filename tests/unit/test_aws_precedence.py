@@ -54,10 +54,11 @@ def retries(monkeypatch, **env: str) -> dict:
 
 def test_retry_settings_of_the_user_are_kept(aws, monkeypatch):
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    assert retries(monkeypatch) == {"mode": "standard", "total_max_attempts": 5}
-    assert retries(monkeypatch, AWS_RETRY_MODE="adaptive", AWS_MAX_ATTEMPTS="2") == {
-        "mode": "adaptive", "total_max_attempts": 2}
-    assert retries(monkeypatch, AWS_MAX_ATTEMPTS="9") == {"mode": "standard", "total_max_attempts": 9}
+    assert retries(monkeypatch) == {"mode": "adaptive", "total_max_attempts": 5}
+    assert retries(monkeypatch, AWS_RETRY_MODE="standard", AWS_MAX_ATTEMPTS="2") == {
+        "mode": "standard", "total_max_attempts": 2}
+    assert retries(monkeypatch, AWS_MAX_ATTEMPTS="9") == {"mode": "adaptive", "total_max_attempts": 9}
+    assert retries(monkeypatch, AWS_RETRY_MODE="legacy") == {"mode": "legacy", "total_max_attempts": 5}
 
 
 def test_the_environments_endpoints_beat_the_files_and_keep_their_per_service_order(aws, monkeypatch):

@@ -15,7 +15,8 @@ import pytest
 
 from fmdoctor.config import Settings
 from fmdoctor.demo.builders import ClusterBuilder, acl_entry
-from fmdoctor.engine.api import Connection, Doctor
+from fmdoctor.engine.api import Connection, Doctor, new_aws
+from fmdoctor.engine.aws import Aws, AwsOptions
 from fmdoctor.engine.errors import TargetNotFound, UsageError
 from fmdoctor.net import model as m
 from fmdoctor.net.reachability import why_not
@@ -417,3 +418,19 @@ def test_detached_internet_gateway_route_is_pointed_at_the_attached_one(net):
     blocked = ask("web", "internet", 443).blocked_by
     assert blocked.fix == [{"action": "replace-route", "route_table_id": net.route_tables["public"],
                             "destination": "0.0.0.0/0", "gateway_id": new}]
+
+
+def test_why_not_reads_only_the_network(net):
+    """why-not needs the instances, their groups and the VPC's forwarding plane: never SageMaker endpoints, the
+    tagging API or HyperPod (issue 39: each front end asks only for what it needs)."""
+    made: list[Aws] = []
+
+    def factory(options: AwsOptions) -> Aws:
+        made.append(new_aws(options))
+        return made[-1]
+
+    doctor = Doctor(settings=Settings.model_validate({"clusters": {CLUSTER: {}}}), connection=Connection(region=REGION),
+                    aws_factory=factory)
+    assert why_not(doctor, CLUSTER, "app", "db", 5432).reachable is False
+    services = {op.split(".")[0] for aws in made for op in aws.calls.snapshot()}
+    assert services == {"ec2"}

@@ -117,12 +117,13 @@ def test_an_endpoint_that_never_answers_or_resets_ends_in_unknown_not_a_hang(req
     assert elapsed < BOUND_S
 
 
-def test_every_client_has_bounded_timeouts_and_standard_retries():
-    """The defaults that keep a real unreachable endpoint from hanging a run."""
+def test_every_client_has_bounded_timeouts_and_adaptive_retries():
+    """The defaults that keep a real unreachable endpoint from hanging a run; adaptive retries are standard's
+    retries and backoff plus a send rate that drops when AWS throttles the run's concurrent calls."""
     client = new_aws(AwsOptions(region=REGION)).client("ec2")
     config = client.meta.config
     assert (config.connect_timeout, config.read_timeout) == (5.0, 30.0)
-    assert config.retries == {"mode": "standard", "total_max_attempts": 5}
+    assert config.retries == {"mode": "adaptive", "total_max_attempts": 5}
 
 
 class _SlowFirstListing:
