@@ -348,6 +348,8 @@ class SchedulerSettings(_Section):
                             "EKS/HyperPod-EKS; none: no scheduler view.")
     slurm: SlurmSchedulerSettings = Field(default_factory=SlurmSchedulerSettings)
     kubernetes: KubernetesSchedulerSettings = Field(default_factory=KubernetesSchedulerSettings)
+    held_out_after: Duration = Field(
+        timedelta(hours=1), description="A drained, idle node AWS sees running is reported after this long.")
 
 
 class ClusterSettings(_Section):

@@ -128,6 +128,19 @@ def parse_jobs(document: Mapping[str, Any], now: float) -> list[SchedulerJob]:
     return jobs
 
 
+def document_errors(document: Any, what: str) -> str | None:
+    """Why a ``--json`` answer carries no data: Slurm 22.05's sinfo/squeue exit 0 even when slurmctld cannot
+    be reached, with ``errors`` ([{"error": "Unspecified error", "errno": -1}]) and an empty list."""
+    if not isinstance(document, Mapping):
+        return f"not a JSON object: {str(document)[:200]}"
+    errors = [e for e in document.get("errors") or () if isinstance(e, Mapping)]
+    if errors and not document.get(what):
+        first = errors[0]
+        text = first.get("description") or first.get("error") or str(first)
+        return f"{text} (errno {first.get('errno', first.get('error_number', '?'))}, {first.get('error', '')})"
+    return None
+
+
 def _version(document: Mapping[str, Any]) -> str:
     meta = document.get("meta") or {}
     slurm = meta.get("Slurm") or meta.get("slurm") or {}
@@ -160,10 +173,17 @@ def read_local(runner: Runner = run_command, now: Callable[[], float] = time.tim
         nodes_doc = json.loads(runner(["sinfo", "--json"]))
     except (json.JSONDecodeError, subprocess.TimeoutExpired, OSError) as exc:
         raise SchedulerUnavailable(f"sinfo --json: {exc}", _GRANT_LOCAL, "SlurmCommandFailed") from None
+    problem = document_errors(nodes_doc, "nodes")
+    if problem:
+        raise SchedulerUnavailable(f"sinfo --json answered no nodes: {problem}", _GRANT_LOCAL, "SlurmCommandFailed")
     gaps = []
     jobs: list[SchedulerJob] = []
     try:
-        jobs = parse_jobs(json.loads(runner(["squeue", "--json"])), now())
+        jobs_doc = json.loads(runner(["squeue", "--json"]))
+        problem = document_errors(jobs_doc, "jobs")
+        if problem:
+            raise SchedulerUnavailable(problem, _GRANT_LOCAL, "SlurmCommandFailed")
+        jobs = parse_jobs(jobs_doc, now())
     except (SchedulerUnavailable, json.JSONDecodeError, subprocess.TimeoutExpired, OSError) as exc:
         gaps.append(f"running jobs: squeue --json failed: {exc}")
     return SchedulerView(SLURM, "sinfo/squeue", tuple(parse_nodes(nodes_doc)), tuple(jobs),
@@ -253,10 +273,9 @@ class RestSlurm:
         if status != 200 or not isinstance(doc, Mapping):
             raise SchedulerUnavailable(f"slurmrestd /{what}: HTTP {status}: {str(doc)[:300]}", _GRANT_REST,
                                        "SlurmrestdFailed")
-        errors = [e for e in doc.get("errors") or () if isinstance(e, Mapping)]
-        if errors and not doc.get(what):
-            raise SchedulerUnavailable(f"slurmrestd /{what}: {errors[0].get('error') or errors[0]}", _GRANT_REST,
-                                       "SlurmrestdFailed")
+        problem = document_errors(doc, what)
+        if problem:
+            raise SchedulerUnavailable(f"slurmrestd /{what}: {problem}", _GRANT_REST, "SlurmrestdFailed")
         return doc
 
     def read(self, now: Callable[[], float] = time.time) -> SchedulerView:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .slurm_cluster import SlurmCluster, missing, slurm_cluster
+from .slurm_cluster import NODES, SlurmCluster, missing, slurm_cluster
 
 
 @pytest.fixture(scope="session")
@@ -29,3 +29,5 @@ def slurm(slurm_session: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> Itera
     for name in ("ip-10-0-1-11", "ip-10-0-1-12", "ip-10-0-1-13"):
         if "drain" in slurm_session.state(name):
             slurm_session.resume(name)
+    # RESUME marks a node not responding ('*') until slurmctld's next ping answers (slurmctld's node_mgr)
+    slurm_session.wait(lambda: not any(slurm_session.state(n).endswith("*") for n in NODES), "resumed nodes answering")

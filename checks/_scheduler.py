@@ -1,0 +1,116 @@
+"""What the scheduler checks share: the run's one read of the scheduler (Slurm or Kubernetes), its nodes tied
+to instances through the one node identity, and the jobs annotation every node finding gets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from fmdoctor.engine.check import NotApplicable, Unverified
+from fmdoctor.engine.context import CheckContext, RunScope
+from fmdoctor.engine.model import Finding
+from fmdoctor.scheduler.model import SchedulerNode, SchedulerUnavailable
+from fmdoctor.scheduler.source import NONE, SchedulerMap, detect_kind, map_view, read_view
+
+SHARED_KEY = "scheduler.map"
+# A front end (the demo) may put a reader here: (kind, SchedulerSettings) -> SchedulerView, used instead of
+# the real scheduler; recorded answers only.
+READER_EXTRA = "scheduler_reader"
+MAX_JOBS_SHOWN = 20  # per finding; the count says how many there are
+
+
+def kind_of(scope: RunScope) -> tuple[str, str]:
+    return detect_kind(scope.settings.scheduler, scope.inventory, tuple(scope.settings.training.log_groups))
+
+
+def _load(scope: RunScope, kind: str) -> SchedulerMap:
+    reader = scope.extras.get(READER_EXTRA)
+    view = reader(kind, scope.settings.scheduler) if reader else read_view(kind, scope.settings.scheduler)
+    return map_view(view, scope.inventory, tuple(scope.settings.gpu.hostname_tags))
+
+
+def scheduler_map(ctx: CheckContext, want: str | None = None) -> SchedulerMap:
+    """The run's scheduler view; NotApplicable with no scheduler (or another kind than ``want``), Unverified
+    (recorded with how to grant access) when it cannot be read."""
+    kind, why = kind_of(ctx.scope)
+    if kind == NONE:
+        raise NotApplicable(f"{why}; set scheduler.kind (slurm or kubernetes) or pass --scheduler")
+    if want is not None and kind != want:
+        raise NotApplicable(f"the cluster's scheduler is {kind} ({why}), not {want}")
+    try:
+        found = ctx.shared(SHARED_KEY, lambda: _load(ctx.scope, kind))
+    except SchedulerUnavailable as exc:
+        ctx.unverified(f"the {kind} scheduler's view of the nodes and jobs", exc.code, f"{exc.message}; to grant "
+                       f"it: {exc.grant}")
+        raise Unverified(exc.message) from None
+    for gap in found.view.gaps:
+        ctx.unverified(f"part of the {kind} scheduler's view: {gap}", "SchedulerPartial", gap)
+    return found
+
+
+def node_label(found: SchedulerMap, node: SchedulerNode) -> str:
+    instance = found.instance_of.get(node.name)
+    if instance is None:
+        return node.name
+    return f"{node.name} ({found.identities.label(instance)})"
+
+
+def resource_of(found: SchedulerMap, node: SchedulerNode) -> str:
+    """The instance id where the one identity knows it; else the scheduler's node name."""
+    return found.instance_of.get(node.name) or f"{found.view.kind}:{node.name}"
+
+
+def jobs_evidence(found: SchedulerMap, node_names: Sequence[str]) -> list[dict[str, Any]]:
+    seen: dict[str, dict[str, Any]] = {}
+    for name in node_names:
+        for job in found.view.jobs_on(name):
+            seen.setdefault(job.id, job.to_evidence())
+    return list(seen.values())
+
+
+def node_evidence(found: SchedulerMap, node: SchedulerNode) -> dict[str, Any]:
+    jobs = jobs_evidence(found, [node.name])
+    return {"scheduler": found.view.kind, "scheduler_source": found.view.source,
+            "scheduler_node": node.to_evidence(), "instance": found.instance_of.get(node.name),
+            "jobs": jobs[:MAX_JOBS_SHOWN], "job_count": len(jobs)}
+
+
+def annotate_jobs(scope: RunScope, findings: Sequence[Finding]) -> None:
+    """Every finding on a node gets the scheduler's jobs (or pods) on it: evidence ``jobs`` (id, name, user,
+    nodes, elapsed_s, state) and ``scheduler_nodes``; the scheduler is read once per run (shared with the
+    scheduler checks). A finding that already lists them (a scheduler check) is left as it is; a scheduler that
+    cannot be read leaves ``jobs_unverified`` with why, never an empty ``jobs``."""
+    wanted = [f for f in findings if "jobs" not in f.evidence]
+    if not wanted:
+        return
+    kind, _ = kind_of(scope)
+    if kind == NONE:
+        return
+    from fmdoctor.engine.identity import NodeIdentities
+
+    identities = NodeIdentities.of(scope.inventory, tuple(scope.settings.gpu.hostname_tags))
+    on_nodes = [(f, identities.resolve(f.resource).instance) for f in wanted]
+    on_nodes = [(f, i) for f, i in on_nodes if i is not None]
+    if not on_nodes:
+        return
+    try:
+        found = scope.shared.get(SHARED_KEY, lambda: _load(scope, kind))
+    except SchedulerUnavailable as exc:
+        for finding, _ in on_nodes:
+            finding.evidence["jobs_unverified"] = f"{kind}: {exc.message}"
+        return
+    jobs_gap = next((g for g in found.view.gaps if g.startswith(("running jobs", "pods"))), None)
+    for finding, instance in on_nodes:
+        assert instance is not None
+        names = [n.name for n in found.nodes_of(instance.id)]
+        if not names:
+            continue
+        if jobs_gap:
+            finding.evidence["scheduler_nodes"] = names
+            finding.evidence["jobs_unverified"] = jobs_gap
+            continue
+        jobs = jobs_evidence(found, names)
+        finding.evidence["scheduler_nodes"] = names
+        finding.evidence["jobs"] = jobs[:MAX_JOBS_SHOWN]
+        if len(jobs) > MAX_JOBS_SHOWN:
+            finding.evidence["job_count"] = len(jobs)
