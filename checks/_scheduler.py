@@ -10,17 +10,17 @@ from fmdoctor.engine.check import NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext, RunScope
 from fmdoctor.engine.model import Finding
 from fmdoctor.scheduler.model import SchedulerNode, SchedulerUnavailable
-from fmdoctor.scheduler.source import NONE, SchedulerMap, detect_kind, map_view, read_view
+from fmdoctor.scheduler.source import SchedulerMap, detect_kinds, map_view, read_view
 
-SHARED_KEY = "scheduler.map"
+SHARED_KEY = "scheduler.map."  # + kind
 # A front end (the demo) may put a reader here: (kind, SchedulerSettings) -> SchedulerView, used instead of
 # the real scheduler; recorded answers only.
 READER_EXTRA = "scheduler_reader"
 MAX_JOBS_SHOWN = 20  # per finding; the count says how many there are
 
 
-def kind_of(scope: RunScope) -> tuple[str, str]:
-    return detect_kind(scope.settings.scheduler, scope.inventory, tuple(scope.settings.training.log_groups))
+def kinds_of(scope: RunScope) -> tuple[tuple[str, ...], str]:
+    return detect_kinds(scope.settings.scheduler, scope.inventory, tuple(scope.settings.training.log_groups))
 
 
 def _load(scope: RunScope, kind: str) -> SchedulerMap:
@@ -32,13 +32,14 @@ def _load(scope: RunScope, kind: str) -> SchedulerMap:
 def scheduler_map(ctx: CheckContext, want: str | None = None) -> SchedulerMap:
     """The run's scheduler view; NotApplicable with no scheduler (or another kind than ``want``), Unverified
     (recorded with how to grant access) when it cannot be read."""
-    kind, why = kind_of(ctx.scope)
-    if kind == NONE:
+    kinds, why = kinds_of(ctx.scope)
+    if not kinds:
         raise NotApplicable(f"{why}; set scheduler.kind (slurm or kubernetes) or pass --scheduler")
-    if want is not None and kind != want:
-        raise NotApplicable(f"the cluster's scheduler is {kind} ({why}), not {want}")
+    if want is not None and want not in kinds:
+        raise NotApplicable(f"the cluster's scheduler is {' and '.join(kinds)} ({why}), not {want}")
+    kind = want or kinds[0]
     try:
-        found = ctx.shared(SHARED_KEY, lambda: _load(ctx.scope, kind))
+        found = ctx.shared(SHARED_KEY + kind, lambda: _load(ctx.scope, kind))
     except SchedulerUnavailable as exc:
         ctx.unverified(f"the {kind} scheduler's view of the nodes and jobs", exc.code, f"{exc.message}; to grant "
                        f"it: {exc.grant}")
@@ -80,11 +81,11 @@ def annotate_jobs(scope: RunScope, findings: Sequence[Finding]) -> None:
     nodes, elapsed_s, state) and ``scheduler_nodes``; the scheduler is read once per run (shared with the
     scheduler checks). A finding that already lists them (a scheduler check) is left as it is; a scheduler that
     cannot be read leaves ``jobs_unverified`` with why, never an empty ``jobs``."""
-    wanted = [f for f in findings if "jobs" not in f.evidence]
+    wanted = [f for f in findings if "jobs" not in f.evidence and "scheduler" not in f.evidence]
     if not wanted:
         return
-    kind, _ = kind_of(scope)
-    if kind == NONE:
+    kinds, _ = kinds_of(scope)
+    if not kinds:
         return
     from fmdoctor.engine.identity import NodeIdentities
 
@@ -93,11 +94,16 @@ def annotate_jobs(scope: RunScope, findings: Sequence[Finding]) -> None:
     on_nodes = [(f, i) for f, i in on_nodes if i is not None]
     if not on_nodes:
         return
+    for kind in kinds:
+        _annotate(scope, kind, on_nodes)
+
+
+def _annotate(scope: RunScope, kind: str, on_nodes: Sequence[tuple[Finding, Any]]) -> None:
     try:
-        found = scope.shared.get(SHARED_KEY, lambda: _load(scope, kind))
+        found = scope.shared.get(SHARED_KEY + kind, lambda: _load(scope, kind))
     except SchedulerUnavailable as exc:
         for finding, _ in on_nodes:
-            finding.evidence["jobs_unverified"] = f"{kind}: {exc.message}"
+            finding.evidence.setdefault("jobs_unverified", f"{kind}: {exc.message}")
         return
     jobs_gap = next((g for g in found.view.gaps if g.startswith(("running jobs", "pods"))), None)
     for finding, instance in on_nodes:
@@ -105,12 +111,11 @@ def annotate_jobs(scope: RunScope, findings: Sequence[Finding]) -> None:
         names = [n.name for n in found.nodes_of(instance.id)]
         if not names:
             continue
+        finding.evidence["scheduler_nodes"] = [*finding.evidence.get("scheduler_nodes", []), *names]
         if jobs_gap:
-            finding.evidence["scheduler_nodes"] = names
             finding.evidence["jobs_unverified"] = jobs_gap
             continue
         jobs = jobs_evidence(found, names)
-        finding.evidence["scheduler_nodes"] = names
-        finding.evidence["jobs"] = jobs[:MAX_JOBS_SHOWN]
+        finding.evidence["jobs"] = [*finding.evidence.get("jobs", []), *jobs][:MAX_JOBS_SHOWN]
         if len(jobs) > MAX_JOBS_SHOWN:
             finding.evidence["job_count"] = len(jobs)

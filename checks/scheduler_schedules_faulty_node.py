@@ -1,13 +1,13 @@
 from __future__ import annotations
 
-from fmdoctor.engine.check import Check
+from fmdoctor.engine.check import Check, Unverified
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.scheduler.model import KUBERNETES, SchedulerNode
 from fmdoctor.spot.sources import spot_facts
 from fmdoctor.words import plural
 
-from ._scheduler import node_evidence, node_label, scheduler_map
+from ._scheduler import kinds_of, node_evidence, node_label, scheduler_map
 from ._spot import SPOT_IAM, interruptions
 
 # Slurm states in which it still starts jobs on a node (sinfo(1)): anything without these.
@@ -40,11 +40,19 @@ class SchedulerSchedulesFaultyNode(Check):
     iam_actions = SPOT_IAM
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        found = scheduler_map(ctx)
-        kind = found.view.kind
+        kinds, _ = kinds_of(ctx.scope)
+        views = []
+        for kind in kinds or (None,):
+            try:
+                views.append(scheduler_map(ctx, kind))
+            except Unverified:
+                continue  # recorded on ctx; the other scheduler may still be read
+        if not views:
+            raise Unverified("no scheduler could be read")
         facts = spot_facts(ctx)
         findings = []
-        for item in interruptions(ctx, facts):
+        for item, found in ((i, f) for i in interruptions(ctx, facts) for f in views):
+            kind = found.view.kind
             if not item.imminent:
                 continue
             for node in found.nodes_of(item.instance_id):

@@ -26,31 +26,37 @@ K8S_TAG_PREFIXES = ("eks:cluster-name", "eks:nodegroup-name", "kubernetes.io/clu
 SLURM_LOG_GROUPS = ("/aws/parallelcluster/", "/aws/sagemaker/Clusters/")  # HyperPod-Slurm logs there too
 
 
-def detect_kind(settings: SchedulerSettings, inventory: Inventory, log_groups: tuple[str, ...] = (),
-                local_sinfo: Callable[[], bool] = slurm.local_available) -> tuple[str, str]:
-    """(kind, why): the configured kind, or for ``auto`` what the cluster shows; kind ``none`` when nothing does."""
+def detect_kinds(settings: SchedulerSettings, inventory: Inventory, log_groups: tuple[str, ...] = (),
+                 local_sinfo: Callable[[], bool] = slurm.local_available) -> tuple[tuple[str, ...], str]:
+    """(kinds, why): the configured kind, or for ``auto`` what the cluster shows, Slurm and Kubernetes both
+    where both show (Slurm training nodes and EKS inference nodes under one cluster tag); () when none does."""
     if settings.kind != "auto":
-        return settings.kind, "configured (scheduler.kind)"
+        return ((), "scheduler.kind is none") if settings.kind == NONE else ((settings.kind,), "scheduler.kind")
+    found: dict[str, str] = {}
     hyperpod = inventory.hyperpod
     if hyperpod is not None and hyperpod.orchestrator in ("Slurm", "Eks"):
         kind = SLURM if hyperpod.orchestrator == "Slurm" else KUBERNETES
-        return kind, f"HyperPod cluster {hyperpod.name} is orchestrated by {hyperpod.orchestrator}"
+        found[kind] = f"HyperPod cluster {hyperpod.name} is orchestrated by {hyperpod.orchestrator}"
     for instance in inventory.instances:
         for key in instance.tags:
             if key.startswith(SLURM_TAG_PREFIXES):
-                return SLURM, f"{instance.id} carries the tag {key}"
-            if key.startswith(K8S_TAG_PREFIXES):
-                return KUBERNETES, f"{instance.id} carries the tag {key}"
+                found.setdefault(SLURM, f"{instance.id} carries the tag {key}")
+            elif key.startswith(K8S_TAG_PREFIXES):
+                found.setdefault(KUBERNETES, f"{instance.id} carries the tag {key}")
     for group in log_groups:
         if group.startswith(SLURM_LOG_GROUPS):
-            return SLURM, f"its log group {group}"
+            found.setdefault(SLURM, f"its log group {group}")
     if settings.slurm.via == "slurmrestd":
-        return SLURM, "scheduler.slurm names a slurmrestd"
+        found.setdefault(SLURM, "scheduler.slurm names a slurmrestd")
     if settings.kubernetes.context or settings.kubernetes.kubeconfig:
-        return KUBERNETES, "scheduler.kubernetes names a kubeconfig"
-    if local_sinfo():
-        return SLURM, "sinfo is on this machine's PATH"
-    return NONE, "no scheduler found: no HyperPod orchestrator, Slurm/EKS tags, ParallelCluster log group or sinfo"
+        found.setdefault(KUBERNETES, "scheduler.kubernetes names a kubeconfig")
+    if SLURM not in found and local_sinfo():
+        found[SLURM] = "sinfo is on this machine's PATH with a slurm.conf"
+    if not found:
+        return (), ("no scheduler found: no HyperPod orchestrator, Slurm/EKS tags, ParallelCluster log group, "
+                    "scheduler section or local sinfo")
+    kinds = tuple(k for k in (SLURM, KUBERNETES) if k in found)
+    return kinds, "; ".join(f"{k}: {found[k]}" for k in kinds)
 
 
 def read_view(kind: str, settings: SchedulerSettings) -> SchedulerView:
