@@ -50,10 +50,12 @@ def scheduler_map(ctx: CheckContext, want: str | None = None) -> SchedulerMap:
 
 
 def node_label(found: SchedulerMap, node: SchedulerNode) -> str:
-    instance = found.instance_of.get(node.name)
-    if instance is None:
+    instance_id = found.instance_of.get(node.name)
+    if instance_id is None:
         return node.name
-    return f"{node.name} ({found.identities.label(instance)})"
+    instance = found.identities.nodes.get(instance_id)
+    name = instance.name if instance is not None else instance_id
+    return f"{node.name} ({name}, {instance_id})" if name != instance_id else f"{node.name} ({instance_id})"
 
 
 def resource_of(found: SchedulerMap, node: SchedulerNode) -> str:
