@@ -168,7 +168,7 @@ def k8s_answers() -> tuple[dict[str, Any], dict[str, Any]]:
 
 def _kubernetes_installed() -> bool:
     try:
-        import kubernetes  # type: ignore[import-untyped]  # noqa: F401
+        import kubernetes  # noqa: F401
     except ImportError:
         return False
     return True

@@ -67,13 +67,13 @@ def change_slurm_node(settings: SchedulerSettings, params: Mapping[str, Any],
 
 
 def change_k8s_node(settings: SchedulerSettings, params: Mapping[str, Any], api: Any = None) -> ChangeResult:
-    from kubernetes import client  # type: ignore[import-untyped]
-    from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
 
     from fmdoctor.scheduler.kubernetes import REQUEST_TIMEOUT_S, api_client
 
     name, wanted = str(params["name"]), bool(params["unschedulable"])
-    core = client.CoreV1Api(api or api_client(settings.kubernetes.context, settings.kubernetes.kubeconfig))
+    core: Any = client.CoreV1Api(api or api_client(settings.kubernetes.context, settings.kubernetes.kubeconfig))
     try:
         before = core.read_node(name, _request_timeout=REQUEST_TIMEOUT_S)
         if bool(before.spec.unschedulable) == wanted:

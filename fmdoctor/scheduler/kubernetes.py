@@ -40,8 +40,9 @@ def instance_of_provider_id(provider_id: str | None) -> str | None:
 
 
 def _count(value: Any) -> int:
-    from kubernetes.utils import parse_quantity  # type: ignore[import-untyped]
+    from kubernetes import utils
 
+    parse_quantity: Any = utils.parse_quantity  # untyped in the client
     try:
         return int(parse_quantity(str(value)))
     except (ValueError, TypeError, ArithmeticError):
@@ -109,17 +110,19 @@ def _unschedulable(pod: Any) -> str | None:
 
 def api_client(context: str | None = None, kubeconfig: str | None = None) -> Any:
     """An ApiClient for the kubeconfig context (or in-cluster when no kubeconfig is found and none was named)."""
-    from kubernetes import client, config  # type: ignore[import-untyped]
-    from kubernetes.config.config_exception import ConfigException  # type: ignore[import-untyped]
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
 
     configuration = client.Configuration()
+    load_kube_config: Any = config.load_kube_config  # untyped in the client
+    load_incluster_config: Any = config.load_incluster_config
     try:
-        config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+        load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
     except (ConfigException, OSError, TypeError) as exc:
         if context or kubeconfig:
             raise SchedulerUnavailable(f"kubeconfig: {exc}", GRANT, "NoKubeconfig") from None
         try:
-            config.load_incluster_config(client_configuration=configuration)
+            load_incluster_config(client_configuration=configuration)
         except ConfigException:
             raise SchedulerUnavailable(f"no kubeconfig and not in a cluster: {exc}", GRANT, "NoKubeconfig") from None
     return client.ApiClient(configuration)
@@ -128,12 +131,12 @@ def api_client(context: str | None = None, kubeconfig: str | None = None) -> Any
 def read(api: Any, source: str, now: datetime | None = None) -> SchedulerView:
     """Nodes and pods through ``api`` (an ApiClient)."""
     from kubernetes import client
-    from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
+    from kubernetes.client.exceptions import ApiException
 
     now = now or datetime.now(UTC)
-    core = client.CoreV1Api(api)
+    core: Any = client.CoreV1Api(api)  # its models are read as plain attributes below
     try:
-        nodes = core.list_node(_request_timeout=REQUEST_TIMEOUT_S).items
+        nodes: list[Any] = core.list_node(_request_timeout=REQUEST_TIMEOUT_S).items
     except ApiException as exc:
         code = "AccessDenied" if exc.status in (401, 403) else "KubernetesApiFailed"
         raise SchedulerUnavailable(f"list nodes: {exc.status} {exc.reason}", GRANT, code) from None
@@ -144,7 +147,7 @@ def read(api: Any, source: str, now: datetime | None = None) -> SchedulerView:
     pending: list[SchedulerJob] = []
     plugins: list[SchedulerJob] = []
     try:
-        pods = core.list_pod_for_all_namespaces(_request_timeout=REQUEST_TIMEOUT_S).items
+        pods: list[Any] = core.list_pod_for_all_namespaces(_request_timeout=REQUEST_TIMEOUT_S).items
     except ApiException as exc:
         gaps.append(f"pods: list pods cluster-wide: {exc.status} {exc.reason} ({GRANT})")
         pods = []
