@@ -3,8 +3,9 @@ instance group; which checks concern it, and which findings are about it.
 
 :func:`find_entity` resolves what a person typed against the cluster's inventory, in this order:
 
-1. a node: an instance's ``Name`` tag, its id, ``head``/``head-node`` for the head node, one of its
-   addresses (private or public IP) or network interface ids;
+1. a node: ``head``/``head-node`` for the head node, or any name :mod:`fmdoctor.engine.identity` knows for
+   it: its ``Name`` tag, id, private DNS name (``ip-10-0-1-12.ec2.internal``, ``ip-10-0-1-12``), an address of
+   any of its interfaces, an interface id, a HyperPod or Kubernetes node name;
 2. a security group: its id or its name;
 3. a SageMaker endpoint of the cluster: its name (or ``endpoint/NAME``);
 4. a HyperPod instance group: its name;
@@ -17,8 +18,6 @@ close. :func:`relation` tells a finding *on* the entity (its resource is the ent
 
 from __future__ import annotations
 
-import functools
-import ipaddress
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -26,13 +25,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fmdoctor.engine.errors import AwsCallFailed, TargetNotFound
+from fmdoctor.engine.identity import NodeIdentities
 from fmdoctor.engine.inventory import HEAD, INFERENCE, Instance, Inventory
 from fmdoctor.words import suggest
 
 NODE, SECURITY_GROUP, ENDPOINT = "node", "security-group", "endpoint"
 INSTANCE_GROUP, BUCKET = "instance-group", "bucket"
 ON, INVOLVES = "on", "involves"
-ORDER = ("a node's Name tag, id, IP or interface id ({nodes} nodes), 'head', a security group id or name, an "
+ORDER = ("a node's Name tag, id, DNS name, IP or interface id ({nodes} nodes), 'head', a security group id or name, an "
          "endpoint name ({endpoints} endpoints), a HyperPod instance group, or s3://bucket")
 
 # The check families each kind of thing is looked at by (a node: everything about instances but checkpoints).
@@ -128,22 +128,17 @@ def mentions(text: str, tokens: Iterable[str]) -> bool:
 
 
 def _node(inventory: Inventory, query: str) -> Entity | None:
+    """The node any of its names means (:class:`~fmdoctor.engine.identity.NodeIdentities`: Name tag, id,
+    private DNS name full or short, any address, interface id, HyperPod/Kubernetes node name)."""
     lowered = query.lower()
     heads = [i for i in inventory.instances if i.role == HEAD]
     if lowered in ("head", "head-node", "head node") and heads:
         return _node_entity(inventory, heads[0])
-    named = [i for i in inventory.instances if i.tags.get("Name") == query]
-    if len(named) > 1:
-        raise TargetNotFound(f"{len(named)} nodes are named {query!r}: name one by its id",
-                             hint=", ".join(i.id for i in named[:5]))
-    if named:
-        return _node_entity(inventory, named[0])
-    for instance in inventory.instances:
-        interfaces = _readable(functools.partial(inventory.interfaces_of, instance))
-        addresses = {instance.private_ip, instance.public_ip} | {ip for e in interfaces for ip in e.private_ips}
-        if query == instance.id or query in {e.id for e in interfaces} or (_is_ip(query) and query in addresses):
-            return _node_entity(inventory, instance)
-    return None
+    match = NodeIdentities.of(inventory).resolve(query)
+    if match.ambiguous:
+        raise TargetNotFound(f"{len(match.candidates)} nodes go by {query!r} ({match.via}): name one by its id",
+                             hint=", ".join(i.id for i in match.candidates[:5]))
+    return _node_entity(inventory, match.instance) if match.instance is not None else None
 
 
 def _readable(read: Callable[[], list[Any]]) -> list[Any]:
@@ -180,7 +175,7 @@ def _node_entity(inventory: Inventory, instance: Instance) -> Entity:
 def _not_found(inventory: Inventory, query: str) -> TargetNotFound:
     groups = _readable(lambda: list(inventory.security_groups.values()))
     endpoints = _readable(lambda: list(inventory.endpoints))
-    names = [n for i in inventory.instances for n in (i.tags.get("Name"), i.id)]
+    names = NodeIdentities.of(inventory).all_names()
     names += [g.name for g in groups] + [e.name for e in endpoints]
     names += [g.name for g in inventory.hyperpod.groups] if inventory.hyperpod else []
     close = suggest(query, [n for n in names if n]) if len(query) <= 256 else []
@@ -193,10 +188,3 @@ def _not_found(inventory: Inventory, query: str) -> TargetNotFound:
     return TargetNotFound(f"{shown!r} is not a node, group, endpoint or bucket of cluster {inventory.cluster} "
                           f"(tried, in order: {tried}){hidden}", hint=hint)
 
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True

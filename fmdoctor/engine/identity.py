@@ -85,7 +85,7 @@ class NodeMatch:
 class NodeIdentities:
     """Every name of every node of one inventory (see the module). Build with :meth:`of`."""
 
-    def __init__(self, inventory: Inventory, nodes: Iterable[Instance],
+    def __init__(self, inventory: Inventory | None, nodes: Iterable[Instance],
                  table: Mapping[str, Mapping[str, str]], shown: Mapping[str, tuple[str, ...]],
                  unreadable: tuple[str, ...] = (), skipped: tuple[str, ...] = ()):
         self.inventory = inventory
@@ -126,6 +126,22 @@ class NodeIdentities:
                 table.setdefault(name.lower(), {}).setdefault(instance.id, via)
             shown[instance.id] = _shown(instance, hostname_tags)
         return cls(inventory, instances, table, shown, unreadable)
+
+    @classmethod
+    def of_names(cls, nodes: Mapping[str, Iterable[str]]) -> NodeIdentities:
+        """Nodes a data source knows only by names, without an inventory (``{instance id: its addresses, DNS
+        names and hostnames}``): HyperPod's ListClusterNodes, a fleet's metric identities."""
+        table: dict[str, dict[str, str]] = {}
+        shown: dict[str, tuple[str, ...]] = {}
+        instances = []
+        for node_id, names in nodes.items():
+            instances.append(Instance(id=node_id, instance_type="", state="", subnet_id=None, vpc_id=None,
+                                      availability_zone=None))
+            pairs = [(node_id, INSTANCE_ID)] + [pair for name in names if name for pair in _classify(name)]
+            for name, via in pairs:
+                table.setdefault(name.lower(), {}).setdefault(node_id, via)
+            shown[node_id] = tuple(dict.fromkeys(name for name, _ in pairs))
+        return cls(None, instances, table, shown)
 
     def with_aliases(self, aliases: Mapping[str, str], via: str = ALIAS) -> NodeIdentities:
         """These identities plus extra names: ``{name: what it stands for}`` where what it stands for is any
@@ -214,6 +230,11 @@ class NodeIdentities:
         other = next((n for n in self.names(instance_id) if n != instance_id and not _INSTANCE_ID.match(n)), None)
         return f"{other} ({instance_id})" if other and not _HYPERPOD_ID.match(other) else instance_id
 
+    def every_name(self, instance_id: str) -> tuple[str, ...]:
+        """Every name the node is known by here (for a source that matches names itself, e.g. a metric query
+        narrowed to a node's hostnames), in no particular order."""
+        return tuple(name for name, owners in self._table.items() if instance_id in owners)
+
     def all_names(self) -> list[str]:
         return [n for names in self._shown.values() for n in names]
 
@@ -255,7 +276,7 @@ def _names_of(instance: Instance, interfaces: list[NetworkInterface], hostname_t
         names.append((instance.tags["Name"], NAME_TAG))
     for tag in hostname_tags:
         if instance.tags.get(tag):
-            names.append((instance.tags[tag], HOSTNAME_TAG))
+            names += [(name, HOSTNAME_TAG) for name, _ in _classify(instance.tags[tag])]
     if instance.private_dns:
         names.append((instance.private_dns, PRIVATE_DNS))
         short = instance.private_dns.split(".", 1)[0]
@@ -272,6 +293,20 @@ def _names_of(instance: Instance, interfaces: list[NetworkInterface], hostname_t
     if instance.public_ip:
         names.append((instance.public_ip, PUBLIC_IP))
     return names
+
+
+def _classify(name: str) -> list[tuple[str, str]]:
+    """(name, form) pairs a bare name stands for: an address, a private DNS name and its short form, a
+    HyperPod node name, else a hostname (and its first label, as a cluster domain's FQDN)."""
+    name = name.strip()
+    if _is_ip(name):
+        return [(_canonical_v6(name), IPV6)] if ":" in name else [(name, IPV4)]
+    if _HYPERPOD_ID.match(name.lower()):
+        return [(name, HYPERPOD_NODE)]
+    first = name.split(".", 1)[0]
+    if _SHORT.match(name.lower()):
+        return [(name, PRIVATE_DNS)] + ([(first, SHORT_DNS)] if first != name else [])
+    return [(name, HOSTNAME_TAG)] + ([(first, HOSTNAME_TAG)] if first != name else [])
 
 
 def _shown(instance: Instance, hostname_tags: tuple[str, ...]) -> tuple[str, ...]:
@@ -324,6 +359,24 @@ def _ip_of_short(host: str) -> str | None:
     """10.0.1.23 for ip-10-0-1-23[.anything]."""
     match = _SHORT.match(host.lower())
     return ".".join(match.groups()) if match else None
+
+
+def canonical(name: str | None) -> str | None:
+    """One spelling for a node name no inventory knows (a HyperPod node, another account's), so names of one node
+    compare equal: the instance id it carries (``hyperpod-i-...``, ``host.i-....log``, resource-based DNS), else
+    ``ip-a-b-c-d`` for a name or address that spells one (any domain), else its lowercased first label."""
+    if not name or not name.strip():
+        return None
+    host = name.strip().lower()
+    port = _HOST_PORT.match(host)
+    host = (port.group("v6") or port.group("host")) if port else host
+    if embedded := _EMBEDDED_ID.search(host):
+        return embedded.group(1)
+    if _is_ip(host):
+        return f"ip-{host.replace('.', '-')}" if "." in host else _canonical_v6(host)
+    if short := _SHORT.match(host):
+        return "ip-" + "-".join(short.groups())
+    return host.split(".", 1)[0]
 
 
 def ip_of_hostname(host: str) -> str | None:

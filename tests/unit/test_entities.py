@@ -31,6 +31,9 @@ def _inventory(**parts) -> Inventory:
     ("i-00000000000000003", e.NODE, "i-00000000000000003"),
     ("10.0.0.7", e.NODE, "i-00000000000000003"),
     ("eni-3", e.NODE, "i-00000000000000003"),
+    ("ip-10-0-0-7.ec2.internal", e.NODE, "i-00000000000000003"),  # any DNS form: the resolver's (issue 36)
+    ("ip-10-0-0-7", e.NODE, "i-00000000000000003"),
+    ("hyperpod-i-00000000000000003", e.NODE, "i-00000000000000003"),
     ("head", e.NODE, "i-00000000000000001"),
     ("llm-efa", e.SECURITY_GROUP, "sg-1"),
     ("llm-chat", e.ENDPOINT, "llm-chat"),

@@ -168,3 +168,36 @@ def test_unreadable_interfaces_are_said_not_fatal() -> None:
     assert ids.resolve("eni-0aaaaaaaaaaaaaaa2").instance is None
     with pytest.raises(AwsCallFailed):
         part.items()
+
+
+def test_nodes_known_only_by_names() -> None:
+    """A data source's nodes without an inventory (HyperPod's, a fleet's metric identities)."""
+    ids = NodeIdentities.of_names({
+        A: ("10.0.1.12", "ip-10-0-1-12.us-west-2.compute.internal", "queue1-st-p5-1.c.pcluster"),
+        B: ("10.0.1.13", f"hyperpod-{B}", "shared-name"),
+        C: ("shared-name",),
+    })
+    for name, node, via in (("ip-10-0-1-12", A, "short-dns"), ("queue1-st-p5-1", A, "hostname-tag"),
+                            (f"hyperpod-{B}", B, "hyperpod-node"), ("10.0.1.13:9400", B, "dcgm-instance")):
+        match = ids.resolve(name)
+        assert match.instance is not None and (match.instance.id, match.via) == (node, via), name
+    assert ids.resolve("shared-name").ambiguous
+    assert ids.resolve("10.0.1.99").foreign and not ids.resolve("some-host").foreign
+    assert set(ids.every_name(A)) >= {A, "10.0.1.12", "ip-10-0-1-12", "queue1-st-p5-1"}
+
+
+@pytest.mark.parametrize("name, form", [
+    ("ip-10-0-1-12.us-west-2.compute.internal", "ip-10-0-1-12"),
+    ("IP-10-0-1-12.ec2.internal", "ip-10-0-1-12"),
+    ("10.0.1.12", "ip-10-0-1-12"),
+    ("10.0.1.12:9400", "ip-10-0-1-12"),
+    (f"hyperpod-{A}", A),
+    (f"ip-10-0-1-12.{A}.slurmd", A),
+    ("gpu-node-1.cluster.local", "gpu-node-1"),
+    ("2600:1f14:0000::12", "2600:1f14::12"),
+    ("  ", None),
+])
+def test_canonical_spelling_of_names_no_inventory_knows(name: str, form: str | None) -> None:
+    from fmdoctor.engine.identity import canonical
+
+    assert canonical(name) == form

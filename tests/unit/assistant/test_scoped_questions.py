@@ -25,6 +25,9 @@ TOOLS = {"check_all", "list_findings", "check_resource", "why_not", *FAMILIES}
     ("what is wrong with the bucket ckpts-2?", [("s3://ckpts-2", True)]),
     ("is s3://ckpts/run-1/ ok", [("s3://ckpts/run-1/", True)]),
     ("is i-0123456789abcdef0 or 10.0.16.4 slow?", [("i-0123456789abcdef0", True), ("10.0.16.4", True)]),
+    ("what's wrong with ip-10-0-1-12.ec2.internal?", [("ip-10-0-1-12.ec2.internal", True)]),  # issue 36
+    ("is ip-10-0-1-12 idle.", [("ip-10-0-1-12", True)]),
+    ("is hyperpod-i-0123456789abcdef0 ok", [("hyperpod-i-0123456789abcdef0", True)]),
     ("why is training slow on p5.48xlarge, p99 up since step-002400?", []),  # types, percentiles, steps
     ("NCCL all-reduce hangs", []),
     ("is the inference endpoint healthy?", []),  # a kind word alone names nothing
@@ -99,3 +102,14 @@ def test_the_scoped_eval_cases_fail_a_cluster_wide_answer():
     assert {c.id.split("-")[0] for c in cases} == {"node", "endpoint", "bucket"}
     suite = run_suite(ClusterWide(), cases=cases)
     assert [r.case for r in suite.results if r.status != "fail"] == []
+
+
+def test_ask_about_a_node_by_its_ec2_hostname(demo_world, demo_doctor):
+    """Issue 36: 'what's wrong with ip-10-0-1-12.ec2.internal?' is the node with that address, under any domain."""
+    from fmdoctor.assistant import Assistant
+
+    node = demo_world.launched_nodes()["gpu-node-3"]
+    short = "ip-" + node.private_ip.replace(".", "-")
+    answer = Assistant(demo_doctor).ask(f"what's wrong with {short}.ec2.internal?")
+    assert [c.name for c in answer.tool_calls] == ["check_resource"]
+    assert answer.answer.startswith(f"gpu-node-3 ({node.id}) has ")
