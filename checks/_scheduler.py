@@ -3,13 +3,13 @@ to instances through the one node identity, and the jobs annotation every node f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from fmdoctor.engine.check import NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext, RunScope
 from fmdoctor.engine.model import Finding
-from fmdoctor.scheduler.model import SchedulerNode, SchedulerUnavailable
+from fmdoctor.scheduler.model import SLURM, SchedulerNode, SchedulerUnavailable
 from fmdoctor.scheduler.source import SchedulerMap, detect_kinds, map_view, read_view
 
 SHARED_KEY = "scheduler.map."  # + kind
@@ -121,3 +121,55 @@ def _annotate(scope: RunScope, kind: str, on_nodes: Sequence[tuple[Finding, Any]
         finding.evidence["jobs"] = [*finding.evidence.get("jobs", []), *jobs][:MAX_JOBS_SHOWN]
         if len(jobs) > MAX_JOBS_SHOWN:
             finding.evidence["job_count"] = len(jobs)
+
+
+def job_rank_hosts(found: SchedulerMap, ranks_per_node: int, known: Mapping[int, str],
+                   key: Callable[[str], str | None]) -> tuple[dict[int, str], str] | None:
+    """rank -> node key for the one running multi-node Slurm job, by its node list, or None where that is not
+    proven.
+
+    torchrun launched from sbatch gets ``--node_rank=$SLURM_NODEID`` and ``--nproc_per_node`` (one rank per GPU):
+    global rank = node rank x ranks per node + local rank, and SLURM_NODEID is the node's index in the job's
+    node list (srun(1), SLURM_NODEID; https://pytorch.org/docs/stable/elastic/run.html). Only one running
+    multi-node job may be the one, and every rank the logs already tie to a host (``known``) must agree with
+    this layout, else nothing is mapped: a layout the logs contradict is not used."""
+    jobs = [j for j in found.view.jobs if len(j.nodes) > 1]
+    if len(jobs) != 1 or ranks_per_node < 1:
+        return None
+    job = jobs[0]
+    nodes = [key(found.instance_of.get(n) or n) for n in job.nodes]
+
+    def host(rank: int) -> str | None:
+        index = rank // ranks_per_node
+        return nodes[index] if 0 <= index < len(nodes) else None
+
+    if any(host(rank) != key(name) for rank, name in known.items()):
+        return None
+    mapped = {rank: h for rank in range(len(nodes) * ranks_per_node) if (h := host(rank)) is not None}
+    how = (f"Slurm job {job.id} ({job.name}) node list, {ranks_per_node} ranks per node in node-list order"
+           + (f"; agrees with the {len(known)} ranks the logs place" if known else ""))
+    return mapped, how
+
+
+def map_ranks_by_job(ctx: CheckContext, ranks: Iterable[int], known: Mapping[int, str],
+                     key: Callable[[str], str | None]) -> dict[int, tuple[str, str]]:
+    """For training-stalled: ``ranks`` it names but no log line places, mapped to node keys through the Slurm
+    job's node list (:func:`job_rank_hosts`) -> {rank: (node key, how)}; {} where the scheduler is not Slurm, cannot
+    be read (this never records an error under the caller), or the layout is not proven."""
+    scope = ctx.scope
+    kinds, _ = kinds_of(scope)
+    if SLURM not in kinds:
+        return {}
+    try:
+        found = scope.shared.get(SHARED_KEY + SLURM, lambda: _load(scope, SLURM))
+    except SchedulerUnavailable:
+        return {}
+    per_node = {scope.inventory.type_of(i).gpus or scope.inventory.type_of(i).neuron_cores
+                for i in scope.inventory.instances if i.id in set(found.instance_of.values())}
+    if len(per_node) != 1:
+        return {}
+    layout = job_rank_hosts(found, per_node.pop(), known, key)
+    if layout is None:
+        return {}
+    mapped, how = layout
+    return {r: (mapped[r], how) for r in ranks if r not in known and r in mapped}
