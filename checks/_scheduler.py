@@ -34,7 +34,7 @@ def scheduler_map(ctx: CheckContext, want: str | None = None) -> SchedulerMap:
     (recorded with how to grant access) when it cannot be read."""
     kinds, why = kinds_of(ctx.scope)
     if not kinds:
-        raise NotApplicable(f"{why}; set scheduler.kind (slurm or kubernetes) or pass --scheduler")
+        raise NotApplicable("no scheduler found")
     if want is not None and want not in kinds:
         raise NotApplicable(f"the cluster's scheduler is {' and '.join(kinds)} ({why}), not {want}")
     kind = want or kinds[0]
