@@ -266,14 +266,18 @@ def _slurm_node(state: str) -> Callable[[Mapping[str, Any], str], PlannedCall]:
     return build
 
 
-def _k8s_cordon(unschedulable: bool) -> Callable[[Mapping[str, Any], str], PlannedCall]:
-    """PATCH /api/v1/nodes/{name} spec.unschedulable, what kubectl cordon/uncordon send."""
+def _k8s_cordon(unschedulable: bool, evict: bool = False) -> Callable[[Mapping[str, Any], str], PlannedCall]:
+    """PATCH /api/v1/nodes/{name} spec.unschedulable, what kubectl cordon/uncordon send; a drain then evicts the
+    node's pods through the Eviction API (PodDisruptionBudgets apply), DaemonSet pods left, as kubectl drain
+    --ignore-daemonsets does."""
 
     def build(hint: Mapping[str, Any], check_id: str) -> PlannedCall:
         node = _id(hint, "node", _K8S_NODE)
-        verb = "cordon" if unschedulable else "uncordon"
-        return PlannedCall(KUBERNETES_SERVICE, "PatchNode", {"name": node, "unschedulable": unschedulable},
-                           hint["action"], f"{verb} Kubernetes node {node}")
+        verb = "drain" if evict else "cordon" if unschedulable else "uncordon"
+        params: dict[str, Any] = {"name": node, "unschedulable": unschedulable}
+        if evict:
+            params["evict"] = True
+        return PlannedCall(KUBERNETES_SERVICE, "PatchNode", params, hint["action"], f"{verb} Kubernetes node {node}")
 
     return build
 
@@ -319,6 +323,8 @@ ACTIONS: dict[str, ActionSpec] = {
         ActionSpec("resume-slurm-node", SLURM_SERVICE, "UpdateNode", _slurm_node("RESUME"), destructive=True),
         ActionSpec("cordon-k8s-node", KUBERNETES_SERVICE, "PatchNode", _k8s_cordon(True), destructive=True),
         ActionSpec("uncordon-k8s-node", KUBERNETES_SERVICE, "PatchNode", _k8s_cordon(False), destructive=True),
+        ActionSpec("drain-k8s-node", KUBERNETES_SERVICE, "PatchNode", _k8s_cordon(True, evict=True),
+                   destructive=True),
     )
 }
 

@@ -72,20 +72,55 @@ def change_k8s_node(settings: SchedulerSettings, params: Mapping[str, Any], api:
 
     from fmdoctor.scheduler.kubernetes import REQUEST_TIMEOUT_S, api_client
 
-    name, wanted = str(params["name"]), bool(params["unschedulable"])
+    name, wanted, evict = str(params["name"]), bool(params["unschedulable"]), bool(params.get("evict"))
     core: Any = client.CoreV1Api(api or api_client(settings.kubernetes.context, settings.kubernetes.kubeconfig))
     try:
         before = core.read_node(name, _request_timeout=REQUEST_TIMEOUT_S)
-        if bool(before.spec.unschedulable) == wanted:
+        evictable = _evictable(core, name) if evict else []
+        if bool(before.spec.unschedulable) == wanted and not evictable:
             return ChangeResult(ALREADY, f"Kubernetes already shows {name} {'cordoned' if wanted else 'schedulable'}")
-        core.patch_node(name, {"spec": {"unschedulable": wanted}}, _request_timeout=REQUEST_TIMEOUT_S)
+        if bool(before.spec.unschedulable) != wanted:
+            core.patch_node(name, {"spec": {"unschedulable": wanted}}, _request_timeout=REQUEST_TIMEOUT_S)
+        for pod in evictable:  # the Eviction API honours PodDisruptionBudgets, as kubectl drain does
+            body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                    "metadata": {"name": pod.metadata.name, "namespace": pod.metadata.namespace}}
+            core.create_namespaced_pod_eviction(pod.metadata.name, pod.metadata.namespace, body,
+                                                _request_timeout=REQUEST_TIMEOUT_S)
         after = core.read_node(name, _request_timeout=REQUEST_TIMEOUT_S)
+        left = [f"{p.metadata.namespace}/{p.metadata.name}" for p in _evictable(core, name)] if evict else []
     except ApiException as exc:
-        code = {401: "AccessDenied", 403: "AccessDenied", 404: "NotFound"}.get(exc.status, "KubernetesApiFailed")
-        return ChangeResult(FAILED, f"{exc.status} {exc.reason}: patch nodes needs get/patch on nodes", code)
+        code = {401: "AccessDenied", 403: "AccessDenied", 404: "NotFound", 429: "DisruptionBudget"}.get(
+            exc.status, "KubernetesApiFailed")
+        return ChangeResult(FAILED, f"{exc.status} {exc.reason}: needs get/patch on nodes"
+                            + (", list pods and create pods/eviction" if evict else ""), code)
     if bool(after.spec.unschedulable) != wanted:
         return ChangeResult(FAILED, f"read back {name}: unschedulable={after.spec.unschedulable}", "NotApplied")
-    return ChangeResult(APPLIED, f"read back from Kubernetes: {name} unschedulable={bool(after.spec.unschedulable)}")
+    if left:
+        return ChangeResult(FAILED, f"read back {name}: cordoned, pods still on it: {', '.join(left[:10])}",
+                            "NotDrained")
+    drained = f", {len(evictable)} pod(s) evicted" if evict else ""
+    return ChangeResult(APPLIED, f"read back from Kubernetes: {name} unschedulable={bool(after.spec.unschedulable)}"
+                        + drained)
+
+
+def _evictable(core: Any, node: str) -> list[Any]:
+    """The node's pods a drain evicts: not DaemonSet pods (their controller ignores unschedulable), not mirror
+    (static) pods, not already finished, not already being deleted (an evicted pod terminates within its grace
+    period, and is listed until it has)."""
+    from fmdoctor.scheduler.kubernetes import REQUEST_TIMEOUT_S
+
+    pods = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}",
+                                            _request_timeout=REQUEST_TIMEOUT_S).items
+    out = []
+    for pod in pods:
+        owners = pod.metadata.owner_references or ()
+        annotations = pod.metadata.annotations or {}
+        if any(o.kind == "DaemonSet" for o in owners) or "kubernetes.io/config.mirror" in annotations:
+            continue
+        if (pod.status.phase or "") in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp is not None:
+            continue
+        out.append(pod)
+    return out
 
 
 def change_node(settings: SchedulerSettings, service: str, params: Mapping[str, Any]) -> ChangeResult:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from fmdoctor.loopback import KeepAliveHandler, serve_in_background
 
@@ -31,6 +32,7 @@ class FakeApi:
     seen: list[str] = field(default_factory=list)
     patches: list[tuple[str, Any]] = field(default_factory=list)
     deny: set[str] = field(default_factory=set)  # paths answered 403
+    evictions: list[tuple[str, str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def node(self, name: str) -> dict[str, Any] | None:
@@ -70,10 +72,38 @@ def _handler(api: FakeApi) -> type[KeepAliveHandler]:
             if path == "/api/v1/nodes":
                 self._send(200, api.nodes)
             elif path == "/api/v1/pods":
-                self._send(200, api.pods)
+                query = self.path.partition("?")[2]
+                selector = next((unquote(q.split("=", 1)[1]) for q in query.split("&")
+                                 if q.startswith("fieldSelector=")), "")
+                if selector.startswith("spec.nodeName="):
+                    node = selector.split("=", 1)[1]
+                    self._send(200, {**api.pods, "items": [p for p in api.pods["items"]
+                                                           if p["spec"].get("nodeName") == node]})
+                else:
+                    self._send(200, api.pods)
             elif path.startswith("/api/v1/nodes/"):
                 node = api.node(path.rsplit("/", 1)[1])
                 self._send(200, node) if node else self._status(404, "NotFound", "node not found")
+            else:
+                self._status(404, "NotFound", "the server could not find the requested resource")
+
+        def do_POST(self) -> None:  # noqa: N802
+            if not self._authorised():
+                return
+            parts = self.path.split("?")[0].strip("/").split("/")
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+            # /api/v1/namespaces/{ns}/pods/{name}/eviction
+            if len(parts) == 7 and parts[2] == "namespaces" and parts[4] == "pods" and parts[6] == "eviction":
+                ns, name = parts[3], parts[5]
+                with api.lock:
+                    before = len(api.pods["items"])
+                    api.pods["items"] = [p for p in api.pods["items"]
+                                         if (p["metadata"]["namespace"], p["metadata"]["name"]) != (ns, name)]
+                    api.evictions.append((ns, name, body.get("kind")))
+                if len(api.pods["items"]) == before:
+                    self._status(404, "NotFound", "pod not found")
+                else:
+                    self._send(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
             else:
                 self._status(404, "NotFound", "the server could not find the requested resource")
 

@@ -145,3 +145,21 @@ def test_cordon_and_uncordon_a_kubernetes_node_read_back(tmp_path):
         assert back.status == "applied" and "unschedulable" not in api.node(name)["spec"]
         missing = change_node(settings, "kubernetes", {"name": "nope", "unschedulable": True})
         assert (missing.status, missing.code) == ("failed", "NotFound")
+
+
+def test_drain_a_kubernetes_node_evicts_its_pods_and_leaves_daemonsets(tmp_path):
+    from fmdoctor.config import SchedulerSettings
+    from fmdoctor.scheduler.changes import change_node
+
+    with k8s_api() as (url, api):
+        settings = SchedulerSettings.model_validate(
+            {"kind": "kubernetes", "kubernetes": {"kubeconfig": str(write_kubeconfig(tmp_path / "kc", url))}})
+        name = "ip-10-0-1-21.us-west-2.compute.internal"
+        [call] = [build_call({"action": "drain-k8s-node", "node": name}, FAULTY, "f")]
+        done = change_node(settings, call.service, call.params)
+        assert done.status == "applied" and "1 pod(s) evicted" in done.detail, done
+        assert api.node(name)["spec"]["unschedulable"] is True
+        assert api.evictions == [("training", "llama-train-worker-0", "Eviction")]
+        left = {p["metadata"]["name"] for p in api.pods["items"] if p["spec"].get("nodeName") == name}
+        assert left == {"nvidia-device-plugin-daemonset-7xk2p", "aws-efa-k8s-device-plugin-daemonset-q9tbn"}
+        assert change_node(settings, call.service, call.params).status == "already-present"
