@@ -310,7 +310,8 @@ class SlurmSchedulerSettings(_Section):
     url: str | None = Field(None, description="slurmrestd base URL, e.g. http://head-node:6820 (via: slurmrestd).")
     token_env: str | None = Field(
         None, description="Environment variable holding the Slurm JWT (scontrol token), never the token itself.")
-    user: str | None = Field(None, description="X-SLURM-USER-NAME sent with the JWT; unset: the token's own user.")
+    user: str | None = Field(
+        None, description="X-SLURM-USER-NAME sent with the JWT (22.05's slurmrestd refuses a token without it).")
 
     @field_validator("url")
     @classmethod
