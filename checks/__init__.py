@@ -2,6 +2,7 @@
 in ``efa_sg_self_reference.py``). Add a check by writing its module and listing its class here.
 """
 
+from fmdoctor.checks._scheduler import annotate_jobs
 from fmdoctor.checks.accelerator_saturation import AcceleratorSaturation
 from fmdoctor.checks.autoscaling_at_max import AutoscalingAtMax
 from fmdoctor.checks.capacity_block_expiring import CapacityBlockExpiring
@@ -26,10 +27,16 @@ from fmdoctor.checks.hyperpod_node_unhealthy import HyperpodNodeUnhealthy
 from fmdoctor.checks.inference_errors import InferenceErrors
 from fmdoctor.checks.inference_idle import InferenceIdle
 from fmdoctor.checks.inference_latency_slo import InferenceLatencySlo
+from fmdoctor.checks.k8s_device_plugin_missing import K8sDevicePluginMissing
+from fmdoctor.checks.k8s_gpu_pods_pending import K8sGpuPodsPending
+from fmdoctor.checks.k8s_node_not_ready import K8sNodeNotReady
 from fmdoctor.checks.node_efa_provider import NodeEfaProvider
 from fmdoctor.checks.node_gpu_health import NodeGpuHealth
 from fmdoctor.checks.placement_group import PlacementGroup
 from fmdoctor.checks.s3_unreachable import S3Unreachable
+from fmdoctor.checks.scheduler_node_down import SchedulerNodeDown
+from fmdoctor.checks.scheduler_node_held_out import SchedulerNodeHeldOut
+from fmdoctor.checks.scheduler_schedules_faulty_node import SchedulerSchedulesFaultyNode
 from fmdoctor.checks.spot_interruption import SpotInterruption
 from fmdoctor.checks.spot_interruption_unprotected import SpotInterruptionUnprotected
 from fmdoctor.checks.spot_rebalance import SpotRebalance
@@ -70,4 +77,14 @@ ALL_CHECKS = (
     FsxUnreachable,
     S3Unreachable,
     TrainingStalled,
+    SchedulerSchedulesFaultyNode,
+    SchedulerNodeDown,
+    SchedulerNodeHeldOut,
+    K8sNodeNotReady,
+    K8sDevicePluginMissing,
+    K8sGpuPodsPending,
 )
+
+# Run after every check of a run, over all its findings (fmdoctor.engine.registry.Registry.annotators): every
+# finding on a node gets the scheduler's jobs on it.
+ANNOTATORS = (annotate_jobs,)

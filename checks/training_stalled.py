@@ -15,6 +15,7 @@ from fmdoctor.training.culprit import READABLE, Answer, Evidence, NodeKeys, answ
 from fmdoctor.training.flight_recorder import find_laggards
 from fmdoctor.training.logs import JobLogs, discover_groups, is_signature, read_job_logs
 
+from ._scheduler import map_ranks_by_job
 from ._training import (
     Activity,
     Progress,
@@ -86,6 +87,11 @@ class TrainingStalled(Check):
         identities = _identities(ctx, hyperpod)
         evidence = read_evidence(logs.events, logs.streams, NodeKeys(identities, logs.streams))
         laggards = find_laggards(dumps, evidence.waiting_points())
+        # Ranks no log line places, placed by the Slurm job's node list where that layout is proven (scheduler).
+        named = {w.rank for w in evidence.watchdogs} | {s.rank for s in evidence.signals} | {
+            r for lag in laggards for r in (*lag.behind, *lag.missing)}
+        for rank, (host, how) in map_ranks_by_job(ctx, named, evidence.rank_hosts, evidence.keys).items():
+            evidence.map_rank(rank, host, how)
         # Without logs a fresh checkpoint (and no rank behind in the dumps) still proves the job makes progress;
         # the logs are missed only where a stall needs its culprit named or nothing else shows progress.
         if not logs.groups and (progress is None or progress.stale or laggards):

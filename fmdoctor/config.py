@@ -332,6 +332,57 @@ class TrainingSettings(_Section):
         return values
 
 
+class SlurmSchedulerSettings(_Section):
+    """How Slurm is read: its commands on this (login/head) node, or slurmrestd."""
+
+    via: Literal["local", "slurmrestd"] = Field(
+        "local", description="local: sinfo/squeue/scontrol on this node; slurmrestd: its REST API at url.")
+    url: str | None = Field(None, description="slurmrestd base URL, e.g. http://head-node:6820 (via: slurmrestd).")
+    token_env: str | None = Field(
+        None, description="Environment variable holding the Slurm JWT (scontrol token), never the token itself.")
+    user: str | None = Field(
+        None, description="X-SLURM-USER-NAME sent with the JWT (22.05's slurmrestd refuses a token without it).")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError(f"{value!r} is not an http(s) URL (e.g. http://head-node:6820)")
+        return value
+
+    @field_validator("token_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.match(value):
+            raise ValueError(f"{value!r} is not an environment variable name (the token itself never goes here)")
+        return value
+
+    @model_validator(mode="after")
+    def _complete(self) -> SlurmSchedulerSettings:
+        if self.via == "slurmrestd" and not (self.url and self.token_env):
+            raise ValueError("slurm via: slurmrestd needs url and token_env (the variable holding the JWT)")
+        return self
+
+
+class KubernetesSchedulerSettings(_Section):
+    """Which Kubernetes API: a kubeconfig context, or the in-cluster service account when neither is set."""
+
+    context: str | None = Field(None, description="kubeconfig context; unset: the current one (or in-cluster).")
+    kubeconfig: str | None = Field(None, description="kubeconfig path; unset: $KUBECONFIG or ~/.kube/config.")
+
+
+class SchedulerSettings(_Section):
+    """The scheduler whose view of the nodes and jobs fmdoctor reads (and drains nodes through, when approved)."""
+
+    kind: Literal["auto", "slurm", "kubernetes", "none"] = Field(
+        "auto", description="auto: Slurm from the cluster's tags/log groups or a local sinfo, Kubernetes from "
+                            "EKS/HyperPod-EKS; none: no scheduler view.")
+    slurm: SlurmSchedulerSettings = Field(default_factory=SlurmSchedulerSettings)
+    kubernetes: KubernetesSchedulerSettings = Field(default_factory=KubernetesSchedulerSettings)
+    held_out_after: Duration = Field(
+        timedelta(hours=1), description="A drained, idle node AWS sees running is reported after this long.")
+
+
 class ClusterSettings(_Section):
     """Everything that can differ per cluster; top-level values are the defaults."""
 
@@ -348,6 +399,7 @@ class ClusterSettings(_Section):
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
     training: TrainingSettings = Field(default_factory=TrainingSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
 
 
 _CLUSTER_KEYS = set(ClusterSettings.model_fields)

@@ -17,7 +17,7 @@ from typing import Any
 
 from fmdoctor.engine.check import Check, inventory_parts
 from fmdoctor.engine.discovery import discovery_iam_actions
-from fmdoctor.remediation.actions import specs_for_iam_action
+from fmdoctor.remediation.actions import SCHEDULER_SERVICES, specs_for_iam_action
 from fmdoctor.runbooks import Runbook
 
 _SERVICE_NAMES = {"ec2": "Ec2", "s3": "S3", "sts": "Sts", "fsx": "Fsx", "sqs": "Sqs", "iam": "Iam",
@@ -55,6 +55,8 @@ def iam_policy(checks: Iterable[Check], runbooks: Iterable[Runbook], remediation
             runbook = by_id.get(check.runbook_id())
             for action in runbook.remediation_iam_actions if runbook else ():
                 specs = specs_for_iam_action(action)
+                if specs and all(spec.service in SCHEDULER_SERVICES for spec in specs):
+                    continue  # a permission in Slurm or Kubernetes (see the README's scheduler section), not IAM
                 if not specs:
                     warnings.append(f"runbook {runbook.id} ({runbook.source}) declares {action}, which no fmdoctor "
                                     "remediation calls; left out")

@@ -49,6 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="newest checkpoint allowed age, e.g. 90s, 30m, 2h (checkpoints.max_age)")
     parser.add_argument("--spot-queue", metavar="URL",
                         help="SQS queue an EventBridge rule feeds with Spot events (spot.queue_url)")
+    parser.add_argument("--scheduler", choices=("auto", "slurm", "kubernetes", "none"),
+                        help="the scheduler whose nodes and jobs to read (overrides scheduler.kind; auto: found from "
+                             "the cluster's tags/log groups, a local sinfo, or EKS)")
     parser.add_argument("--metrics-url", metavar="URL",
                         help="read GPU/EFA metrics from this Prometheus API (an AMP workspace URL is signed with "
                         "SigV4); overrides metrics.url and implies metrics.source prometheus")
@@ -63,6 +66,8 @@ def settings_from_flags(args: argparse.Namespace) -> dict[str, Any]:
         overrides["checkpoints"] = {k: v for k, v in checkpoints.items() if v is not None}
     if args.spot_queue:
         overrides["spot"] = {"queue_url": args.spot_queue}
+    if getattr(args, "scheduler", None):
+        overrides["scheduler"] = {"kind": args.scheduler}
     if getattr(args, "metrics_url", None):
         overrides["metrics"] = {"url": args.metrics_url, "source": "prometheus"}
     if getattr(args, "endpoint", None):

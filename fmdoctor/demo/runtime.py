@@ -14,6 +14,7 @@ import boto3
 from fmdoctor.config import Settings
 from fmdoctor.demo import prometheus_server
 from fmdoctor.demo.scenario import DEMO_CLUSTER, DemoWorld, seed_demo
+from fmdoctor.demo.scheduler import demo_scheduler
 from fmdoctor.engine import api
 from fmdoctor.engine.errors import FmdoctorError
 
@@ -87,10 +88,11 @@ def mocked_aws(
 @contextlib.contextmanager
 def demo_environment() -> Iterator[DemoWorld]:
     """Start moto in-process, seed the demo cluster, load its HyperPod metrics into a loopback Prometheus (when
-    the binary is installed) and yield it; everything is gone on exit."""
+    the binary is installed), serve its scheduler view (fmdoctor.demo.scheduler) and yield it; everything is gone
+    on exit."""
     with mocked_aws(extra_env=LEAN_MOTO_ENV) as session:
         world = seed_demo(session)
-        with demo_prometheus(world):
+        with demo_prometheus(world), demo_scheduler(world):
             yield world
 
 

@@ -343,7 +343,7 @@ class Doctor:
             )
         scope = RunScope(cluster=name, settings=settings, aws=aws, inventory=inventory, now=now, extras=self.extras,
                          metrics=metric_families(checks))
-        outcome = run_checks(scope, checks, self.settings.max_workers, progress, cancel)
+        outcome = run_checks(scope, checks, self.settings.max_workers, progress, cancel, self.registry.annotators)
         return _report(scope, outcome, started)
 
 

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
+from typing import Any
 
 from fmdoctor.engine.check import Check, validate_check_class
 from fmdoctor.engine.errors import UsageError
+from fmdoctor.engine.model import Finding
 from fmdoctor.words import suggest
+
+# Called after a run's checks with the run's scope and all its findings, to add evidence that spans checks
+# (the scheduler's jobs on a node); an annotator never adds or removes findings.
+Annotator = Callable[[Any, Sequence[Finding]], None]
 
 
 class Registry:
-    def __init__(self, check_classes: Iterable[type[Check]]):
+    def __init__(self, check_classes: Iterable[type[Check]], annotators: Sequence[Annotator] = ()):
+        self.annotators: tuple[Annotator, ...] = tuple(annotators)
         self._checks: dict[str, Check] = {}
         problems: list[str] = []
         for cls in check_classes:
@@ -84,6 +91,6 @@ class Registry:
 
 @lru_cache(maxsize=1)
 def default_registry() -> Registry:
-    from fmdoctor.checks import ALL_CHECKS
+    from fmdoctor.checks import ALL_CHECKS, ANNOTATORS
 
-    return Registry(ALL_CHECKS)
+    return Registry(ALL_CHECKS, ANNOTATORS)

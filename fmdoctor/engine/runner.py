@@ -50,6 +50,7 @@ def run_checks(
     max_workers: int = 8,
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
+    annotators: Sequence[Callable[[RunScope, Sequence[Finding]], None]] = (),
 ) -> RunOutcome:
     outcome = RunOutcome()
     lock = threading.Lock()
@@ -121,6 +122,15 @@ def run_checks(
     outcome.errors.sort(key=lambda e: order.get(e.check, 0))
     outcome.skipped.sort(key=lambda s: order.get(s.check, 0))
     outcome.completed.sort(key=lambda c: order.get(c, 0))
+    for annotate in annotators:
+        if cancel is not None and cancel.is_set():
+            break
+        try:
+            annotate(scope, outcome.findings)
+        except Exception as exc:  # evidence it could not add is said, the findings stand
+            name = getattr(annotate, "__name__", "annotator")
+            outcome.errors.append(CheckError(check=name, code=type(exc).__name__, message=str(exc)[:300],
+                                             unverified=f"what {name} adds to the findings"))
     return outcome
 
 

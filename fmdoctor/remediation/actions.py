@@ -237,6 +237,51 @@ def _ec2_call(operation: str, params_of: Callable[[Mapping[str, Any]], tuple[dic
     return build
 
 
+# Scheduler node names: Slurm's NodeName characters; a Kubernetes node name is a DNS subdomain (RFC 1123).
+_SLURM_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_K8S_NODE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+SLURM_SERVICE, KUBERNETES_SERVICE = "slurm", "kubernetes"
+SCHEDULER_SERVICES = frozenset({SLURM_SERVICE, KUBERNETES_SERVICE})
+MAX_DRAIN_REASON = 256
+
+
+def _slurm_node(state: str) -> Callable[[Mapping[str, Any], str], PlannedCall]:
+    """scontrol update NodeName=N State=DRAIN|RESUME [Reason=R] (or slurmrestd's node update): the values
+    travel as argv items or a JSON body, never through a shell."""
+
+    def build(hint: Mapping[str, Any], check_id: str) -> PlannedCall:
+        node = _id(hint, "node", _SLURM_NODE)
+        params: dict[str, Any] = {"NodeName": node, "State": state}
+        if state == "DRAIN":
+            reason = hint.get("reason")
+            if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_DRAIN_REASON \
+                    or any(c in reason for c in "\r\n\0"):
+                raise _bad(hint, f"reason must be one line of 1 to {MAX_DRAIN_REASON} characters (Slurm requires one "
+                                 "to drain)")
+            params["Reason"] = reason
+            return PlannedCall(SLURM_SERVICE, "UpdateNode", params, hint["action"],
+                               f"drain Slurm node {node} (reason: {reason})")
+        return PlannedCall(SLURM_SERVICE, "UpdateNode", params, hint["action"], f"resume Slurm node {node}")
+
+    return build
+
+
+def _k8s_cordon(unschedulable: bool, evict: bool = False) -> Callable[[Mapping[str, Any], str], PlannedCall]:
+    """PATCH /api/v1/nodes/{name} spec.unschedulable, what kubectl cordon/uncordon send; a drain then evicts the
+    node's pods through the Eviction API (PodDisruptionBudgets apply), DaemonSet pods left, as kubectl drain
+    --ignore-daemonsets does."""
+
+    def build(hint: Mapping[str, Any], check_id: str) -> PlannedCall:
+        node = _id(hint, "node", _K8S_NODE)
+        verb = "drain" if evict else "cordon" if unschedulable else "uncordon"
+        params: dict[str, Any] = {"name": node, "unschedulable": unschedulable}
+        if evict:
+            params["evict"] = True
+        return PlannedCall(KUBERNETES_SERVICE, "PatchNode", params, hint["action"], f"{verb} Kubernetes node {node}")
+
+    return build
+
+
 _SG_READS = ("ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules")
 _HYPERPOD_BUSY = frozenset({"InstanceIdInUse"})
 
@@ -272,6 +317,14 @@ ACTIONS: dict[str, ActionSpec] = {
                    _hyperpod_node("BatchReplaceClusterNodes", "replace"), "arn:aws:sagemaker:*:*:cluster/*",
                    asynchronous=True, duplicate_codes=_HYPERPOD_BUSY, read_actions=("sagemaker:ListClusterNodes",),
                    destructive=True, idempotent=False),
+        # Through the cluster's scheduler (scheduler.* in the config), not AWS: no DryRun, verified by reading the
+        # node's state back; running jobs are left to finish (a Slurm drain and a cordon stop new work only).
+        ActionSpec("drain-slurm-node", SLURM_SERVICE, "UpdateNode", _slurm_node("DRAIN"), destructive=True),
+        ActionSpec("resume-slurm-node", SLURM_SERVICE, "UpdateNode", _slurm_node("RESUME"), destructive=True),
+        ActionSpec("cordon-k8s-node", KUBERNETES_SERVICE, "PatchNode", _k8s_cordon(True), destructive=True),
+        ActionSpec("uncordon-k8s-node", KUBERNETES_SERVICE, "PatchNode", _k8s_cordon(False), destructive=True),
+        ActionSpec("drain-k8s-node", KUBERNETES_SERVICE, "PatchNode", _k8s_cordon(True, evict=True),
+                   destructive=True),
     )
 }
 

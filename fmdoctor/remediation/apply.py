@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.aws import Aws
 from fmdoctor.engine.errors import describe_aws_failure
-from fmdoctor.remediation.actions import CallStatus, PlannedCall, RemediationError, spec_for
+from fmdoctor.remediation.actions import SCHEDULER_SERVICES, CallStatus, PlannedCall, RemediationError, spec_for
 from fmdoctor.remediation.approval import Approval, ApprovalRequired, refusal_reason
 from fmdoctor.remediation.audit import AuditError, AuditLog, audit_log_for, caller_identity, plan_fields, who
 from fmdoctor.remediation.current import reconcile
@@ -112,7 +112,8 @@ def apply_fix(
     completed = False
     try:
         for step in plan.steps:
-            outcomes.append(_apply_one(aws, step))
+            outcomes.append(_apply_scheduler(doctor, plan, step) if spec_for(step).service in SCHEDULER_SERVICES
+                            else _apply_one(aws, step))
             if outcomes[-1].status == FAILED:
                 break
         completed = True
@@ -137,6 +138,15 @@ def _record_after_the_fact(log: AuditLog, event: str, outcomes: Sequence[CallOut
         done = [f"{o.call.operation} {o.status}" for o in outcomes if o.status in (APPLIED, ALREADY, FAILED)]
         raise AuditError(f"{exc.message}; AWS was already changed: {', '.join(done) or 'no call succeeded'}",
                          hint="record this change by hand, then fix the audit log") from None
+
+
+def _apply_scheduler(doctor: Doctor, plan: FixPlan, step: PlannedCall) -> CallOutcome:
+    """A node change through the cluster's scheduler (its config section), applied only once the scheduler
+    reads it back (fmdoctor.scheduler.changes)."""
+    from fmdoctor.scheduler.changes import change_node
+
+    result = change_node(doctor.cluster_settings(plan.cluster).scheduler, step.service, step.params)
+    return CallOutcome(step, result.status, result.detail, result.code)
 
 
 def _apply_one(aws: Aws, step: PlannedCall) -> CallOutcome:

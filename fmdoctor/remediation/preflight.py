@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.aws import Aws
 from fmdoctor.engine.errors import ACCESS_DENIED_CODES, describe_aws_failure
-from fmdoctor.remediation.actions import CallStatus, PlannedCall, RemediationError, spec_for
+from fmdoctor.remediation.actions import SCHEDULER_SERVICES, CallStatus, PlannedCall, RemediationError, spec_for
 from fmdoctor.remediation.audit import AuditLog, audit_log_for, caller_identity, plan_fields, who
 from fmdoctor.remediation.plan import FixPlan
 
@@ -91,6 +91,9 @@ def preflight(doctor: Doctor, plan: FixPlan, audit: AuditLog | None = None) -> P
 
 
 def _dry_run(aws: Aws, call: PlannedCall) -> PreflightCheck:
+    if spec_for(call).service in SCHEDULER_SERVICES:
+        return PreflightCheck(call, NOT_CHECKED, f"{call.service} has no dry run: the change is proven by reading the "
+                                                 "node back from the scheduler after it runs")
     if not spec_for(call).dry_run:
         return PreflightCheck(call, NOT_CHECKED, f"{call.operation} has no DryRun: its permission is proven "
                                                  "only when it runs")

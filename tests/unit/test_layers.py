@@ -15,7 +15,7 @@ FORBIDDEN = ("textual", "langchain", "langchain_core", "slack_bolt", "slack_sdk"
              "fmdoctor.assistant", "fmdoctor.tui", "fmdoctor.slack", "fmdoctor.mcp", "fmdoctor.cli")
 ENGINE_DIRS = ["checks", "runbooks", "fmdoctor/engine", "fmdoctor/net", "fmdoctor/report", "fmdoctor/remediation",
                "fmdoctor/inference", "fmdoctor/metrics", "fmdoctor/node", "fmdoctor/fleet", "fmdoctor/export",
-               "fmdoctor/training", "fmdoctor/safety"]
+               "fmdoctor/training", "fmdoctor/safety", "fmdoctor/scheduler"]
 
 
 def imports_of(path: Path) -> set[str]:

@@ -1,0 +1,117 @@
+"""Kubernetes as a source and its checks, through the official client against a loopback API answering EKS
+shapes (tests/fixtures/kubernetes/README.md): nodes map to instances by providerID, allocatable devices are
+compared with what the instance has, NotReady and HyperPod's health label are reported, pending GPU pods too."""
+
+from __future__ import annotations
+
+import pytest
+
+from fmdoctor.engine.model import Severity, Status
+from fmdoctor.scheduler import kubernetes as k8s
+from fmdoctor.scheduler.model import SchedulerUnavailable
+
+from .k8s_server import k8s_api, write_kubeconfig
+from .worlds import instance, inventory, run
+
+N1, N2 = "ip-10-0-1-21.us-west-2.compute.internal", "ip-10-0-1-22.us-west-2.compute.internal"
+HP = "hyperpod-i-0a1b2c3d4e5f60023"
+IDS = ["k8s-node-not-ready", "k8s-device-plugin-missing", "k8s-gpu-pods-pending"]
+
+
+@pytest.fixture
+def world():
+    return inventory(instance("i-0a1b2c3d4e5f60021", "10.0.1.21", efa=32),
+                     instance("i-0a1b2c3d4e5f60022", "10.0.1.22", efa=32))
+
+
+def settings(kubeconfig):
+    return {"scheduler": {"kind": "kubernetes", "kubernetes": {"kubeconfig": str(kubeconfig), "context": "eks-test"}}}
+
+
+def test_the_client_reads_nodes_devices_labels_and_pods(tmp_path):
+    with k8s_api() as (url, api):
+        view = k8s.read(k8s.api_client("eks-test", str(write_kubeconfig(tmp_path / "kc", url))), "test")
+    assert api.seen == ["GET /api/v1/nodes", "GET /api/v1/pods"]
+    whole, short, gone = (view.node(n) for n in (N1, N2, HP))
+    assert whole.states == {"READY"} and whole.allocatable == {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}
+    assert short.configured == {"nvidia.com/gpu": 8} and short.allocatable == {"nvidia.com/gpu": 7}
+    assert gone.states == {"UNKNOWN"} and gone.reason == "NodeStatusUnknown: Kubelet stopped posting node status."
+    assert gone.labels[k8s.HEALTH_LABEL] == "UnschedulablePendingReplacement"
+    assert "node.kubernetes.io/unreachable=:NoExecute" in gone.taints
+    assert k8s.instance_of_provider_id(gone.provider_id) == "i-0a1b2c3d4e5f60023"
+    assert [(j.id, j.user) for j in view.jobs_on(N1)] == [("training/llama-train-worker-0", "PyTorchJob/llama-train")]
+    assert [p.id for p in view.pending] == ["training/llama-train-worker-2", "default/web-5d9c7b6f8-abcde"]
+    assert {(p.name, p.state) for p in view.device_plugins if HP in p.nodes} == {
+        ("nvidia-device-plugin-daemonset-zz81c", "not-ready (Running)"),
+        ("aws-efa-k8s-device-plugin-daemonset-w2m5x", "not-ready (Running)")}
+
+
+@pytest.mark.parametrize(("provider_id", "instance_id"), [
+    ("aws:///us-west-2a/i-0a1b2c3d4e5f60021", "i-0a1b2c3d4e5f60021"),
+    ("aws:////i-0a1b2c3d", "i-0a1b2c3d"),  # no zone (Fargate-less self-managed nodes may leave it out)
+    ("gce://project/zone/name", None),
+    ("aws:///us-west-2a/not-an-instance", None),
+    (None, None),
+])
+def test_provider_ids(provider_id, instance_id):
+    assert k8s.instance_of_provider_id(provider_id) == instance_id
+
+
+def test_broken_cluster_findings_name_the_instance_and_the_pods_on_it(tmp_path, world):
+    with k8s_api() as (url, _):
+        report = run(world, IDS, **settings(write_kubeconfig(tmp_path / "kc", url)))
+    assert report.errors == []
+    by = {(f.check, f.resource): f for f in report.findings}
+    not_ready = by[("k8s-node-not-ready", "kubernetes:" + HP)]  # a HyperPod node is no EC2 instance of ours
+    assert not_ready.severity is Severity.CRITICAL
+    assert "Kubelet stopped posting node status" in not_ready.summary and "UnschedulablePendingReplacement" in \
+        not_ready.summary
+    assert [j["id"] for j in not_ready.evidence["jobs"]] == ["training/llama-train-worker-1"]
+    plugin = by[("k8s-device-plugin-missing", "i-0a1b2c3d4e5f60022")]
+    assert plugin.evidence["expected"] == {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}
+    assert plugin.evidence["plugins_absent"] == ["aws-efa-k8s-device-plugin"]
+    assert "nvidia.com/gpu 7 of 8" in plugin.summary and "vpc.amazonaws.com/efa 0 of 32" in plugin.summary
+    pending = by[("k8s-gpu-pods-pending", "pod/training/llama-train-worker-2")]
+    assert "Insufficient nvidia.com/gpu" in pending.summary and pending.evidence["requests"]["nvidia.com/gpu"] == "8"
+    assert not any("web-" in f.resource for f in report.findings)  # no device asked: not ours to report
+    assert ("k8s-device-plugin-missing", "i-0a1b2c3d4e5f60021") not in by  # the whole node
+
+
+def test_healthy_cluster_passes_every_check(tmp_path, world):
+    with k8s_api("eks-gpu-nodes-healthy.json", "eks-gpu-pods-healthy.json") as (url, _):
+        report = run(world, IDS, **settings(write_kubeconfig(tmp_path / "kc", url)))
+    assert report.findings == [] and report.errors == [] and report.status is Status.OK
+    assert set(report.stats.checks_run) == set(IDS)
+
+
+def test_a_wrong_token_is_not_verified_with_how_to_grant_never_a_pass(tmp_path, world):
+    with k8s_api() as (url, _):
+        report = run(world, IDS, **settings(write_kubeconfig(tmp_path / "kc", url, token="wrong")))
+    assert report.findings == [] and report.status is Status.UNKNOWN
+    assert {e.check for e in report.errors} == set(IDS)
+    assert all(e.code == "AccessDenied" and "get/list nodes and pods" in e.message for e in report.errors)
+
+
+def test_pods_forbidden_is_a_gap_and_nodes_still_judged(tmp_path, world):
+    with k8s_api() as (url, api):
+        api.deny.add("/api/v1/pods")
+        report = run(world, ["k8s-node-not-ready"], **settings(write_kubeconfig(tmp_path / "kc", url)))
+    assert [f.resource for f in report.findings] == ["kubernetes:" + HP]
+    assert [e.code for e in report.errors] == ["SchedulerPartial"]
+
+
+def test_no_kubeconfig_named_that_exists_is_not_verified(tmp_path, world):
+    report = run(world, ["k8s-node-not-ready"], **settings(tmp_path / "absent"))
+    assert report.status is Status.UNKNOWN and report.errors[0].code == "NoKubeconfig"
+
+
+def test_a_slurm_cluster_skips_the_kubernetes_checks(world):
+    report = run(world, IDS, scheduler={"kind": "none"})
+    assert {s.check for s in report.skipped} == set(IDS) and report.errors == []
+
+
+def test_unreachable_api_server_raises_unavailable(tmp_path):
+    kubeconfig = write_kubeconfig(tmp_path / "kc", "http://127.0.0.1:9")
+    with pytest.raises(SchedulerUnavailable) as raised:
+        k8s.read(k8s.api_client("eks-test", str(kubeconfig)), "test")
+    assert raised.value.code == "KubernetesUnreachable"
