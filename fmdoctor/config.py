@@ -353,9 +353,7 @@ class SlurmSchedulerSettings(_Section):
     @field_validator("token_env")
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and not _ENV_NAME.match(value):
-            raise ValueError(f"{value!r} is not an environment variable name (the token itself never goes here)")
-        return value
+        return validate_token_env(value)
 
     @model_validator(mode="after")
     def _complete(self) -> SlurmSchedulerSettings:
@@ -704,6 +702,12 @@ def outbound_keys(settings: Settings) -> list[str]:
             found.append(f"{prefix}metrics.url")
         if section.metrics.token_env is not None:
             found.append(f"{prefix}metrics.token_env")
+        # slurmrestd gets a JWT; a kubeconfig names API servers, credentials and exec plugins (commands it runs).
+        for key, value in (("scheduler.slurm.url", section.scheduler.slurm.url),
+                           ("scheduler.slurm.token_env", section.scheduler.slurm.token_env),
+                           ("scheduler.kubernetes.kubeconfig", section.scheduler.kubernetes.kubeconfig)):
+            if value is not None:
+                found.append(f"{prefix}{key}")
     for key, value in (("endpoint_url", settings.endpoint_url), ("agent.base_url", settings.agent.base_url),
                        ("agent.api_key_env", settings.agent.api_key_env), ("serve.webhook_url",
                        settings.serve.webhook_url), ("serve.webhook_token_env", settings.serve.webhook_token_env)):

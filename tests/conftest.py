@@ -39,7 +39,8 @@ def _guarded_connect(self: socket.socket, address: Any) -> Any:
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     """Fake credentials, no profile or endpoint from the developer's shell, no real network."""
     for key in list(os.environ):
-        if key.startswith(("AWS_", "FMDOCTOR_", "SLACK_")):
+        # FMDOCTOR_DEMO_*: set by a demo this process seeded (its loopback Slurm's token), not by the shell.
+        if key.startswith(("AWS_", "FMDOCTOR_", "SLACK_")) and not key.startswith("FMDOCTOR_DEMO_"):
             monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")

@@ -32,7 +32,7 @@ from typing import Any
 from fmdoctor.demo.scenario import DemoWorld
 from fmdoctor.loopback import KeepAliveHandler, serve_in_background
 
-TOKEN_ENV = "DEMO_SLURM_JWT_"  # + the demo slurmrestd's port: demos that overlap never share one
+TOKEN_ENV = "FMDOCTOR_DEMO_SLURM_JWT_"  # + the demo slurmrestd's port: demos that overlap never share one
 JOB_ID = 4242
 JOB_NODES = ("gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4")
 API = "v0.0.38"  # the data parser of Slurm 22.05's slurmrestd
