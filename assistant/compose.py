@@ -177,7 +177,7 @@ def _entity_lines(plan: Plan, results: list[ToolResult]) -> list[str]:
         by_id = {f["id"]: f for f in result.findings}
         on = [by_id[i] for i in result.data.get("on", []) if i in by_id]
         involved = [by_id[i] for i in result.data.get("involves", []) if i in by_id]
-        about = f" concerning {topical[0].topic}" if topical else ""
+        about = f" concerning {topical[0].topic_about(str(entity.get('kind', '')))}" if topical else ""
         lines.append("")
         if result.data.get("note"):
             lines.append(f"{result.data['note']}.")

@@ -5,6 +5,7 @@ from fmdoctor.checkpoints.model import UNPROVEN
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import BUCKET, FILE_SYSTEM, JOB
 from fmdoctor.engine.model import Finding, Severity
 
 from ._checkpoint import CHECKPOINT_IAM, scans_with_checkpoints
@@ -26,6 +27,7 @@ class CheckpointIncomplete(Check):
 
     id = "checkpoint-incomplete"
     family = "checkpoint"
+    concerns = frozenset({BUCKET, FILE_SYSTEM, JOB})
     severity = Severity.CRITICAL
     iam_actions = CHECKPOINT_IAM
     targets = frozenset({"cluster", "node"})

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import BUCKET, NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.net.classes import PairOutcome, evaluate_towards, interface_classes
 from fmdoctor.net.fetch import TOPOLOGY_IAM_ACTIONS
@@ -46,6 +47,7 @@ class S3Unreachable(Check):
 
     id = "s3-unreachable"
     family = "network"
+    concerns = frozenset({NODE, BUCKET})
     severity = Severity.CRITICAL
     iam_actions = ("ec2:DescribeInstances", "ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules",
                    *TOPOLOGY_IAM_ACTIONS, "s3:GetBucketLocation")

@@ -72,7 +72,7 @@ def test_plans_for_named_things():
 def test_ask_json_about_one_node_has_only_that_nodes_findings(capsys):
     assert main(["ask", "--demo", "what is wrong with gpu-node-3?", "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert [c["name"] for c in out["tool_calls"]] == ["check_resource"]
+    assert [c["name"] for c in out["tool_calls"]] == ["find_names", "check_resource"]
     spot = next(f for f in out["findings"] if f["check"] == "spot-interruption-unprotected")
     node = spot["resource"]
     assert out["answer"].startswith(f"gpu-node-3 ({node}) has 3 findings on it")
