@@ -18,7 +18,10 @@ _ID = r"(?:i|eni|sg)-[0-9a-f]{8,17}"
 _IP = r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?:/\d{1,2})?(?![\d.])"
 _S3 = r"s3://[a-z0-9][a-z0-9.\-]*[a-z0-9](?:/[^\s?,;]*)?"
 _WORD = r"[A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]"
-STRONG = re.compile(rf"(?<![\w/-])(?:{_ID}|{_S3}|{_IP})(?![\w-])", re.I)
+# EC2 hostnames (ip-10-0-1-12, under any domain) and HyperPod's EKS node names: nodes by their shape; which node
+# is fmdoctor.engine.identity's to say
+_HOST = r"(?:ip-\d{1,3}(?:-\d{1,3}){3}|hyperpod-i-[0-9a-f]{8,17})(?:\.[a-z0-9-]+)*"
+STRONG = re.compile(rf"(?<![\w/-])(?:{_ID}|{_S3}|{_IP}|{_HOST})(?![\w-])", re.I)
 WORD = re.compile(rf"^{_WORD}$")
 TOKEN = re.compile(r"[^\s,;?!()'\"]+")
 KIND_BEFORE = re.compile(rf"\b(?:node|instance|host|server|endpoint|bucket|security group|instance group)\s+"

@@ -4,8 +4,9 @@ an S3 bucket, an FSx file system or the training job; which checks concern it, a
 :func:`find_entity` resolves what a person typed against the cluster's inventory (and the :class:`Known`
 names of its settings: checkpoint locations, file systems), in this order:
 
-1. a node: an instance's ``Name`` tag, its id, ``head``/``head-node`` for the head node, one of its
-   addresses (private or public IP) or network interface ids;
+1. a node: ``head``/``head-node`` for the head node, or any name :mod:`fmdoctor.engine.identity` knows for
+   it: its ``Name`` tag, id, private DNS name (``ip-10-0-1-12.ec2.internal``, ``ip-10-0-1-12``), an address of
+   any of its interfaces, an interface id, a HyperPod or Kubernetes node name;
 2. a security group: its id or its name;
 3. a SageMaker endpoint of the cluster: its name (or ``endpoint/NAME``);
 4. a HyperPod instance group: its name;
@@ -22,8 +23,6 @@ kind. :func:`relation` tells a finding *on* the entity (its resource is the enti
 
 from __future__ import annotations
 
-import functools
-import ipaddress
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fmdoctor.engine.errors import AwsCallFailed, TargetNotFound
+from fmdoctor.engine.identity import NodeIdentities
 from fmdoctor.engine.inventory import HEAD, INFERENCE, Instance, Inventory
 from fmdoctor.words import suggest
 
@@ -39,8 +39,8 @@ INSTANCE_GROUP, BUCKET, FILE_SYSTEM, JOB = "instance-group", "bucket", "file-sys
 # What a question can name; a check's ``concerns`` (fmdoctor.engine.check) is a subset of these.
 KINDS = frozenset({NODE, SECURITY_GROUP, ENDPOINT, INSTANCE_GROUP, BUCKET, FILE_SYSTEM, JOB})
 ON, INVOLVES = "on", "involves"
-ORDER = ("a node's Name tag, id, IP or interface id ({nodes} nodes), 'head', a security group id or name, an "
-         "endpoint name ({endpoints} endpoints), a HyperPod instance group, an FSx file system ({file_systems}), "
+ORDER = ("a node's Name tag, id, DNS name, IP or interface id ({nodes} nodes), 'head', a security group id or name, "
+         "an endpoint name ({endpoints} endpoints), a HyperPod instance group, an FSx file system ({file_systems}), "
          "the training job's run name, or a bucket (s3://bucket)")
 BUCKET_CHECKS = ("s3-unreachable",)  # the path to S3 concerns every bucket in the region
 _FSX_ID = re.compile(r"^fs-[0-9a-f]{8,17}$")
@@ -198,22 +198,17 @@ def mentions(text: str, tokens: Iterable[str]) -> bool:
 
 
 def _node(inventory: Inventory, query: str) -> Entity | None:
+    """The node any of its names means (:class:`~fmdoctor.engine.identity.NodeIdentities`: Name tag, id,
+    private DNS name full or short, any address, interface id, HyperPod/Kubernetes node name)."""
     lowered = query.lower()
     heads = [i for i in inventory.instances if i.role == HEAD]
     if lowered in ("head", "head-node", "head node") and heads:
         return _node_entity(inventory, heads[0])
-    named = [i for i in inventory.instances if i.tags.get("Name") == query]
-    if len(named) > 1:
-        raise TargetNotFound(f"{len(named)} nodes are named {query!r}: name one by its id",
-                             hint=", ".join(i.id for i in named[:5]))
-    if named:
-        return _node_entity(inventory, named[0])
-    for instance in inventory.instances:
-        interfaces = _readable(functools.partial(inventory.interfaces_of, instance))
-        addresses = {instance.private_ip, instance.public_ip} | {ip for e in interfaces for ip in e.private_ips}
-        if query == instance.id or query in {e.id for e in interfaces} or (_is_ip(query) and query in addresses):
-            return _node_entity(inventory, instance)
-    return None
+    match = NodeIdentities.of(inventory).resolve(query)
+    if match.ambiguous:
+        raise TargetNotFound(f"{len(match.candidates)} nodes go by {query!r} ({match.via}): name one by its id",
+                             hint=", ".join(i.id for i in match.candidates[:5]))
+    return _node_entity(inventory, match.instance) if match.instance is not None else None
 
 
 def _readable(read: Callable[[], list[Any]]) -> list[Any]:
@@ -250,7 +245,7 @@ def _node_entity(inventory: Inventory, instance: Instance) -> Entity:
 def _not_found(inventory: Inventory, query: str, known: Known) -> TargetNotFound:
     groups = _readable(lambda: list(inventory.security_groups.values()))
     endpoints = _readable(lambda: list(inventory.endpoints))
-    names = [n for i in inventory.instances for n in (i.tags.get("Name"), i.id)]
+    names = NodeIdentities.of(inventory).all_names()
     names += [g.name for g in groups] + [e.name for e in endpoints]
     names += [g.name for g in inventory.hyperpod.groups] if inventory.hyperpod else []
     names += [*known.file_systems, *known.file_systems.values(), *known.runs(), *known.buckets()]
@@ -262,13 +257,6 @@ def _not_found(inventory: Inventory, query: str, known: Known) -> TargetNotFound
     hidden = f"; not verified: {', '.join(unread)} could not be read, so it may be there" if unread else ""
     hint = f"did you mean {close[0]}?" + (f" (also close: {', '.join(close[1:])})" if close[1:] else "") \
         if close else None
-    return TargetNotFound(f"{shown!r} is not a node, group, endpoint or bucket of cluster {inventory.cluster} "
+    return TargetNotFound(f"{shown!r} is not a node, group, endpoint, file system, job or bucket of cluster {inventory.cluster} "
                           f"(tried, in order: {tried}){hidden}", hint=hint)
 
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True

@@ -94,6 +94,7 @@ class NetworkInterface:
     device_index: int | None = None
     network_card_index: int | None = None
     description: str = ""
+    ipv6_ips: tuple[str, ...] = ()  # Ipv6Addresses (primary and assigned)
 
     @property
     def is_efa(self) -> bool:

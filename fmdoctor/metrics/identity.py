@@ -18,13 +18,12 @@ but not matched" instead of "no metrics".
 
 from __future__ import annotations
 
-import ipaddress
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-_INSTANCE_ID = re.compile(r"(?:^|[-.])(i-[0-9a-f]{8,17})(?=$|[.:])")
-_IP_HOSTNAME = re.compile(r"^ip-(\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3})(?:\.|$)")
+from fmdoctor.engine.identity import NodeIdentities, ip_of_hostname
+
+__all__ = ["NodeIdentity", "NodeIndex", "Resolved", "ip_of_hostname"]
 
 
 @dataclass(frozen=True)
@@ -48,67 +47,20 @@ class Resolved:
         return self.node is not None or self.foreign
 
 
-LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
-
-
-def ip_of_hostname(host: str) -> str | None:
-    """10.0.1.23 for ip-10-0-1-23[.anything]."""
-    match = _IP_HOSTNAME.match(host)
-    return match.group(1).replace("-", ".") if match else None
-
-
-def _ip(value: str) -> str | None:
-    host = value.rsplit(":", 1)[0] if value.count(":") == 1 else value  # host:port (Prometheus's instance)
-    try:
-        return str(ipaddress.IPv4Address(host))
-    except ValueError:
-        return ip_of_hostname(host)
-
-
-def _says_nothing(value: str) -> bool:
-    """A name every node has (an exporter scraped as localhost by an agent on the node itself)."""
-    host = value.rsplit(":", 1)[0].lower() if value.count(":") == 1 else value.lower()
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.IPv4Address(host).is_loopback
-    except ValueError:
-        return False
-
-
 class NodeIndex:
-    """Resolves label values to the cluster's nodes. A name two nodes share matches neither."""
+    """Resolves label values to the cluster's nodes through the engine's identity resolver
+    (:class:`~fmdoctor.engine.identity.NodeIdentities`). A name two nodes share matches neither."""
 
     def __init__(self, nodes: Iterable[NodeIdentity]):
-        self.ids: set[str] = set()
-        self.by_ip: dict[str, str] = {}
-        names: dict[str, set[str]] = {}
-        for node in nodes:
-            self.ids.add(node.id)
-            for ip in node.ips:
-                self.by_ip[ip] = node.id
-            for name in node.names:
-                for form in {name.lower(), name.lower().split(".", 1)[0]}:
-                    names.setdefault(form, set()).add(node.id)
-        self.by_name = {name: next(iter(owners)) for name, owners in names.items() if len(owners) == 1}
+        nodes = list(nodes)
+        self.ids = {node.id for node in nodes}
+        self.identities = NodeIdentities.of_names({node.id: (*node.ips, *node.names) for node in nodes})
 
     def resolve(self, value: str | None) -> Resolved:
-        if not value or _says_nothing(value.strip()):
-            return Resolved()
-        value = value.strip()
-        if value in self.ids:
-            return Resolved(value)
-        match = _INSTANCE_ID.search(value.lower())
-        if match:
-            found = match.group(1)
-            return Resolved(found) if found in self.ids else Resolved(foreign=True)
-        ip = _ip(value)
-        if ip is not None:
-            owner = self.by_ip.get(ip)
-            return Resolved(owner) if owner else Resolved(foreign=True)
-        lowered = value.lower()
-        owner = self.by_name.get(lowered) or self.by_name.get(lowered.split(".", 1)[0])
-        return Resolved(owner) if owner else Resolved()
+        match = self.identities.resolve(value or "")
+        if match.instance is not None:
+            return Resolved(match.instance.id)
+        return Resolved(foreign=match.foreign)
 
     def resolve_labels(self, labels: Mapping[str, str], id_labels: Sequence[str],
                        name_labels: Sequence[str]) -> tuple[Resolved, str | None]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from fmdoctor.engine.identity import NodeIdentities
 from fmdoctor.engine.inventory import Instance, Inventory
 from fmdoctor.metrics.cloudwatch import Series
 from fmdoctor.metrics.identity import NodeIdentity, NodeIndex, Resolved
@@ -20,11 +21,13 @@ NAME_DIMENSIONS = ("NodeName",)  # Container Insights' Kubernetes node name, aft
 
 def instance_identity(instance: Instance, inventory: Inventory | None = None,
                       hostname_tags: Sequence[str] = ()) -> NodeIdentity:
-    """An EC2 instance's names: its id, every private IP of its interfaces (VPC CNI pod IPs are secondary
-    addresses of them), its private DNS name and the values of ``hostname_tags``."""
-    ips = [instance.private_ip] if instance.private_ip else []
+    """An EC2 instance's names: with the inventory, every name the identity resolver knows for it (every
+    address of its interfaces, VPC CNI pod IPs being secondary ones; its DNS names; ``hostname_tags``' values);
+    without, its IP, private DNS name and ``hostname_tags``' values."""
     if inventory is not None:
-        ips += [ip for eni in inventory.interfaces_of(instance) for ip in eni.private_ips]
+        names = NodeIdentities.of(inventory, hostname_tags).every_name(instance.id)
+        return NodeIdentity(instance.id, (), tuple(n for n in names if n != instance.id.lower()))
+    ips = [instance.private_ip] if instance.private_ip else []
     names = [instance.private_dns] if instance.private_dns else []
     names += [instance.tags[t] for t in hostname_tags if instance.tags.get(t)]
     return NodeIdentity(instance.id, tuple(dict.fromkeys(ips)), tuple(names))

@@ -276,6 +276,7 @@ def interface_from(raw: dict[str, Any]) -> NetworkInterface:
         device_index=attachment.get("DeviceIndex"),
         network_card_index=attachment.get("NetworkCardIndex"),
         description=raw.get("Description", ""),
+        ipv6_ips=tuple(a["Ipv6Address"] for a in raw.get("Ipv6Addresses", []) if a.get("Ipv6Address")),
     )
 
 

@@ -3,7 +3,9 @@
 
 Resolution order (the first that matches wins; :data:`ORDER` is what a no-match message lists):
 
-1. an instance: its ``Name`` tag, its id (``i-...``), or ``head``/``head-node`` for the cluster's head node;
+1. an instance by any of its names (:mod:`fmdoctor.engine.identity`: ``Name`` tag, id, private DNS name such
+   as ``ip-10-0-1-12.ec2.internal`` or ``ip-10-0-1-12``), or ``head``/``head-node`` for the cluster's head node;
+   an EC2 hostname of no instance of the cluster is the interface with the address it spells;
 2. an IPv4 address or CIDR (an address of an interface is that interface; ``internet``, ``any`` and
    ``0.0.0.0/0`` are the internet);
 3. a network interface id (``eni-...``);
@@ -27,6 +29,7 @@ from botocore.exceptions import ClientError
 
 from fmdoctor.config import validate_checkpoint_location
 from fmdoctor.engine.errors import TargetNotFound, UsageError
+from fmdoctor.engine.identity import INTERFACE_ID, IPV4, IPV6, PUBLIC_IP, SHORT_DNS, NodeIdentities, ip_of_hostname
 from fmdoctor.engine.inventory import HEAD, Inventory, NetworkInterface
 from fmdoctor.net import replies
 from fmdoctor.net.fetch import fetch_interfaces, fetch_missing_groups, fetch_prefix_lists, fetch_topology
@@ -41,8 +44,8 @@ _SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}$")
 _INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,17}$")
 _INTERFACE_ID = re.compile(r"^eni-[0-9a-f]{8,17}$")
 HEAD_WORDS = ("head", "head-node")
-ORDER = ("an instance's Name tag or id ({count} instances), 'head', an IPv4 address or CIDR, 'internet', an ENI id, "
-         "an FSx id, 's3' or s3://bucket")
+ORDER = ("an instance's Name tag, id or DNS name ({count} instances), 'head', an IPv4 address or CIDR, 'internet', "
+         "an ENI id, an FSx id, 's3' or s3://bucket")
 _FSX = re.compile(r"^(?:fsx://)?(fs-[0-9a-f]{8,17})(?:/.*)?$")
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 HTTPS = ((443, 443),)
@@ -96,7 +99,7 @@ class Resolver:
     def _not_found(self, query: str) -> TargetNotFound:
         """What was tried, in order, and the names that are close to the query."""
         shown = query if len(query) <= 80 else f"{query[:77]}..."
-        names = [n for i in self.inventory.instances for n in (i.tags.get("Name"), i.id)]
+        names = NodeIdentities.of(self.inventory).all_names()
         close = suggest(query, [n for n in names if n] + ["internet", "s3"]) if len(query) <= 256 else []
         if close:
             hint: str | None = f"did you mean {close[0]}?" + (f" (also close: {', '.join(close[1:])})"
@@ -110,13 +113,25 @@ class Resolver:
     # -- instances and interfaces ----------------------------------------------------------------------
 
     def _named_instance(self, name: str) -> Endpoint | None:
+        """A node by any name the identity resolver knows (Name tag, id, private DNS name full or short under
+        any domain, interface id, HyperPod node name); a DNS name that spells an address outside the
+        cluster is the interface with that address."""
         if name.lower() in HEAD_WORDS and (heads := [i for i in self.inventory.instances if i.role == HEAD]):
             return self._instance(heads[0].id, name)
-        matches = [i for i in self.inventory.instances if i.tags.get("Name") == name]
-        if len(matches) > 1:
-            raise UsageError(f"{len(matches)} instances are named {name!r}: give an instance id",
-                             hint=", ".join(i.id for i in matches[:5]))
-        return self._instance(matches[0].id, name) if matches else None
+        match = NodeIdentities.of(self.inventory).resolve(name)
+        if match.ambiguous:
+            raise UsageError(f"{len(match.candidates)} instances go by {name!r} ({match.via}): give an instance id",
+                             hint=", ".join(i.id for i in match.candidates[:5]))
+        if match.via in (IPV4, IPV6, PUBLIC_IP, INTERFACE_ID):  # the interface itself: see resolve's order
+            return None
+        address = ip_of_hostname(name.strip())
+        if address is not None and match.via == SHORT_DNS:  # the interface that has the address the name spells
+            eni = self._interface_with_ip(address)
+            if eni is not None:
+                return self.network.interface_endpoint(eni, name)
+            if match.instance is None:
+                raise TargetNotFound(f"no network interface has {address}, the address {name!r} spells")
+        return self._instance(match.instance.id, name) if match.instance is not None else None
 
     def _instance(self, instance_id: str, query: str = "") -> Endpoint:
         instance = self.inventory.instance(instance_id)

@@ -83,6 +83,7 @@ class Event:
     hyperpod_cluster: str | None = None
     capacity_reservation: str | None = None
     labels: dict[str, str] = field(default_factory=dict)  # Alertmanager labels, alarm or endpoint tags
+    nodes: tuple[str, ...] = ()  # names the alert gives its node (NODE_LABELS): which node, the resolver says
 
     def resources(self) -> set[str]:
         """Ids the event is about: a finding on one of them is the likeliest cause."""
@@ -267,6 +268,11 @@ _PARSERS = {
 DETAIL_TYPES = tuple(_PARSERS)
 
 
+# Labels that name a node in an alert: DCGM exporter's Hostname, Prometheus's instance (host:port it scraped),
+# the Kubernetes node a relabelling or kube-state-metrics adds, Container Insights' NodeName, the agent's host.
+NODE_LABELS = ("Hostname", "instance", "node", "kubernetes_node", "NodeName", "host")
+
+
 def parse_alertmanager(data: dict[str, Any]) -> list[Event]:
     """One event per alert of an Alertmanager (version 4) or Grafana webhook notification."""
     source = "grafana" if "orgId" in data or "title" in data else ALERTMANAGER
@@ -287,7 +293,8 @@ def parse_alertmanager(data: dict[str, Any]) -> list[Event]:
             repeat_key=f"{source}:{fingerprint}", time=_time(starts), region=labels.get("region"),
             detail=annotations.get("description") or annotations.get("summary") or "",
             instances=tuple(v for v in (labels.get("instance_id"), labels.get("InstanceId")) if v),
-            endpoint=labels.get("endpoint") or labels.get("EndpointName"), labels=labels))
+            endpoint=labels.get("endpoint") or labels.get("EndpointName"), labels=labels,
+            nodes=tuple(dict.fromkeys(labels[k] for k in NODE_LABELS if labels.get(k)))))
     return events
 
 

@@ -4,8 +4,10 @@ The first ``serve.routes`` rule whose globs all match decides (it may name the c
 ignore). Otherwise the cluster is found from the event itself, in this order: the Alertmanager label
 ``serve.cluster_label``; a tag or label with one of the cluster's tag keys (alarm tags, endpoint tags); the
 HyperPod cluster (a cluster's ``hyperpod.cluster_name``, or its own name); the endpoint (a cluster's
-``inference.endpoints``); the instances' own tags, looked up in EC2. Only clusters configured in
-``fmdoctor.yaml`` are investigated: a name taken from an event is never enough to start AWS calls.
+``inference.endpoints``); the instances' own tags, looked up in EC2; the node an alert's labels name (DCGM's
+``Hostname``, Prometheus's ``instance``), resolved by :mod:`fmdoctor.engine.identity` in each configured
+cluster. Only clusters configured in ``fmdoctor.yaml`` are investigated: a name taken from an event is never
+enough to start AWS calls.
 
 Default checks by kind follow what can explain the event: a GPU metric alarm runs the GPU checks, an EFA
 metric the EFA checks, a SageMaker endpoint alarm or status change the inference checks, a HyperPod node
@@ -26,7 +28,8 @@ from fmdoctor.serve.events import Event
 
 log = logging.getLogger(__name__)
 
-# (kind, ids) -> cluster names whose tag keys the instances carry; kind is 'instance' or 'capacity-reservation'.
+# (kind, ids) -> cluster names whose tag keys the instances carry; kind is 'instance' or 'capacity-reservation',
+# or 'node' for names an alert's labels give a node (the clusters whose identity resolver knows the node).
 InstanceLookup = Callable[[str, Sequence[str]], set[str]]
 
 DEFAULT_CHECKS: dict[str, tuple[str, ...] | None] = {
@@ -97,7 +100,8 @@ class Router:
                 if event.endpoint in self.settings.cluster(name).inference.endpoints:
                     return name, f"endpoint {event.endpoint}"
         for kind, ids in (("instance", list(event.instances)),
-                          ("capacity-reservation", [event.capacity_reservation] if event.capacity_reservation else [])):
+                          ("capacity-reservation", [event.capacity_reservation] if event.capacity_reservation else []),
+                          ("node", list(event.nodes))):  # DCGM's Hostname, instance: the node's cluster
             if ids and self.lookup is not None:
                 try:
                     found = sorted(self.lookup(kind, ids))
@@ -107,7 +111,8 @@ class Router:
                     return found[0], f"tags of {kind} {', '.join(ids)}"
                 if found:
                     return None, f"{kind} {', '.join(ids)} carry tags of several clusters: {', '.join(found)}"
-        return None, "no configured cluster matches the event (labels, tags, HyperPod cluster, endpoint, instances)"
+        return None, ("no configured cluster matches the event (labels, tags, HyperPod cluster, endpoint, instances, "
+                      "node names)")
 
 
 def default_checks(event: Event) -> tuple[str, ...] | None:

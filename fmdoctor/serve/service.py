@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ from botocore.exceptions import ClientError
 
 from fmdoctor.config import ServeSettings
 from fmdoctor.engine.api import Doctor
+from fmdoctor.engine.identity import NodeIdentities
 from fmdoctor.serve.http import HttpServer, WebhookIntake, app
 from fmdoctor.serve.investigate import Investigator, Narrator, assistant_narrator
 from fmdoctor.serve.processor import Processor
@@ -22,6 +24,7 @@ from fmdoctor.serve.routing import Router
 from fmdoctor.serve.state import Ledger, Metrics
 
 log = logging.getLogger("fmdoctor.serve")
+NODE_NAMES_TTL_S = 300.0  # how long a cluster's node names are trusted before its instances are listed again
 
 
 def aws_client(doctor: Doctor, service: str) -> Any:
@@ -31,11 +34,28 @@ def aws_client(doctor: Doctor, service: str) -> Any:
 
 
 def instance_lookup(doctor: Doctor) -> Any:
-    """Cluster names from the tags of instances (or of a Capacity Block's instances), via DescribeInstances."""
+    """Cluster names from the tags of instances (or of a Capacity Block's instances), via DescribeInstances; for
+    node names from an alert's labels, the configured clusters whose node identities resolve one of them."""
 
     clients: dict[str, Any] = {}
+    identities: dict[str, tuple[float, NodeIdentities]] = {}
+
+    def naming(names: Sequence[str]) -> set[str]:
+        found = set()
+        for name in doctor.settings.clusters:
+            known = identities.get(name)
+            if known is None or time.monotonic() - known[0] > NODE_NAMES_TTL_S:
+                inventory = doctor.inventory(name, parts=())  # the instance listing: every node and its addresses
+                tags = doctor.cluster_settings(name).gpu.hostname_tags
+                known = (time.monotonic(), NodeIdentities.of(inventory, tags))
+                identities[name] = known
+            if any(known[1].resolve(n).instance is not None for n in names):
+                found.add(name)
+        return found
 
     def lookup(kind: str, ids: Sequence[str]) -> set[str]:
+        if kind == "node":
+            return naming(ids)
         ec2 = clients.get("ec2") or clients.setdefault("ec2", aws_client(doctor, "ec2"))
         if kind == "instance":
             pages = ec2.get_paginator("describe_instances").paginate(InstanceIds=list(ids)[:200])

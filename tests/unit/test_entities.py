@@ -31,6 +31,9 @@ def _inventory(**parts) -> Inventory:
     ("i-00000000000000003", e.NODE, "i-00000000000000003"),
     ("10.0.0.7", e.NODE, "i-00000000000000003"),
     ("eni-3", e.NODE, "i-00000000000000003"),
+    ("ip-10-0-0-7.ec2.internal", e.NODE, "i-00000000000000003"),  # any DNS form: the resolver's (issue 36)
+    ("ip-10-0-0-7", e.NODE, "i-00000000000000003"),
+    ("hyperpod-i-00000000000000003", e.NODE, "i-00000000000000003"),
     ("head", e.NODE, "i-00000000000000001"),
     ("llm-efa", e.SECURITY_GROUP, "sg-1"),
     ("llm-chat", e.ENDPOINT, "llm-chat"),
@@ -46,7 +49,7 @@ def test_a_miss_names_what_was_tried_and_what_is_close():
     with pytest.raises(TargetNotFound) as caught:
         e.find_entity(_inventory(), "gpu-node-9")
     message = caught.value.message
-    assert "'gpu-node-9' is not a node, group, endpoint or bucket of cluster llm (tried, in order:" in message
+    assert "'gpu-node-9' is not a node, group, endpoint, file system, job or bucket of cluster llm (tried, in order:" in message
     assert caught.value.hint == "did you mean gpu-node-3?"
     with pytest.raises(TargetNotFound):
         e.find_entity(_inventory(), "ckpts")  # a bare word is never a bucket

@@ -34,9 +34,17 @@ def test_a_mistyped_node_says_what_was_tried_and_what_is_close(nodes, capsys):
     code, out, err = why_not(capsys, "--from", "gpu-node-9", "--to", "head", "--port", "22")
     assert code == 3 and out == ""
     assert "'gpu-node-9' is not an instance, address, interface, file system or s3:// URI" in err
-    assert "tried, in order: an instance's Name tag or id (3 instances), 'head', an IPv4 address or CIDR" in err
+    assert ("tried, in order: an instance's Name tag, id or DNS name (3 instances), 'head', an IPv4 address or "
+            "CIDR") in err
     assert "hint: did you mean gpu-node-6?" in err
     assert "bucket" not in err.split("hint:")[1]  # never read as an S3 bucket
+
+
+def test_an_ec2_hostname_of_no_node_is_never_a_bucket(nodes, capsys):
+    code, out, err = why_not(capsys, "--from", "ip-10-0-250-250.ec2.internal", "--to", "head", "--port", "22")
+    assert code == 3 and out == ""
+    assert "no network interface has 10.0.250.250, the address 'ip-10-0-250-250.ec2.internal' spells" in err
+    assert "bucket" not in err
 
 
 def test_a_bucket_is_only_an_s3_uri(nodes, capsys):
@@ -56,7 +64,9 @@ def test_s3_takes_only_its_own_ports(nodes, capsys):
 def test_name_id_address_and_interface_name_the_same_node(nodes, capsys):
     instance = nodes.nodes["gpu-node-6"]
     [raw] = nodes.ec2.describe_instances(InstanceIds=[instance])["Reservations"][0]["Instances"]
-    spellings = ["gpu-node-6", instance, raw["PrivateIpAddress"], raw["NetworkInterfaces"][0]["NetworkInterfaceId"]]
+    short = "ip-" + raw["PrivateIpAddress"].replace(".", "-")
+    spellings = ["gpu-node-6", instance, raw["PrivateIpAddress"], raw["NetworkInterfaces"][0]["NetworkInterfaceId"],
+                 raw["PrivateDnsName"], short, f"{short}.ec2.internal"]  # DNS names under any domain (issue 36)
     sources = set()
     for spelling in spellings:
         code, out, err = why_not(capsys, "--from", spelling, "--to", "head", "--port", "22", "--format", "json")

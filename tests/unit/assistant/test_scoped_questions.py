@@ -25,6 +25,9 @@ TOOLS = {"check_all", "list_findings", "check_resource", "why_not", *FAMILIES}
     ("what is wrong with the bucket ckpts-2?", [("s3://ckpts-2", True)]),
     ("is s3://ckpts/run-1/ ok", [("s3://ckpts/run-1/", True)]),
     ("is i-0123456789abcdef0 or 10.0.16.4 slow?", [("i-0123456789abcdef0", True), ("10.0.16.4", True)]),
+    ("what's wrong with ip-10-0-1-12.ec2.internal?", [("ip-10-0-1-12.ec2.internal", True)]),  # issue 36
+    ("is ip-10-0-1-12 idle.", [("ip-10-0-1-12", True)]),
+    ("is hyperpod-i-0123456789abcdef0 ok", [("hyperpod-i-0123456789abcdef0", True)]),
     ("why is training slow on p5.48xlarge, p99 up since step-002400?", []),  # types, percentiles, steps
     ("NCCL all-reduce hangs", []),
     ("is the inference endpoint healthy?", []),  # a kind word alone names nothing

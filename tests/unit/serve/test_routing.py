@@ -106,3 +106,46 @@ def test_route_keys_are_validated():
         parse_settings("serve:\n  routes:\n    - match: {colour: red}\n")
     with pytest.raises(ConfigError, match="Slack channel id"):
         parse_settings("serve:\n  slack_channel: '#alerts'\n")
+
+
+def _dcgm_alert(**labels: str) -> str:
+    """The Xid alert of alertmanager-webhook.json without a cluster label: only DCGM's own labels name the node."""
+    body = json.loads(load("alertmanager-webhook.json"))
+    for where in (body["commonLabels"], body["alerts"][0]["labels"]):
+        where.pop("cluster", None)
+    body["alerts"][0]["labels"].update(labels)
+    for name in [k for k, v in body["alerts"][0]["labels"].items() if v == ""]:
+        del body["alerts"][0]["labels"][name]
+    return json.dumps(body)
+
+
+def test_an_alert_is_routed_by_the_node_its_dcgm_labels_name():
+    asked = []
+
+    def lookup(kind, ids):
+        asked.append((kind, list(ids)))
+        return {"llm-train"} if kind == "node" else set()
+
+    [event] = parse_body(_dcgm_alert(), LIMIT)
+    assert event.nodes == ("ip-10-0-1-23", "10.0.1.23:9400")  # Hostname, then instance
+    route = router(lookup=lookup).route(event)
+    assert (route.cluster, route.checks) == ("llm-train", ("gpu",)) and asked == [("node", list(event.nodes))]
+
+
+def test_node_names_through_the_demo_clusters_identities(demo_world):
+    """The serve lookup resolves DCGM's Hostname (any DNS form) and instance (host:port) in each configured
+    cluster's inventory; a name no node has finds no cluster."""
+    from fmdoctor.serve.service import instance_lookup
+
+    world, doctor = demo_world
+    inventory = doctor.inventory(world.cluster, parts=())
+    node = next(i for i in inventory.compute_nodes() if i.private_ip)
+    short = "ip-" + node.private_ip.replace(".", "-")
+    lookup = instance_lookup(doctor)
+    for labels in ({"Hostname": f"{short}.ec2.internal", "instance": ""},
+                   {"Hostname": "", "instance": f"{node.private_ip}:9400"}, {"Hostname": node.private_dns or short}):
+        [event] = parse_body(_dcgm_alert(**labels), LIMIT)
+        route = Router(doctor.settings, lookup).route(event)
+        assert route.cluster == world.cluster, (labels, route.reason)
+    [stranger] = parse_body(_dcgm_alert(Hostname="ip-10-99-99-99", instance="10.99.99.99:9400"), LIMIT)
+    assert Router(doctor.settings, lookup).route(stranger).cluster is None
