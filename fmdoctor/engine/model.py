@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fmdoctor.engine.incidents import Incident, build_incidents
+
 
 class Severity(StrEnum):
     CRITICAL = "critical"
@@ -101,10 +103,16 @@ class Report(BaseModel):
     def findings_for(self, check: str) -> list[Finding]:
         return [f for f in self.findings if f.check == check]
 
+    def incidents(self) -> list[Incident]:
+        """The findings grouped by the thing at fault, most urgent first (:mod:`fmdoctor.engine.incidents`)."""
+        return build_incidents(self.findings, now=self.generated_at, cluster=self.cluster or None,
+                               region=self.region or None)
+
     def to_json_dict(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         for raw, finding in zip(data["findings"], self.findings, strict=True):
             raw["id"] = finding.id
+        data["incidents"] = [incident.to_json_dict() for incident in self.incidents()]
         return data
 
 

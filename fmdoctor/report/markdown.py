@@ -1,4 +1,5 @@
-"""Markdown for tickets and chat: a status line, a findings table, then each finding's evidence.
+"""Markdown for tickets and chat: a status line, the incidents to act on first, a findings table, then each
+finding's evidence.
 
 Values from the account are shown as text, never as markup or terminal control: escaped characters
 (:func:`fmdoctor.safety.text.visible`), no backtick that could end a code span, the evidence as escaped JSON.
@@ -25,6 +26,25 @@ def code_span(text: Any) -> str:
     return f"{ticks} {shown} {ticks}" if len(ticks) > 1 else f"`{shown}`"
 
 
+def act_first(report: Report, limit: int = 8) -> list[str]:
+    """The incidents most urgent first, one list item each (when, impact, next step), on one screen: at most
+    ``limit``, then how many more; the findings table and details follow."""
+    incidents = report.incidents()
+    if not incidents:
+        return []
+    out = [f"## Act first: {plural(len(incidents), 'incident')}, most urgent first", ""]
+    for number, incident in enumerate(incidents[:limit], 1):
+        facts = [incident.when(report.generated_at), incident.impact.words()]
+        if len(incident.findings) > 1:
+            facts.append(plural(len(incident.findings), "finding"))
+        shown = " · ".join(_cell(f) for f in facts if f)
+        out.append(f"{number}. **{incident.severity}** {_cell(incident.title)}" + (f" — {shown}" if shown else "")
+                   + f" — next: {code_span(incident.next_words())}")
+    if len(incidents) > limit:
+        out.append(f"\n{plural(len(incidents) - limit, 'more incident')}: every finding is below.")
+    return out + [""]
+
+
 def render_markdown(report: Report) -> str:
     out = [
         f"# fmdoctor: {_cell(report.cluster)} ({_cell(report.region)}) is **{report.status.value.upper()}**",
@@ -33,6 +53,7 @@ def render_markdown(report: Report) -> str:
         f"{plural(sum(report.stats.api_calls.values()), 'AWS API call')} · {report.stats.duration_s:.1f}s",
         "",
     ]
+    out += act_first(report)
     if report.findings:
         out += ["| Severity | Check | Resource | Summary |", "|---|---|---|---|"]
         for f in report.findings:

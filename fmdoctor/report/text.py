@@ -19,12 +19,15 @@ from rich.console import Console
 from rich.segment import Segment
 from rich.text import Text
 
+from fmdoctor.engine.incidents import Incident
 from fmdoctor.engine.model import Report, Severity, Status
 from fmdoctor.report.evidence import evidence_lines
 from fmdoctor.safety.text import visible
 from fmdoctor.words import plural
 
 WIDTH = 80
+ACT_FIRST_DETAILED = 4  # incidents shown with their time, impact and next step; the next ones get a line each
+ACT_FIRST_LINES = 20  # the whole section, so it fits one screen above the details
 STATUS_STYLE = {Status.OK: "bold green", Status.WARNING: "bold yellow", Status.CRITICAL: "bold red",
                 Status.UNKNOWN: "bold magenta"}
 SEVERITY_STYLE = {Severity.CRITICAL: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -74,6 +77,10 @@ def write_text(report: Report, console: Console) -> None:
         f"{report.stats.duration_s:.1f}s",
         style="dim",
     )
+    incidents = report.incidents()
+    if incidents:
+        console.print()
+        write_act_first(console, incidents, report)
     for severity in Severity:
         group = [f for f in report.findings if f.severity == severity]
         if not group:
@@ -109,8 +116,45 @@ def write_text(report: Report, console: Console) -> None:
         console.print("All checks passed.", style="green")
 
 
-def _indented(console: Console, text: str, indent: int, style: str = "") -> None:
+def write_act_first(console: Console, incidents: list[Incident], report: Report) -> None:
+    """The incidents, most urgent first, on one screen: the first few with when, impact and the first thing to
+    do, then one line each while the section stays within ACT_FIRST_LINES; the details follow below."""
+    counts = {s: sum(1 for i in incidents if i.severity == s.value) for s in Severity}
+    tally = ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
+    console.print(Text(f"ACT FIRST · {plural(len(incidents), 'incident')} ({tally}), most urgent first",
+                       style="bold"), overflow="ellipsis", no_wrap=True)
+    lines, shown = 1, 0
+    for number, incident in enumerate(incidents, 1):
+        detailed = number <= ACT_FIRST_DETAILED
+        needed = 3 if detailed else 1
+        if lines + needed > ACT_FIRST_LINES - 1 and number < len(incidents):
+            break
+        severity = Severity(incident.severity)
+        head = Text(f"{number:>2} ")
+        head.append(SEVERITY_MARK[severity] + " ", style=SEVERITY_STYLE[severity])
+        head.append(visible(incident.title, lines=False), style="bold" if detailed else "")
+        console.print(head, overflow="ellipsis", no_wrap=True)
+        lines, shown = lines + 1, number
+        if not detailed:
+            continue
+        facts = [incident.when(report.generated_at), incident.impact.words()]
+        if len(incident.findings) > 1:
+            facts.append(plural(len(incident.findings), "finding"))
+        lines += _indented(console, " · ".join(f for f in facts if f) or "no deadline in the evidence", 5,
+                           style="dim")
+        lines += _indented(console, f"next: {incident.next_words()}", 5)
+    if shown < len(incidents):
+        rest = incidents[shown:]
+        critical = sum(1 for i in rest if i.severity == Severity.CRITICAL.value)
+        more = f" ({critical} critical)" if critical else ""
+        console.print(f"   + {plural(len(rest), 'more incident')}{more}: every finding is below", style="dim")
+
+
+def _indented(console: Console, text: str, indent: int, style: str = "") -> int:
+    """Print ``text`` wrapped under ``indent``; the number of lines it took."""
     width = max(20, console.width - indent)
     text = visible(text, lines=False)  # measured as it will be shown
-    for line in textwrap.wrap(text, width=width, break_long_words=True, break_on_hyphens=False) or [""]:
+    lines = textwrap.wrap(text, width=width, break_long_words=True, break_on_hyphens=False) or [""]
+    for line in lines:
         console.print(Text(" " * indent + line, style=style), overflow="crop", no_wrap=True)
+    return len(lines)

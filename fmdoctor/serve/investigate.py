@@ -16,10 +16,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.errors import FmdoctorError
+from fmdoctor.engine.incidents import Incident, build_incidents
 from fmdoctor.engine.model import Finding, Report, Severity
 from fmdoctor.remediation.actions import ACTIONS
 from fmdoctor.serve.events import Event
@@ -42,6 +44,7 @@ class Result:
     report: Report | None = None
     problem: str | None = None  # why the checks could not run at all
     cause: Finding | None = None
+    incident: Incident | None = None  # the incident of the cause: what else shares it, how soon, what to do
     related: list[Finding] = field(default_factory=list)  # findings on the resources the event names
     narrative: str = ""
 
@@ -63,6 +66,7 @@ class Result:
             "event": self.event.to_json(), "cluster": self.cluster, "checks": list(self.checks or []),
             "status": self.status, "problem": self.problem, "narrative": self.narrative,
             "cause": _finding_json(self.cause), "runbook": self.runbook, "fixable": self.fixable,
+            "incident": self.incident.to_json_dict() if self.incident else None,
             "related": [_finding_json(f) for f in self.related],
             "report": self.report.to_json_dict() if self.report else None,
         }
@@ -94,7 +98,10 @@ class Investigator:
         if cancel is not None and cancel.is_set():
             raise Cancelled(event.id)
         if result.report is not None:
-            result.cause, result.related = likely_cause(result.report.findings, event.resources())
+            report = result.report
+            result.incident = likely_incident(report.incidents(), event.resources())
+            result.cause = result.incident.members[0] if result.incident else None
+            result.related = [f for f in report.findings if _about(f, event.resources())]
         result.narrative = plain_narrative(result)
         if self.narrator is not None:
             try:
@@ -121,12 +128,20 @@ class Investigator:
             return report
 
 
-def likely_cause(findings: Sequence[Finding], resources: set[str]) -> tuple[Finding | None, list[Finding]]:
-    """The finding most likely behind the event: one on a resource the event names beats one elsewhere, then
-    the more severe; ``related`` is every finding on the event's resources."""
+def likely_cause(findings: Sequence[Finding], resources: set[str],
+                 now: datetime | None = None) -> tuple[Finding | None, list[Finding]]:
+    """The finding most likely behind the event: the cause of :func:`likely_incident`; ``related`` is every
+    finding on the event's resources."""
+    incident = likely_incident(build_incidents(findings, now=now), resources)
     related = [f for f in findings if _about(f, resources)]
-    ranked = sorted(findings, key=lambda f: (_about(f, resources), f.severity.rank), reverse=True)
-    return (ranked[0] if ranked else None), related
+    return (incident.members[0] if incident else None), related
+
+
+def likely_incident(incidents: Sequence[Incident], resources: set[str]) -> Incident | None:
+    """The incident behind the event: of ``incidents`` (most urgent first, as every report ranks them:
+    :mod:`fmdoctor.engine.incidents`), the first with a finding on a resource the event names, else the first."""
+    about = [i for i in incidents if any(_about(f, resources) for f in i.members)]
+    return (about or incidents or [None])[0]
 
 
 def _about(finding: Finding, resources: set[str]) -> bool:
@@ -148,6 +163,16 @@ def plain_narrative(result: Result) -> str:
         where = "on a resource the event names" if result.cause in result.related else "elsewhere in the cluster"
         text += (f" Most likely cause ({where}): {result.cause.summary} (`{result.cause.check}` on "
                  f"{result.cause.resource}); runbook `{result.cause.runbook}`.")
+        incident = result.incident
+        if incident is not None:
+            incidents = report.incidents()
+            rank = next((n for n, i in enumerate(incidents, 1) if i.id == incident.id), 1)
+            shared = len(incident.findings) - 1
+            facts = [incident.when(report.generated_at), incident.impact.words(),
+                     f"{shared} more finding{'s' if shared != 1 else ''} share this cause" if shared else ""]
+            text += (f" Incident {rank} of {len(incidents)} by urgency"
+                     + (f" ({'; '.join(f for f in facts if f)})" if any(facts) else "")
+                     + f"; first do: `{incident.next_words()}`.")
     else:
         text += " The checks that explain this event found nothing wrong."
     if report.errors:

@@ -119,6 +119,13 @@ def summary_message(result: Result, max_blocks: int) -> dict[str, Any]:
     if result.cause is not None:
         items.append(blocks.section("*Most likely cause*"))
         items += blocks.finding_blocks(result.cause, result.cluster, 0)
+    if result.incident is not None and result.report is not None:
+        incident = result.incident
+        facts = [incident.when(result.report.generated_at), incident.impact.words()]
+        if len(incident.findings) > 1:
+            facts.append(f"{len(incident.findings)} findings share this cause")
+        facts.append(f"next: `{incident.next_words()}`")
+        items.append(blocks.context(blocks.escape(" · ".join(f for f in facts if f))))
     return {"text": f"fmdoctor: {event.title} ({result.cluster}: {result.status})", "blocks": items[: max_blocks]}
 
 

@@ -112,6 +112,7 @@ def report_messages(report: Report, max_blocks: int = 40, title: str = "") -> li
     units: list[list[Block]] = [[section(piece) for piece in chunks(title)] if title else []]
     units[0] += [section(head), context(f"{len(report.stats.checks_run)} checks · {report.stats.duration_s:.1f}s · "
                                         f"{report.generated_at:%Y-%m-%d %H:%M} UTC")]
+    units.append(act_first_blocks(report))
     index = 0
     for severity in Severity:
         found = [f for f in report.findings if f.severity == severity]
@@ -131,6 +132,23 @@ def report_messages(report: Report, max_blocks: int = 40, title: str = "") -> li
         units.append([context("skipped: " + escape(", ".join(s.check for s in report.skipped)))])
     fallback = f"fmdoctor: {escape(report.cluster)} is {status} ({summary})"
     return pack(units, max_blocks, fallback)
+
+
+def act_first_blocks(report: Report, limit: int = 5) -> list[Block]:
+    """The incidents most urgent first (:mod:`fmdoctor.engine.incidents`), before the findings by severity: the
+    first ``limit`` with when, impact and the first thing to do, then how many more."""
+    incidents = report.incidents()
+    if not incidents:
+        return []
+    lines = [f"*Act first* ({len(incidents)} incident{'s' if len(incidents) != 1 else ''}, most urgent first)"]
+    for number, incident in enumerate(incidents[:limit], 1):
+        facts = " · ".join(f for f in (incident.when(report.generated_at), incident.impact.words()) if f)
+        icon = SEVERITY_ICON.get(Severity(incident.severity), ":white_circle:")
+        lines.append(f"{number}. {icon} *{escape(incident.title)}*" + (f" — {escape(facts)}" if facts else "")
+                     + f"\n      next: `{escape(incident.next_words())}`")
+    if len(incidents) > limit:
+        lines.append(f"+ {len(incidents) - limit} more: every finding is below")
+    return [section(piece) for piece in chunks("\n".join(lines))]
 
 
 def pack(units: Iterable[list[Block]], max_blocks: int, fallback: str) -> list[Message]:
