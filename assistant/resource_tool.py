@@ -13,6 +13,7 @@ endpoint of the cluster, not by the shape of the word.
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool
@@ -23,6 +24,8 @@ from fmdoctor.assistant.session import AssistantContext
 from fmdoctor.assistant.tools import make_tool, run_checks_result
 from fmdoctor.engine import entities as e
 from fmdoctor.engine.errors import FmdoctorError, TargetNotFound
+from fmdoctor.engine.incidents import build_incidents
+from fmdoctor.engine.model import Finding
 from fmdoctor.words import plural
 
 log = logging.getLogger(__name__)
@@ -64,8 +67,10 @@ def check_resource_tool() -> BaseTool:
 
 def scoped(result: ToolResult, entity: e.Entity, others: list[str], note: str = "",
            via: list[str] | None = None) -> ToolResult:
-    """The run's result cut down to the entity: findings on it first, then those involving it."""
+    """The run's result cut down to the entity: findings on it first, then those involving it, and the incidents
+    (:mod:`fmdoctor.engine.incidents`) any of whose findings is on it or involves it, most urgent first."""
     related = [(e.relation(entity, f, via or ()), f) for f in result.findings]
+    incidents = _incidents(result, {f["id"] for how, f in related if how})
     on = [f for how, f in related if how == e.ON]
     involved = [f for how, f in related if how == e.INVOLVES]
     errors = [x for x in result.errors if e.concerns_error(entity, x, others)]
@@ -79,8 +84,19 @@ def scoped(result: ToolResult, entity: e.Entity, others: list[str], note: str = 
     return ToolResult(tool=CHECK_RESOURCE, status=status, message=message, findings=on + involved, errors=errors,
                       skipped=result.skipped, checks_run=result.checks_run,
                       data={**result.data, "entity": entity.to_json_dict(), "on": [f["id"] for f in on],
-                            "involves": [f["id"] for f in involved], "note": note,
+                            "involves": [f["id"] for f in involved], "note": note, "incidents": incidents,
                             "other_findings": len(result.findings) - count})
+
+
+def _incidents(result: ToolResult, related: set[str]) -> list[dict]:
+    """The run's incidents that hold a finding about the entity, most urgent first, each with ``when`` (how soon,
+    in words) and ``first_step`` (the fix command or the runbook)."""
+    now = datetime.now(UTC)
+    findings = [Finding.model_validate(f) for f in result.findings]
+    incidents = build_incidents(findings, now=now, cluster=result.data.get("cluster"),
+                                region=result.data.get("region"))
+    return [{**i.to_json_dict(), "when": i.when(now), "first_step": i.next_words()} for i in incidents
+            if any(m.id in related for m in i.members)]
 
 
 def _note(ctx: AssistantContext, entity: e.Entity) -> str:

@@ -76,8 +76,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _progress(event: Any, stream: TextIO) -> None:
     args = ", ".join(f"{k}={v}" for k, v in event.args.items())
-    stream.write(f"fmdoctor: {event.name}({args}): {event.status}, {plural(event.finding_count, 'finding')} "
-                 f"({event.duration_s:.1f}s)\n")
+    # a check tool says what it found; another (find_names, why_not) says what it answered
+    outcome = plural(event.finding_count, "finding") if event.name.startswith("check") else event.message
+    stream.write(f"fmdoctor: {event.name}({args}): {event.status}, {outcome} ({event.duration_s:.1f}s)\n")
     stream.flush()
 
 

@@ -257,6 +257,6 @@ def _not_found(inventory: Inventory, query: str, known: Known) -> TargetNotFound
     hidden = f"; not verified: {', '.join(unread)} could not be read, so it may be there" if unread else ""
     hint = f"did you mean {close[0]}?" + (f" (also close: {', '.join(close[1:])})" if close[1:] else "") \
         if close else None
-    return TargetNotFound(f"{shown!r} is not a node, group, endpoint, file system, job or bucket of cluster {inventory.cluster} "
-                          f"(tried, in order: {tried}){hidden}", hint=hint)
+    return TargetNotFound(f"{shown!r} is not a node, group, endpoint, file system, job or bucket of cluster "
+                          f"{inventory.cluster} (tried, in order: {tried}){hidden}", hint=hint)
 

@@ -49,7 +49,8 @@ def test_a_miss_names_what_was_tried_and_what_is_close():
     with pytest.raises(TargetNotFound) as caught:
         e.find_entity(_inventory(), "gpu-node-9")
     message = caught.value.message
-    assert "'gpu-node-9' is not a node, group, endpoint, file system, job or bucket of cluster llm (tried, in order:" in message
+    assert ("'gpu-node-9' is not a node, group, endpoint, file system, job or bucket of cluster llm (tried, in order:"
+            in message)
     assert caught.value.hint == "did you mean gpu-node-3?"
     with pytest.raises(TargetNotFound):
         e.find_entity(_inventory(), "ckpts")  # a bare word is never a bucket
