@@ -162,13 +162,14 @@ def checks_for(entity: Entity, checks: Iterable[Any]) -> list[str]:
 
 def relation(entity: Entity, finding: Mapping[str, Any], via: Iterable[str] = ()) -> str | None:
     """``on`` (the finding's resource is the entity), ``involves`` (it names the entity, sits on what the
-    entity depends on, or comes from one of ``via``: checks whose every finding bears on it, as a job's),
-    else None."""
+    entity depends on, or comes from one of ``via``: checks whose findings bear on it, as a job's, unless the
+    finding sits on a storage location that is not the entity's), else None."""
     resource = str(finding.get("resource", ""))
     if any(resource == r or resource.startswith(r + "/") for r in entity.resources):
         return ON
-    if resource in entity.nearby or (entity.kind == BUCKET and finding.get("check") in BUCKET_CHECKS) \
-            or finding.get("check") in set(via):
+    if resource in entity.nearby or (entity.kind == BUCKET and finding.get("check") in BUCKET_CHECKS):
+        return INVOLVES
+    if finding.get("check") in set(via) and "://" not in resource:  # a location is another run's, not this one's
         return INVOLVES
     text = " ".join((str(finding.get("summary", "")), json.dumps(finding.get("evidence", {}), default=str)))
     return INVOLVES if mentions(text, entity.tokens) else None
