@@ -18,6 +18,8 @@ from typing import Any, TextIO
 
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target
 from fmdoctor.cli.confirm import confirm, show_plan
+from fmdoctor.cli.deadline import add_timeout_arg, within
+from fmdoctor.cli.progress import starting
 from fmdoctor.engine.errors import ConfigError, FmdoctorError
 from fmdoctor.words import plural
 
@@ -36,6 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "default FMDOCTOR_MODEL, then agent.model, then the offline planner")
     parser.add_argument("--format", choices=["text", "json"], default="text")
     parser.add_argument("--no-progress", action="store_true", help="do not show tool calls on stderr")
+    add_timeout_arg(parser)
     parser.set_defaults(func=run)
 
 
@@ -53,17 +56,24 @@ def run(args: argparse.Namespace) -> int:
                           hint="use --demo with a model outside AWS, or the offline planner")
     show_progress = args.format == "text" and not args.no_progress
     with open_target(args) as target:
-        # An unknown cluster or bad credentials: exit 3 before asking, without reading the whole inventory the
-        # assistant's checks read again.
-        target.doctor.confirm_target(target.cluster)
-        assistant = Assistant(target.doctor, target.cluster, model=spec or target.doctor.settings.agent.model)
-        answer = None
-        for event in assistant.stream(args.question, session_id="cli"):
-            if isinstance(event, ToolFinished) and show_progress:
-                _progress(event, sys.stderr)
-            elif isinstance(event, TurnFinished):
-                answer = event.answer
-        assert answer is not None
+        if show_progress:
+            starting(target.doctor, target.cluster, "asking about", sys.stderr)
+
+        def turn(cancel: Any) -> tuple[Any, Any]:
+            # An unknown cluster or bad credentials: exit 3 before asking, without reading the whole inventory
+            # the assistant's checks read again.
+            target.doctor.confirm_target(target.cluster)
+            assistant = Assistant(target.doctor, target.cluster, model=spec or target.doctor.settings.agent.model)
+            answer = None
+            for event in assistant.stream(args.question, session_id="cli", cancel=cancel):
+                if isinstance(event, ToolFinished) and show_progress:
+                    _progress(event, sys.stderr)
+                elif isinstance(event, TurnFinished):
+                    answer = event.answer
+            assert answer is not None
+            return assistant, answer
+
+        assistant, answer = within(target.doctor, args.timeout, turn, sys.stderr if show_progress else None)
         if answer.approval is not None and args.format == "text" and _interactive():
             approval = _ask_approval(answer.approval, sys.stdout)
             answer = assistant.resume("cli", approval)
