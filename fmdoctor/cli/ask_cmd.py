@@ -12,7 +12,9 @@ import argparse
 import getpass
 import json
 import os
+import re
 import sys
+import textwrap
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -80,8 +82,30 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(json.dumps(answer.to_json_dict(), indent=2, default=str) + "\n")
     else:
-        sys.stdout.write(answer.answer + "\n")
+        width = _terminal_width(sys.stdout)
+        sys.stdout.write((wrap(answer.answer, width) if width else answer.answer) + "\n")
     return 0
+
+
+def _terminal_width(stream: TextIO) -> int | None:
+    """The terminal's width when ``stream`` is one; None for a pipe or file (their lines stay whole for grep)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def wrap(text: str, width: int) -> str:
+    """Each line of an answer folded to ``width`` columns; a list item's continuation lines indented under its
+    text, and long ids or URLs kept whole rather than cut."""
+    width = max(width, 20)
+    lines = []
+    for line in text.splitlines():
+        indent = re.match(r"\s*(?:[-*] |\d+\. )?", line)
+        hang = " " * (len(indent.group(0)) if indent else 0)
+        lines += textwrap.wrap(line, width, subsequent_indent=hang, break_long_words=False,
+                               break_on_hyphens=False) or [""]
+    return "\n".join(lines)
 
 
 def _progress(event: Any, stream: TextIO) -> None:

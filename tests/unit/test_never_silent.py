@@ -6,6 +6,7 @@ command answered with the one meant."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -134,3 +135,53 @@ def test_demo_with_a_config_applies_how_fmdoctor_runs_and_says_what_it_leaves(tm
 def test_a_mistyped_command_is_answered_with_the_one_meant(capsys):
     assert main(["chek"]) == 3
     assert "hint: did you mean check? see 'fmdoctor --help'" in capsys.readouterr().err
+
+
+class _Terminal:
+    """A stdout that says it is a terminal (what a person at one gets), keeping what is written."""
+
+    def __init__(self) -> None:
+        import io
+
+        self.buffer = io.StringIO()
+
+    def write(self, text: str) -> int:
+        return self.buffer.write(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        raise OSError("no descriptor")
+
+
+def test_runbook_show_renders_markdown_at_a_terminal_and_keeps_it_raw_in_a_pipe(monkeypatch, capsys):
+    assert main(["runbook", "show", "efa-sg-self-reference"]) == 0
+    raw = capsys.readouterr().out
+    assert raw.lstrip().startswith("#") and "```" in raw  # Markdown, as written, for a pipe or a file
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stdout", terminal)
+    assert main(["runbook", "show", "efa-sg-self-reference"]) == 0
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", terminal.buffer.getvalue())  # colours aside
+    title = raw.lstrip().splitlines()[0].lstrip("# ").strip()
+    assert title in shown and "```" not in shown and not shown.lstrip().startswith("#")
+    assert max(len(line) for line in shown.splitlines()) <= 80
+
+
+def test_ask_answers_fold_to_the_terminal_width():
+    from fmdoctor.cli.ask_cmd import wrap
+
+    answer = ("gpu-node-2 (i-0abc) has 2 findings on it. " * 8).strip() + \
+        "\n- [critical] training-stalled/i-0abc: " + "the job stalled at collective 88123 " * 6 + \
+        "\n- s3://demo-llm-train-checkpoints/llama-70b/run-0412/step-002200/a-very-long-uri-nobody-should-cut"
+    folded = wrap(answer, 60)
+    lines = folded.splitlines()
+    assert all(len(line) <= 60 for line in lines if "s3://" not in line)
+    assert folded.split() == answer.split()  # every word kept, in order
+    item = lines.index(next(line for line in lines if line.startswith("- [critical]")))
+    assert lines[item + 1].startswith("  ") and not lines[item + 1].startswith("   ")  # under the item's text
+    assert any("s3://demo-llm-train-checkpoints/llama-70b/run-0412/step-002200/a-very-long-uri-nobody-should-cut"
+               in line for line in lines)  # an id or URI is never cut
