@@ -5,10 +5,13 @@ resource it rests on. Used by the offline planner and whenever a turn stops earl
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
+from fmdoctor.assistant.digest import incidents_of
 from fmdoctor.assistant.intents import Intent, Plan
 from fmdoctor.assistant.results import ToolResult, ToolStatus
+from fmdoctor.engine.incidents import Incident
 
 _ORDER = {"critical": 0, "warning": 1, "info": 2}
 CHECK_TOOLS_PREFIX = "check_"
@@ -35,6 +38,29 @@ def gather(results: Iterable[ToolResult]) -> tuple[list[dict], list[dict], list[
 
 def finding_line(finding: dict) -> str:
     return f"- [{finding['severity']}] {finding['id']}: {finding['summary']} (runbook: {finding['runbook']})"
+
+
+def act_first_lines(incidents: list[Incident], now: datetime | None = None, limit: int = 3) -> list[str]:
+    """The most urgent incidents as the answer's first list: what, how soon, how much, the first step, and the
+    ids of the findings it stands on (the cause first)."""
+    if not incidents:
+        return []
+    moment = now or datetime.now().astimezone()
+    lines = [f"Act first ({_n(len(incidents), 'incident')}, most urgent first):"]
+    for number, incident in enumerate(incidents[:limit], 1):
+        facts = "; ".join(f for f in (incident.when(moment), incident.impact.words()) if f)
+        ids = ", ".join(f"{f.check}/{f.resource}" for f in incident.findings)
+        lines.append(f"{number}. [{incident.severity}] {incident.title}" + (f" ({facts})" if facts else "")
+                     + f". Next: {incident.next_words()} (findings: {ids})")
+    if len(incidents) > limit:
+        lines.append(f"({_n(len(incidents) - limit, 'more incident')} below, in the findings.)")
+    return lines
+
+
+def by_incident(findings: list[dict], incidents: list[Incident]) -> list[dict]:
+    """``findings`` in incident order (most urgent incident first, its cause first); any not in one after."""
+    rank = {f"{ref.check}/{ref.resource}": n for n, ref in enumerate(r for i in incidents for r in i.findings)}
+    return sorted(findings, key=lambda f: rank.get(f["id"], len(rank)))
 
 
 def error_line(error: dict) -> str:
@@ -290,7 +316,13 @@ def compose(question: str, plan: Plan, results: list[ToolResult], *, target: dic
         lines.append(f"Fixed now: {', '.join(fixed)}.")
         findings = [f for f in findings if f["id"] not in fixed]
     if findings:
-        lines += ["", "Still open:" if fixed else "Findings:"] + [finding_line(f) for f in findings]
+        cluster_name = cluster if cluster != "the cluster" else None
+        region = next((r.data["region"] for r in results if r.data.get("region")), None)
+        incidents = incidents_of(findings, cluster=cluster_name, region=region)
+        if not fix_lines:
+            lines += [""] + act_first_lines(incidents)
+        lines += ["", "Still open:" if fixed else "Findings:"] + [finding_line(f) for f in by_incident(findings,
+                                                                                                     incidents)]
     if errors:
         lines += ["", "Could not verify:"] + [error_line(e) for e in errors]
     if ran:

@@ -16,7 +16,13 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+
+from pydantic import ValidationError
+
+from fmdoctor.engine.incidents import Incident, build_incidents
+from fmdoctor.engine.model import Finding
 
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 EVIDENCE_CHARS = 240  # the most one finding's evidence digest takes
@@ -65,6 +71,58 @@ def finding_line(finding: dict[str, Any], summary_chars: int = SUMMARY_CHARS) ->
     named = f" (runbook: {runbook})" if runbook and runbook != finding.get("check") else ""  # else it is the check id
     return SEPARATOR.join((str(finding.get("severity", "")), finding_id(finding),
                            cut(one_line(finding.get("summary", "")), summary_chars) + named))
+
+
+INCIDENTS_SHOWN = 5  # incident lines in a tool result's head (the findings list has every finding)
+
+
+def incidents_of(findings: Iterable[dict[str, Any]], now: datetime | None = None, cluster: str | None = None,
+                 region: str | None = None) -> list[Incident]:
+    """The incidents of finding JSON as the tools return it: the grouping and ranking every report uses
+    (:mod:`fmdoctor.engine.incidents`). A finding read back from text has no evidence, so it stands alone."""
+    made = []
+    for raw in findings:
+        try:
+            made.append(Finding(check=str(raw.get("check")), severity=raw.get("severity"),
+                                resource=str(raw.get("resource")), summary=str(raw.get("summary") or ""),
+                                evidence=dict(raw.get("evidence") or {}),
+                                runbook=str(raw.get("runbook") or raw.get("check"))))
+        except (ValidationError, TypeError, ValueError):
+            continue
+    return build_incidents(made, now=now, cluster=cluster, region=region)
+
+
+def incident_line(number: int, incident: Incident, now: datetime) -> str:
+    """``2. critical | cause-id (+ other ids) | deadline … | 1 job, 2 nodes | next: …``; never read back as a
+    finding line (it starts with its number)."""
+    ids = [f"{f.check}/{f.resource}" for f in incident.findings]
+    shared = f" (+ {', '.join(ids[1:])})" if ids[1:] else ""
+    parts = [f"{number}. {incident.severity}", ids[0] + shared, incident.when(now), incident.impact.words(),
+             f"next: {incident.next_words()}"]
+    return cut(SEPARATOR.join(p for p in parts if p), LINE_CHARS)
+
+
+def incident_head(findings: Sequence[dict[str, Any]], budget: int, now: datetime | None = None,
+                  cluster: str | None = None, region: str | None = None, shown: int = INCIDENTS_SHOWN) -> list[str]:
+    """The lines that open a result with findings: its incidents, most urgent first, each naming its cause
+    first and the findings that share it; at most ``shown`` of them within ``budget`` characters, none when
+    not even the most urgent one fits (the findings list that follows names every finding)."""
+    moment = now or datetime.now().astimezone()
+    incidents = incidents_of(findings, moment, cluster, region)
+    heading = ("incidents ({span}, most urgent first; severity | cause (+ the findings that share it) | when | "
+               "impact | first step):")
+    lines: list[str] = []
+    used = len(heading) + 1
+    for number, incident in enumerate(incidents[:shown], 1):
+        line = incident_line(number, incident, moment)
+        if used + len(line) + 1 > budget:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    if not lines:
+        return []
+    span = f"{len(lines)} of {len(incidents)}" if len(lines) < len(incidents) else f"all {len(incidents)}"
+    return [heading.format(span=span), *lines]
 
 
 _RUNBOOK = re.compile(r" \(runbook: ([\w.-]+)\)$")

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from fmdoctor.assistant.digest import MCP_MORE, More, one_line, ordered, parse, render, severity_counts
+from fmdoctor.assistant.digest import MCP_MORE, More, incident_head, one_line, ordered, parse, render, severity_counts
 from fmdoctor.assistant.safety import delimit, strip_invisible, undelimit
 from fmdoctor.engine.model import Report
 
@@ -100,6 +100,8 @@ class ToolResult(BaseModel):
         text = "\n".join(head)
         if self.findings or self.checks_run or self.errors or self.skipped:
             offset = int(self.data.get("offset") or 0)
+            if not offset:  # a later page's findings are a slice: their grouping would be partial
+                head += incident_head(self.findings, limit // 12, cluster=cluster, region=region)
             text = render(self.findings, limit, head=head, errors=self.errors, checks_run=self.checks_run,
                           skipped=self.skipped, offset=offset, total=self.data.get("total"), more=more)
         if extra:

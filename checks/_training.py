@@ -23,7 +23,7 @@ from fmdoctor.node.xid import parse_kernel_log
 from fmdoctor.node.xid_catalogue import ACTION_ORDER
 from fmdoctor.spot.sources import SHARED_KEY as SPOT_KEY
 from fmdoctor.spot.sources import load_spot_facts
-from fmdoctor.training.culprit import host_key
+from fmdoctor.training.culprit import NodeKeys
 from fmdoctor.training.flight_recorder import DumpError, RankDump, load_dump, parse_dump, rank_of
 from fmdoctor.training.logs import LogEvent
 
@@ -148,7 +148,10 @@ def flight_recorder_prefixes(ctx: CheckContext, gaps: Gaps) -> list[str]:
 
 
 def flight_recorder_dumps(ctx: CheckContext, gaps: Gaps) -> list[RankDump]:
-    """Every rank's dump under each configured ``s3://bucket/path/<file prefix>`` (or FSx path exported to S3)."""
+    """Every rank's dump under each configured ``s3://bucket/path/<file prefix>`` (or FSx path exported to S3).
+
+    A file under the prefix that cannot be a rank's dump (no rank number after the prefix), cannot be read, or
+    does not parse is one unreadable dump reported as a gap; the others are still read."""
     dumps: list[RankDump] = []
     for uri in flight_recorder_prefixes(ctx, gaps):
         bucket, _, key_prefix = uri[len("s3://"):].partition("/")
@@ -157,24 +160,42 @@ def flight_recorder_dumps(ctx: CheckContext, gaps: Gaps) -> list[RankDump]:
             s3 = ctx.client("s3")
             keys = [obj["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket,
                                                                                           Prefix=key_prefix)
-                    for obj in page.get("Contents", []) if rank_of(obj["Key"], file_prefix) is not None]
+                    for obj in page.get("Contents", []) if obj["Key"].rsplit("/", 1)[-1].startswith(file_prefix)]
             for key in keys[:MAX_DUMPS]:
-                rank = rank_of(key, file_prefix)
-                body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-                try:
-                    dumps.append(parse_dump(int(rank or 0), f"s3://{bucket}/{key}", load_dump(body)))
-                except DumpError as exc:
-                    gaps.add(f"the flight recorder dump s3://{bucket}/{key}", "UnreadableDump", str(exc))
+                dump = _read_dump(s3, bucket, key, file_prefix, gaps)
+                if dump is not None:
+                    dumps.append(dump)
     return dumps
 
 
-def node_xids(events: list[LogEvent], now: datetime) -> dict[str, list[dict[str, Any]]]:
-    """Xid lines in the job's log groups (the nodes' syslog/dmesg streams), by host key, worst first."""
+def _read_dump(s3: Any, bucket: str, key: str, file_prefix: str, gaps: Gaps) -> RankDump | None:
+    where = f"the flight recorder dump s3://{bucket}/{key}"
+    rank = rank_of(key, file_prefix)
+    if rank is None:
+        gaps.add(where, "UnreadableDump", f"no rank number after {file_prefix!r} in its name: PyTorch names each "
+                 "rank's dump <prefix><rank>")
+        return None
+    try:
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        return parse_dump(rank, f"s3://{bucket}/{key}", load_dump(body))
+    except DumpError as exc:
+        gaps.add(where, "UnreadableDump", str(exc))
+    except Exception as exc:  # one object denied or gone: that dump is unread, not the check
+        failure = describe_aws_failure(exc)
+        if failure is None:
+            raise
+        gaps.add(where, failure.code, failure.message, failure.iam_action)
+    return None
+
+
+def node_xids(events: list[LogEvent], now: datetime, keys: NodeKeys) -> dict[str, list[dict[str, Any]]]:
+    """Xid lines in the job's log groups (the nodes' syslog/dmesg streams), by host key (the node, whatever name
+    their stream gives it), worst first."""
     found: dict[str, list[dict[str, Any]]] = {}
     for event in events:
         if "NVRM: Xid" not in event.text:
             continue
-        key = host_key(event.host) or host_key(event.instance_id)
+        key = keys.of(event)
         for xid in parse_kernel_log(event.text, now):
             found.setdefault(key or "?", []).append(_xid_facts(xid, event))
     for items in found.values():

@@ -8,11 +8,11 @@ from fmdoctor.engine.check import ACCELERATOR_METRICS, EFA_METRICS, Check, NotAp
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.entities import JOB, NODE
 from fmdoctor.engine.gaps import Gaps
+from fmdoctor.engine.identity import NodeIdentities, canonical
 from fmdoctor.engine.inventory import HYPERPOD, INSTANCES, Instance
 from fmdoctor.engine.model import Finding, Severity
-from fmdoctor.training.culprit import READABLE, Answer, Evidence, answer, host_key, read_evidence
+from fmdoctor.training.culprit import READABLE, Answer, Evidence, NodeKeys, answer, read_evidence
 from fmdoctor.training.flight_recorder import find_laggards
-from fmdoctor.training.hosts import instance_index, resolve
 from fmdoctor.training.logs import JobLogs, discover_groups, is_signature, read_job_logs
 
 from ._training import (
@@ -50,7 +50,10 @@ class TrainingStalled(Check):
     src/misc/socket.cc) and libfabric EFA's "Peer host id" (aws-ofi-nccl) point at, else torchrun's "Root Cause
     (first observed failure)" (torch/distributed/elastic/multiprocessing/errors), else the one host whose logs
     show a CUDA error or an Xid NVIDIA's catalogue resolves by a reset or worse; then what explains it: an Xid
-    (NVIDIA's Xid catalogue), EFA error counters, a Spot interruption, a failed HyperPod node.
+    (NVIDIA's Xid catalogue), EFA error counters, a Spot interruption, a failed HyperPod node. Ranks map to hosts by
+    every line that names its writer (the hung rank's own heartbeat-monitor lines, torchrun's whole report), and
+    every name is resolved to its node first (fmdoctor.engine.identity), so sources agree or conflict about
+    nodes; conflicting sources propose no fix.
 
     With no log group, a checkpoint within its usual interval and no rank behind in the dumps are proof of
     progress (nothing to name); the missing logs are reported as not verified when a stall's culprit cannot be
@@ -81,13 +84,14 @@ class TrainingStalled(Check):
         dump_gaps = Gaps()
         dumps = flight_recorder_dumps(ctx, dump_gaps)
         dump_gaps.report(ctx)
-        laggards = find_laggards(dumps)
+        identities = NodeIdentities.of(inv, ctx.settings.gpu.hostname_tags)
+        evidence = read_evidence(logs.events, logs.streams, NodeKeys(identities, logs.streams))
+        laggards = find_laggards(dumps, evidence.waiting_points())
         # Without logs a fresh checkpoint (and no rank behind in the dumps) still proves the job makes progress;
         # the logs are missed only where a stall needs its culprit named or nothing else shows progress.
         if not logs.groups and (progress is None or progress.stale or laggards):
             ctx.unverified("which node hung the training job (its logs)", "NoLogGroup",
                            f"no log group found (looked for {', '.join(logs.looked_for)}): {HOW_TO_SEE_LOGS}")
-        evidence = read_evidence(logs.events, logs.streams)
         talking = [e for e in logs.recent if not is_signature(e.text)]
         since = progress.written if progress else None
         failed_since = bool(laggards) or (evidence.failures and (since is None or
@@ -107,36 +111,45 @@ class TrainingStalled(Check):
                                "its logs are silent, no checkpoint location is configured (checkpoints.locations) "
                                "and no GPU publishes tensor activity (DCGM): " + HOW_TO_SEE_LOGS)
             return []
-        return [self._finding(ctx, progress, logs, evidence, answer(evidence, laggards), len(dumps), talking,
-                              activity if gpus_decide else job_activity(ctx))]
+        found = answer(evidence, laggards, lambda key: _label(identities, key))
+        return [self._finding(ctx, progress, logs, evidence, found, len(dumps), talking,
+                              activity if gpus_decide else job_activity(ctx), identities)]
 
     def _finding(self, ctx: CheckContext, progress: Progress | None, logs: JobLogs, evidence: Evidence,
-                 found: Answer, dumps: int, talking: list[Any], activity: Activity | None) -> Finding:
-        index = instance_index(ctx.inventory)
-        xids = node_xids(logs.events, ctx.now)
+                 found: Answer, dumps: int, talking: list[Any], activity: Activity | None,
+                 identities: NodeIdentities) -> Finding:
+        xids = node_xids(logs.events, ctx.now, evidence.keys)
         suspects = []
-        for key in found.culprits:
-            instance = resolve(key, index, evidence.hosts)
+        for key in found.culprits:  # host keys: the instance id wherever a name resolved to one
+            instance = identities.nodes.get(key)
             hyperpod_id = key if key.startswith("i-") and instance is None else None
             suspects.append((key, instance, hyperpod_id))
         facts, not_checked = cross_reference(ctx, [i for _, i, _ in suspects if i],
                                              [h for _, _, h in suspects if h])
         slurm = any(g.startswith(PARALLELCLUSTER_GROUPS) for g in logs.groups)
-        culprits = [self._culprit(ctx, key, instance, hyperpod_id, found, xids, facts, slurm)
+        hostnames = _hostnames(evidence.keys)
+        culprits = [self._culprit(ctx, key, instance, hyperpod_id, found, xids, facts, slurm, identities,
+                                  hostnames.get(key, []))
                     for key, instance, hyperpod_id in suspects]
         conflicts = found.conflicts
+        if conflicts:  # sources that disagree about the node: nothing is taken out on them
+            for culprit in culprits:
+                culprit.pop("fix", None)
+                culprit["take_out"] = None
         start = found.stall_start or (progress.written if progress else None)
         when = (f" since about {start.isoformat(timespec='minutes')} ({format_duration(ctx.now - start)} ago)"
                 if start else "")
         who = "; ".join(c["summary"] for c in culprits) if culprits else (
             "the culprit is not named: " + ("no rank-level evidence in the logs" if logs.readable
                                             else "its logs could not be read"))
-        disagree = ("; the evidence conflicts: " + ", ".join(f"{s} names {', '.join(h)}" for s, h in conflicts.items())
-                    if conflicts else "")
+        disagree = ("; the evidence conflicts, so no fix is proposed: " + ", ".join(
+            f"{s} names {', '.join(_label(identities, h) for h in hosts)}" for s, hosts in conflicts.items())
+            if conflicts else "")
         resume = f" Resume from {progress.uri}." if progress else ""
         spin = (f"; every busy GPU ({len(activity.judged)} node(s)) ran kernels without tensor work over the last "
                 f"{activity.window}" + (" and EFA moved no RDMA bytes" if activity.rdma_bytes == 0 else "")
                 + ": ranks spinning in a collective" if activity is not None and activity.stalled else "")
+        suspect_ranks = {r for ranks in found.ranks.values() for r in ranks}
         evidence_out: dict[str, Any] = {
             "stall_start": start.isoformat(timespec="seconds") if start else None,
             "culprits": culprits,
@@ -144,6 +157,9 @@ class TrainingStalled(Check):
             "corroborated_by": found.corroborated_by,
             "conflicting": bool(conflicts),
             "conflicts": conflicts,
+            "read_next": _read_next(found, conflicts, logs, dumps) if conflicts else [],
+            "rank_hosts": {str(r): {"host": h, "mapped_by": evidence.rank_sources.get(r)}
+                           for r, h in sorted(evidence.rank_hosts.items()) if r in suspect_ranks},
             "sources": found.said,
             "checkpoint": progress.evidence() if progress else None,
             "logs": {"groups": logs.groups, "failure_lines": len(logs.events), "lines_in_silence_window": len(talking),
@@ -165,10 +181,10 @@ class TrainingStalled(Check):
 
     def _culprit(self, ctx: CheckContext, key: str, instance: Instance | None, hyperpod_id: str | None,
                  found: Answer, xids: dict[str, list[dict[str, Any]]], facts: dict[str, dict[str, Any]],
-                 slurm: bool) -> dict[str, Any]:
+                 slurm: bool, identities: NodeIdentities, hostnames: list[str]) -> dict[str, Any]:
         node_id = instance.id if instance else hyperpod_id
         known = facts.get(node_id or "", {})
-        node_xid = xids.get(key, []) + (xids.get(node_id, []) if node_id else [])
+        node_xid = xids.get(key, [])  # keyed like the culprit, whatever name the Xid's stream used
         reasons = []
         if explains(node_xid):
             x = node_xid[0]
@@ -179,22 +195,34 @@ class TrainingStalled(Check):
             reasons.append(known["spot_interruption"])
         if known.get("efa_errors"):
             reasons.append("EFA errors " + ", ".join(f"{v:g} {k}" for k, v in known["efa_errors"].items()))
-        label = ctx.inventory.label(instance.id) if instance else (f"HyperPod node {hyperpod_id}" if hyperpod_id
-                                                                   else key)
+        label = _label(identities, key)
         ranks = sorted(set(found.ranks.get(key, [])))
         rank_text = f" (rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))})" if ranks else ""
         explained = f", explained by {reasons[0]}" if reasons else ", nothing else fmdoctor reads explains it"
+        host = (canonical(instance.private_dns or instance.private_ip) if instance else None) or key
         out: dict[str, Any] = {
-            "host": key, "instance": node_id, "ranks": ranks, "xids": node_xid[:5], **known,
+            "host": host, "instance": node_id,
+            "names": list(identities.names(node_id)) if instance and node_id else [], "ranks": ranks,
+            "xids": node_xid[:5], **known,
             "explained_by": reasons[0] if reasons else None, "take_out": None,
             "summary": f"{label}{rank_text}, named by {READABLE[found.source or '']}{explained}",
         }
-        out.update(_take_out(ctx, key, instance, hyperpod_id, node_xid, slurm))
+        out.update(_take_out(ctx, key, instance, hyperpod_id, node_xid, slurm, hostnames))
         return out
 
 
+def _hostnames(keys: NodeKeys) -> dict[str, list[str]]:
+    """Per node, the host names its own log streams give it that are no EC2 hostname (ParallelCluster's Slurm
+    hostnames, queue1-st-p4d-2: the Slurm node name itself)."""
+    names: dict[str, list[str]] = {}
+    for name, node in sorted(keys.links.items()):
+        if not name.startswith("ip-") and not name.startswith("i-"):
+            names.setdefault(node, []).append(name)
+    return names
+
+
 def _take_out(ctx: CheckContext, key: str, instance: Instance | None, hyperpod_id: str | None,
-              xids: list[dict[str, Any]], slurm: bool) -> dict[str, Any]:
+              xids: list[dict[str, Any]], slurm: bool, hostnames: list[str]) -> dict[str, Any]:
     """The fix where the scheduler is known: HyperPod's API (an approved fix), else the Slurm or Kubernetes command.
 
     Slurm is known from ParallelCluster's tag on the node or from the job logging to ParallelCluster's log group
@@ -207,20 +235,44 @@ def _take_out(ctx: CheckContext, key: str, instance: Instance | None, hyperpod_i
     if instance is None:
         return {}
     tags = instance.tags
-    host = key if key.startswith("ip-") else (host_key(instance.private_dns) or host_key(instance.private_ip)
-                                              or instance.name)
+    host = canonical(instance.private_dns) or canonical(instance.private_ip) or key
     reason = shlex.quote(f"fmdoctor training-stalled: hung the job at {ctx.now.isoformat(timespec='minutes')}")
     eks = any(k == "eks:cluster-name" or k.startswith("kubernetes.io/cluster/") for k in tags)
     if "parallelcluster:cluster-name" in tags or (slurm and not eks):
-        # ParallelCluster's Slurm node names (queue-st-p5-1) are not host names: sinfo maps one to the other.
+        if len(hostnames) == 1:  # the node's own streams name it by its Slurm hostname (ParallelCluster's default)
+            return {"take_out": {"scheduler": "slurm", "host": hostnames[0], "command":
+                                 f"scontrol update NodeName={shlex.quote(hostnames[0])} State=DRAIN Reason={reason}"}}
+        # With EC2 hostnames, Slurm node names (queue-st-p5-1) are not host names: sinfo maps one to the other.
         node = f"$(sinfo -h -N -o '%N %n' | awk -v h={shlex.quote(host)} '$2 == h {{print $1}}')"
         return {"take_out": {"scheduler": "slurm", "host": host,
                              "command": f'scontrol update NodeName="{node}" State=DRAIN Reason={reason}'}}
-    if eks:
-        node = f"{host}.{ctx.region}.compute.internal" if ctx.region != "us-east-1" else f"{host}.ec2.internal"
+    if eks:  # the Kubernetes node name on EKS is the private DNS name
+        node = instance.private_dns or (f"{host}.{ctx.region}.compute.internal" if ctx.region != "us-east-1"
+                                        else f"{host}.ec2.internal")
         return {"take_out": {"scheduler": "eks", "command": f"kubectl cordon {shlex.quote(node)} && kubectl drain "
                              f"{shlex.quote(node)} --ignore-daemonsets --delete-emptydir-data"}}
     return {}
+
+
+def _label(identities: NodeIdentities, key: str) -> str:
+    """How a summary names a host key: 'gpu-node-2 (i-0abc...)' for a node of the inventory, a HyperPod node by its
+    id, anything else as the logs spelled it."""
+    if key in identities.nodes:
+        return identities.label(key)
+    return f"HyperPod node {key}" if key.startswith("i-") else key
+
+
+def _read_next(found: Answer, conflicts: dict[str, list[str]], logs: JobLogs, dumps: int) -> list[str]:
+    """What settles a disagreement: the lines each disagreeing source read, and the stronger evidence not read."""
+    chosen = found.source or ""
+    steps = [f"{READABLE[s]}: {found.said.get(s, '')}" for s in (chosen, *conflicts) if s]
+    if not dumps:
+        steps.append("no flight-recorder dumps were read: with TORCH_NCCL_TRACE_BUFFER_SIZE and "
+                     "TORCH_NCCL_DUMP_ON_TIMEOUT set, the dumps name the rank that never reached the collective "
+                     "(training.flight_recorder)")
+    if logs.groups:
+        steps.append("each named node's own job and syslog streams around the stall in " + ", ".join(logs.groups[:3]))
+    return steps
 
 
 def load_logs(ctx: CheckContext, hyperpod: str | None) -> JobLogs:
@@ -229,7 +281,10 @@ def load_logs(ctx: CheckContext, hyperpod: str | None) -> JobLogs:
     logs = ctx.client("logs")
     groups = list(training.log_groups)
     if not groups:
+        hyperpod_cluster = ctx.inventory.hyperpod
+        eks = hyperpod_cluster.eks_cluster_arn.rsplit("/", 1)[-1] if hyperpod_cluster and \
+            hyperpod_cluster.eks_cluster_arn else None
         with result.gaps.guard("the training job's log groups (DescribeLogGroups)"):
-            groups, result.looked_for = discover_groups(logs, ctx.cluster, hyperpod)
+            groups, result.looked_for = discover_groups(logs, ctx.cluster, hyperpod, eks)
     return read_job_logs(logs, groups, ctx.now, training.log_lookback, training.silence, training.max_log_pages,
                          result)

@@ -1,4 +1,6 @@
-"""The findings panel: a live table of the selected cluster's findings, sortable and filterable."""
+"""The findings panel: a live table of the selected cluster's findings, sortable and filterable. By default in
+incident order (:mod:`fmdoctor.engine.incidents`): the most urgent incident first, its cause first, as every
+report leads."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Input, Static
 
+from fmdoctor.engine.incidents import Incident, build_incidents
 from fmdoctor.engine.model import Finding, Report
 from fmdoctor.safety.text import visible
 from fmdoctor.tui.messages import FindingChosen
@@ -17,7 +20,8 @@ from fmdoctor.tui.progress import ChecksProgress
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 COLUMNS = (("severity", "Sev"), ("check", "Check"), ("resource", "Resource"), ("summary", "Summary"))
-SORT_KEYS = tuple(key for key, _ in COLUMNS)
+URGENCY = "urgency"  # incident order: not a column, the default
+SORT_KEYS = (URGENCY, *(key for key, _ in COLUMNS))
 SEVERITY_WIDTH, MIN_WIDTH = 8, 10
 
 
@@ -51,8 +55,18 @@ def matches(finding: Finding, query: str) -> bool:
     return all(word in haystack for word in query.lower().split())
 
 
-def sort_findings(findings: Iterable[Finding], key: str = "severity", reverse: bool = False) -> list[Finding]:
-    """Severity sorts worst first; other columns alphabetically, ties by severity then check."""
+def sort_findings(findings: Iterable[Finding], key: str = "severity", reverse: bool = False,
+                  incidents: list[Incident] | None = None) -> list[Finding]:
+    """Urgency sorts in incident order (most urgent incident first, its cause first; ``incidents`` are the
+    report's, else built from ``findings``); severity worst first; other columns alphabetically, ties by
+    severity then check."""
+    findings = list(findings)
+    if key == URGENCY:
+        order = {(ref.check, ref.resource): n for n, ref in
+                 enumerate(r for i in (incidents if incidents is not None else build_incidents(findings))
+                           for r in i.findings)}
+        return sorted(findings, key=lambda f: order.get((f.check, f.resource), len(order)), reverse=reverse)
+
     def by(finding: Finding) -> tuple:
         if key == "severity":
             return (-finding.severity.rank, finding.check, finding.resource)
@@ -67,7 +81,8 @@ class FindingsPanel(Vertical):
         super().__init__(**kwargs)
         self.report: Report | None = None
         self.query_text = ""
-        self.sort_key, self.sort_reverse = "severity", False
+        self.sort_key, self.sort_reverse = URGENCY, False
+        self.incidents: list[Incident] = []
         self.shown: list[Finding] = []
         self.widths: dict[str, int] = {}
 
@@ -99,6 +114,7 @@ class FindingsPanel(Vertical):
 
     def show_report(self, report: Report | None) -> None:
         self.report = report
+        self.incidents = report.incidents() if report else []
         self.refresh_rows()
 
     def set_filter(self, query: str) -> None:
@@ -114,7 +130,7 @@ class FindingsPanel(Vertical):
     def refresh_rows(self) -> None:
         findings = self.report.findings if self.report else []
         self.shown = sort_findings([f for f in findings if matches(f, self.query_text)], self.sort_key,
-                                   self.sort_reverse)
+                                   self.sort_reverse, self.incidents)
         table = self.table
         widths = column_widths(table.size.width, findings)
         if widths != self.widths or not table.columns:
@@ -138,7 +154,8 @@ class FindingsPanel(Vertical):
         shown = f"{len(self.shown)} of {total}" if self.query_text else str(total)
         arrow = "↓" if not self.sort_reverse else "↑"
         where = f" · {visible(self.report.cluster, lines=False)}" if self.report else ""
-        title = f"Findings{where}: {shown} · sorted by {self.sort_key} {arrow}"
+        grouped = f" in {len(self.incidents)} incidents" if len(self.incidents) > 1 else ""
+        title = f"Findings{where}: {shown}{grouped} · sorted by {self.sort_key} {arrow}"
         if self.query_text:
             title += f" · filter: {self.query_text}"
         self.query_one("#findings-title", Static).update(Text(title))

@@ -361,6 +361,24 @@ def _ip_of_short(host: str) -> str | None:
     return ".".join(match.groups()) if match else None
 
 
+def canonical(name: str | None) -> str | None:
+    """One spelling for a node name no inventory knows (a HyperPod node, another account's), so names of one node
+    compare equal: the instance id it carries (``hyperpod-i-...``, ``host.i-....log``, resource-based DNS), else
+    ``ip-a-b-c-d`` for a name or address that spells one (any domain), else its lowercased first label."""
+    if not name or not name.strip():
+        return None
+    host = name.strip().lower()
+    port = _HOST_PORT.match(host)
+    host = (port.group("v6") or port.group("host")) if port else host
+    if embedded := _EMBEDDED_ID.search(host):
+        return embedded.group(1)
+    if _is_ip(host):
+        return f"ip-{host.replace('.', '-')}" if "." in host else _canonical_v6(host)
+    if short := _SHORT.match(host):
+        return "ip-" + "-".join(short.groups())
+    return host.split(".", 1)[0]
+
+
 def ip_of_hostname(host: str) -> str | None:
     """The address an EC2 hostname (``ip-10-0-1-23[.domain]``) spells, else None."""
     return _ip_of_short(host)

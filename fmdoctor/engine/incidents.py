@@ -41,7 +41,16 @@ from fmdoctor.durations import format_duration
 if TYPE_CHECKING:  # the report model imports this module to put incidents in its JSON
     from fmdoctor.engine.model import Finding
 
-# Check X explains checks Y when both sit on the same thing: Y is what X's fault does (the root is X).
+# Check X explains checks Y when both sit on the same thing: Y is what X's fault does (the root is X). From the
+# documents the checks follow: EFA needs its security group to allow all traffic to and from itself, else the
+# peers cannot reach each other (docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html, "Prepare an
+# EFA-enabled security group"); a Spot interruption notice is the two-minute warning that ends the node and the
+# work since its last checkpoint, and supersedes a rebalance recommendation (.../spot-instance-termination-
+# notices.html, .../rebalance-recommendations.html); an Xid such as 79 (GPU fallen off the bus) or 48 (DBE)
+# stops the GPU's processes, so the collective every rank waits on hangs (docs.nvidia.com/deploy/xid-errors/);
+# a variant at its auto scaling maximum cannot add the instances its load needs, so its accelerators saturate
+# and its latency grows (docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling.html); a checkpoint whose
+# newest save is incomplete leaves the previous one as the newest usable, hence stale.
 EXPLAINS: Mapping[str, frozenset[str]] = {
     "efa-sg-self-reference": frozenset({"efa-peer-unreachable"}),
     "spot-interruption": frozenset({"spot-interruption-unprotected", "spot-rebalance"}),
@@ -77,6 +86,7 @@ DEADLINE, NOW, LATER = "deadline", "now", "later"
 _URGENCY_ORDER = {DEADLINE: 0, NOW: 1, LATER: 2}
 _INSTANCE = re.compile(r"(?<![\w-])(?:i|mi)-[0-9a-f]{8,17}(?![\w-])")
 _SEVERITY_RANK = {"critical": 2, "warning": 1, "info": 0}
+_AWS_ID = re.compile(r"[a-z]{1,5}-[0-9a-f]{8,17}")
 
 
 @dataclass(frozen=True)
@@ -298,8 +308,9 @@ def title_of(cause: Finding, width: int = 100) -> str:
 
 
 def _without_lists(text: str) -> str:
-    """``a (x, y) b (c (d)) e (in 1h)`` -> ``a b e (in 1h)``: a parenthesis holding a comma or another one (a
-    list of labels) or a long aside is too long for a title; a short plain one stays."""
+    """``a (x, y) b (i-0abc…) c (d (e)) f (in 1h)`` -> ``a b c f (in 1h)``: a parenthesis holding a comma or
+    another one (a list of labels), a long aside, or the AWS id of the name before it (``resources`` has it)
+    is too long for a title; a short plain one stays."""
     out: list[str] = []
     depth, start = 0, 0
     for index, char in enumerate(text):
@@ -312,7 +323,7 @@ def _without_lists(text: str) -> str:
             depth -= 1
             if depth == 0:
                 inner = text[start + 1:index]
-                if "," not in inner and "(" not in inner and len(inner) <= 32:
+                if "," not in inner and "(" not in inner and len(inner) <= 32 and not _AWS_ID.fullmatch(inner):
                     out.append(text[start:index + 1])
                 start = index + 1
     out.append(text[start:])

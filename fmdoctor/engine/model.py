@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -103,10 +104,11 @@ class Report(BaseModel):
     def findings_for(self, check: str) -> list[Finding]:
         return [f for f in self.findings if f.check == check]
 
-    def incidents(self) -> list[Incident]:
-        """The findings grouped by the thing at fault, most urgent first (:mod:`fmdoctor.engine.incidents`)."""
+    def incidents(self, node_of: Callable[[str], str | None] | None = None) -> list[Incident]:
+        """The findings grouped by the thing at fault, most urgent first (:mod:`fmdoctor.engine.incidents`);
+        ``node_of`` maps a host name a finding carries to its instance id (the node-identity resolver)."""
         return build_incidents(self.findings, now=self.generated_at, cluster=self.cluster or None,
-                               region=self.region or None)
+                               region=self.region or None, node_of=node_of)
 
     def to_json_dict(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")

@@ -4,30 +4,34 @@ Sources in the order they are trusted: the flight recorder (the ranks that never
 others wait at), the NCCL watchdog (ranks that timed out at an earlier collective, or a host none of whose ranks
 timed out while the others' did), peer errors (the host the most other hosts say dropped them), torchrun's
 "Root Cause" (the first rank that exited), and last the GPU faults in the logs (a rank's ``CUDA error`` or a
-kernel Xid whose catalogue action is a GPU reset or worse), when exactly one host has them. Hosts are compared
-in a normal form (``ip-10-0-1-23``, or an instance id) so the same node named by a stream, an NCCL line and a
-summary is one suspect.
+kernel Xid whose catalogue action is a GPU reset or worse), when exactly one host has them. Every name a line
+gives a node is resolved first (:class:`NodeKeys`, through the engine's node identities), so torchrun's
+``ip-10-0-0-4``, aws-ofi-nccl's ``Peer host id: i-...`` and a Fluent Bit record's node name of the same node are
+one suspect, and sources agree or disagree about nodes, never about spellings.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from fmdoctor.engine.identity import NodeIdentities, canonical
 from fmdoctor.node.xid import parse_kernel_log
 from fmdoctor.node.xid_catalogue import ACTION_ORDER
 from fmdoctor.training.flight_recorder import Laggards
 from fmdoctor.training.logs import LogEvent, stream_kind
 from fmdoctor.training.signatures import (
+    DumpSignal,
     PeerError,
     RootCause,
     Watchdog,
+    line_rank,
+    parse_dump_signal,
     parse_peer_error,
     parse_root_causes,
     parse_watchdog,
-    rank_prefix,
 )
 
 FLIGHT_RECORDER, WATCHDOG, PEER_ERRORS, TORCHRUN = "flight-recorder", "nccl-watchdog", "peer-errors", "torchrun"
@@ -36,33 +40,59 @@ SOURCES = (FLIGHT_RECORDER, WATCHDOG, PEER_ERRORS, TORCHRUN, GPU_FAULTS)
 READABLE = {FLIGHT_RECORDER: "the NCCL flight recorder dumps", WATCHDOG: "the NCCL watchdog timeouts",
             PEER_ERRORS: "NCCL/EFA peer errors", TORCHRUN: "torchrun's failure summary",
             GPU_FAULTS: "the GPU faults in its logs"}
-_IP = re.compile(r"^(?:ip-)?(\d{1,3})[-.](\d{1,3})[-.](\d{1,3})[-.](\d{1,3})$")
 
 
 def host_key(name: str | None) -> str | None:
-    """'ip-10-0-1-23.us-west-2.compute.internal', 'ip-10-0-1-23' and '10.0.1.23' are one node."""
-    if not name:
-        return None
-    name = name.strip().lower()
-    if name.startswith("i-"):
-        return name
-    short = name.split(".", 1)[0] if not _IP.match(name) else name
-    ip = _IP.match(short) or _IP.match(name)
-    return f"ip-{'-'.join(ip.groups())}" if ip else short
+    """A name's spelling when no inventory knows it: 'ip-10-0-1-23.us-west-2.compute.internal', 'ip-10-0-1-23' and
+    '10.0.1.23' are one node (:func:`fmdoctor.engine.identity.canonical`)."""
+    return canonical(name)
+
+
+class NodeKeys:
+    """One key per node, whatever name a line gives it: the instance id the cluster's identity resolver finds for
+    the name; else, for a node no inventory lists (a HyperPod node), the instance id the job's own log streams tie
+    its host name to (``<host>.<instance id>.<log>``, a stream ending in the id); else the name's canonical form."""
+
+    def __init__(self, identities: NodeIdentities | None = None,
+                 streams: Mapping[str, tuple[str | None, str | None]] | None = None):
+        self.identities = identities
+        self.links: dict[str, str] = {}
+        for host, instance in (streams or {}).values():
+            host_form, node = canonical(host), self(instance)
+            if host_form and node and host_form != node:
+                self.links.setdefault(host_form, node)
+
+    def __call__(self, name: str | None) -> str | None:
+        if not name or not name.strip():
+            return None
+        if self.identities is not None:
+            match = self.identities.resolve(name)
+            if match.instance is not None:
+                return match.instance.id
+        form = canonical(name)
+        return self.links.get(form, form) if form else None
+
+    def of(self, event: LogEvent) -> str | None:
+        """The node that wrote a line: the instance id its stream carries decides over its host name."""
+        return self(event.instance_id) or self(event.host)
 
 
 @dataclass
 class Evidence:
-    """What the logs said, parsed once."""
+    """What the logs said, parsed once; every host in it is a :class:`NodeKeys` key."""
 
     watchdogs: list[Watchdog] = field(default_factory=list)
+    signals: list[DumpSignal] = field(default_factory=list)  # ranks' own "Last enqueued NCCL work" lines
     peer_errors: list[PeerError] = field(default_factory=list)
-    root_causes: list[RootCause] = field(default_factory=list)
+    root_causes: list[RootCause] = field(default_factory=list)  # torchrun's root causes
+    other_failures: list[RootCause] = field(default_factory=list)  # torchrun's Failures sections
     finished: list[LogEvent] = field(default_factory=list)
     rank_hosts: dict[int, str] = field(default_factory=dict)
+    rank_sources: dict[int, str] = field(default_factory=dict)  # rank -> the line that mapped it to its host
     hosts: dict[str, str | None] = field(default_factory=dict)  # host key -> instance id, where a stream says
     job_hosts: set[str] = field(default_factory=set)  # hosts with a stream like those that logged a timeout
     gpu_faults: dict[str, list[LogEvent]] = field(default_factory=dict)  # host key -> CUDA error / grave Xid lines
+    keys: NodeKeys = field(default_factory=NodeKeys)
 
     @property
     def failures(self) -> bool:
@@ -73,43 +103,58 @@ class Evidence:
         times += [r.time for r in self.root_causes]
         return max(times, default=None)
 
+    def waiting_points(self) -> dict[str, int]:
+        """Per process group the watchdog named (its description or GUID), the collective its ranks timed out in."""
+        points: dict[str, int] = {}
+        for w in self.watchdogs:
+            if w.pg is not None:
+                points[w.pg] = max(points.get(w.pg, 0), w.seq)
+        return points
 
-def read_evidence(events: list[LogEvent], streams: dict[str, tuple[str | None, str | None]]) -> Evidence:
-    """Parse the failure lines; ``streams`` (every stream of the groups, with its host) tells which nodes write
-    the same kind of output as those whose ranks timed out."""
-    found = Evidence()
+    def map_rank(self, rank: int | None, host: str | None, how: str) -> None:
+        if rank is not None and host and rank not in self.rank_hosts:
+            self.rank_hosts[rank] = host
+            self.rank_sources[rank] = how
+
+
+def read_evidence(events: list[LogEvent], streams: dict[str, tuple[str | None, str | None]],
+                  keys: NodeKeys | None = None) -> Evidence:
+    """Parse what the job wrote; ``streams`` (every stream of the groups, with its host) tells which nodes write
+    the same kind of output as those whose ranks timed out. Ranks are mapped to hosts by every line that names
+    its rank: the ``[rankN]:`` prefix of any line, the heartbeat monitor's lines (the hung rank's own), the
+    watchdog's, and every entry of torchrun's report (its Failures section as well as its root cause)."""
+    keys = keys or NodeKeys(None, streams)
+    found = Evidence(keys=keys)
     for host, instance in streams.values():
-        if (key := host_key(host) or host_key(instance)) is not None:
+        if (key := keys(instance) or keys(host)) is not None:
             found.hosts.setdefault(key, instance)
     timed_out_kinds: set[str] = set()
     by_stream: dict[tuple[str, str], list[LogEvent]] = defaultdict(list)
     for event in events:
-        key = host_key(event.host) or host_key(event.instance_id)
+        key = keys.of(event)
         if key:
             found.hosts.setdefault(key, event.instance_id)
         by_stream[(event.group, event.stream)].append(event)
-        rank = rank_prefix(event.text)
-        if rank is not None and key:
-            found.rank_hosts.setdefault(rank, key)
+        found.map_rank(line_rank(event.text), key, "its own lines")
         if (watchdog := parse_watchdog(event.text, key, event.time)) is not None:
             found.watchdogs.append(watchdog)
             timed_out_kinds.add(stream_kind(event.stream))
-            if key:
-                found.rank_hosts.setdefault(watchdog.rank, key)
-        elif (peer := parse_peer_error(event.text, event.host or event.instance_id, event.time)) is not None:
+            found.map_rank(watchdog.rank, key, "its watchdog timeout")
+        elif (signal := parse_dump_signal(event.text, key, event.time)) is not None:
+            found.signals.append(signal)
+        elif (peer := parse_peer_error(event.text, event.instance_id or event.host, event.time)) is not None:
             found.peer_errors.append(peer)
         elif "worker group successfully finished" in event.text:
             found.finished.append(event)
         elif key and _gpu_fault(event):
             found.gpu_faults.setdefault(key, []).append(event)
     for stream_events in by_stream.values():
-        reporter = host_key(stream_events[0].host) or host_key(stream_events[0].instance_id)
-        found.root_causes += parse_root_causes([(e.time, e.text) for e in stream_events], reporter)
+        reporter = keys.of(stream_events[0])
+        for entry in parse_root_causes([(e.time, e.text) for e in stream_events], reporter):
+            (found.root_causes if entry.root else found.other_failures).append(entry)
+            found.map_rank(entry.rank, keys(entry.host), "torchrun's report")
     found.job_hosts = {key for stream, (host, instance) in streams.items()
-                       if stream_kind(stream) in timed_out_kinds and (key := host_key(host) or host_key(instance))}
-    for cause in found.root_causes:
-        if cause.rank is not None and host_key(cause.host):
-            found.rank_hosts.setdefault(cause.rank, host_key(cause.host) or "")
+                       if stream_kind(stream) in timed_out_kinds and (key := keys(instance) or keys(host))}
     return found
 
 
@@ -140,34 +185,39 @@ class Answer:
         return [s for s, hosts in self.named.items() if s != self.source and chosen & set(hosts)]
 
 
-def answer(evidence: Evidence, laggards: list[Laggards]) -> Answer:
+def answer(evidence: Evidence, laggards: list[Laggards], label: Callable[[str], str] = str) -> Answer:
+    """Each source's culprits (host keys) and one sentence of what it shows; ``label`` names a host key for
+    people (the check's 'gpu-node-2 (i-0abc...)')."""
     result = Answer({}, {}, defaultdict(list), None)
     starts: list[datetime] = []
-    _from_flight_recorder(evidence, laggards, result, starts)
-    _from_watchdogs(evidence, result, starts)
-    _from_peer_errors(evidence, result, starts)
+    _from_flight_recorder(evidence, laggards, result, starts, label)
+    _from_watchdogs(evidence, result, starts, label)
+    _from_peer_errors(evidence, result, starts, label)
     _from_torchrun(evidence, result)
-    _from_gpu_faults(evidence, result, starts)
+    _from_gpu_faults(evidence, result, starts, label)
     result.stall_start = min(starts, default=None)
     result.ranks = dict(result.ranks)
     return result
 
 
 def _from_flight_recorder(evidence: Evidence, laggards: list[Laggards], result: Answer,
-                          starts: list[datetime]) -> None:
+                          starts: list[datetime], label: Callable[[str], str]) -> None:
+    """The ranks that never reached the collective the others are stuck in, and the node each runs on."""
     hosts: list[str] = []
     sentences = []
     for group in laggards:
         ranks = sorted(group.behind) + list(group.missing)
+        where = []
         for rank in ranks:
-            host = evidence.rank_hosts.get(rank, f"rank {rank}")
-            hosts.append(host)
-            result.ranks[host].append(rank)
-        behind = ", ".join(f"rank {r} at {s}" for r, s in sorted(group.behind.items()))
-        missing = f"; no dump from rank(s) {', '.join(map(str, group.missing))}" if group.missing else ""
+            host = evidence.rank_hosts.get(rank)
+            hosts.append(host or f"rank {rank}")
+            result.ranks[host or f"rank {rank}"].append(rank)
+            last = f", its last {group.behind[rank]}" if rank in group.behind else ", no dump"
+            where.append(f"rank {rank} on {label(host) if host else 'an unknown node'}{last}")
+        name = f"{group.group} ({group.desc})" if group.desc and group.desc != group.group else group.group
         op = f" ({group.stuck_op})" if group.stuck_op else ""
-        sentences.append(f"process group {group.group}: {len(group.waiting_ranks)} rank(s) wait at collective "
-                         f"{group.waiting_at}{op}; {behind or 'none behind'}{missing}")
+        sentences.append(f"process group {name}: {len(group.waiting_ranks)} rank(s) wait in collective "
+                         f"{group.waiting_at}{op}; never reached it: {'; '.join(where)}")
         if group.stuck_since_ns:
             starts.append(datetime.fromtimestamp(group.stuck_since_ns / 1e9, UTC))
     if hosts:
@@ -175,7 +225,17 @@ def _from_flight_recorder(evidence: Evidence, laggards: list[Laggards], result: 
         result.said[FLIGHT_RECORDER] = "; ".join(sentences)
 
 
-def _from_watchdogs(evidence: Evidence, result: Answer, starts: list[datetime]) -> None:
+def _head_of(heads: Mapping[str | None, int], pg: str | None) -> int | None:
+    if pg in heads:
+        return heads[pg]
+    return heads.get(None) if pg in (None, "default_pg", "0") else None
+
+
+def _from_watchdogs(evidence: Evidence, result: Answer, starts: list[datetime],
+                    label: Callable[[str], str]) -> None:
+    """Ranks that timed out at an earlier collective than the others of their group; ranks whose own dump-signal
+    line says their last enqueued collective is below the one the group timed out in (they never reached it);
+    else a host whose ranks all stayed silent while the others' timed out."""
     if not evidence.watchdogs:
         return
     latest: dict[tuple[str | None, int], Watchdog] = {}
@@ -184,18 +244,27 @@ def _from_watchdogs(evidence: Evidence, result: Answer, starts: list[datetime]) 
     head: dict[str | None, int] = {}
     for (pg, _), w in latest.items():
         head[pg] = max(head.get(pg, 0), w.seq)
-    behind = [w for (pg, _), w in latest.items() if w.seq < head[pg]]
+    behind: list[tuple[int, str | None, str]] = [
+        (w.rank, w.host, f"rank {w.rank} timed out at collective {w.seq}")
+        for (pg, _), w in latest.items() if w.seq < head[pg]]
+    signals: dict[tuple[str | None, int], DumpSignal] = {}
+    for signal in evidence.signals:
+        signals[(signal.pg, signal.rank)] = signal
+    for (pg, rank), signal in sorted(signals.items(), key=lambda item: item[0][1]):
+        seq = _head_of(head, pg)
+        if seq is not None and signal.last_enqueued < seq and (pg, rank) not in latest:
+            host = signal.host or evidence.rank_hosts.get(rank)
+            behind.append((rank, host, f"rank {rank} on {label(host) if host else 'an unknown node'} never "
+                                       f"enqueued it (its last enqueued NCCL work: {signal.last_enqueued})"))
     reporting = {w.host for w in latest.values() if w.host}
     starts += [w.time - timedelta(milliseconds=w.ran_ms) for w in latest.values()]
     first = min(latest.values(), key=lambda w: w.time)
     waited = f"{len(latest)} rank(s) timed out in {first.op} at collective {max(head.values())}"
     if behind:
-        hosts = [w.host or f"rank {w.rank}" for w in behind]
-        for w in behind:
-            result.ranks[w.host or f"rank {w.rank}"].append(w.rank)
-        result.named[WATCHDOG] = sorted(dict.fromkeys(hosts))
-        result.said[WATCHDOG] = waited + "; behind them: " + ", ".join(
-            f"rank {w.rank} at collective {w.seq}" for w in sorted(behind, key=lambda w: w.rank))
+        for rank, host, _ in behind:
+            result.ranks[host or f"rank {rank}"].append(rank)
+        result.named[WATCHDOG] = sorted(dict.fromkeys(host or f"rank {rank}" for rank, host, _ in behind))
+        result.said[WATCHDOG] = waited + "; behind them: " + ", ".join(text for _, _, text in sorted(behind))
         return
     silent = sorted((set(evidence.rank_hosts.values()) | evidence.job_hosts) - reporting)
     if silent and len(silent) < len(reporting):
@@ -203,26 +272,28 @@ def _from_watchdogs(evidence: Evidence, result: Answer, starts: list[datetime]) 
             if host in silent:
                 result.ranks[host].append(rank)
         result.named[WATCHDOG] = silent
-        result.said[WATCHDOG] = waited + f"; no rank on {', '.join(silent)} timed out: it never joined"
+        result.said[WATCHDOG] = waited + f"; no rank on {', '.join(label(h) for h in silent)} timed out: it never " \
+                                         "joined"
     else:
         result.said[WATCHDOG] = waited + "; the logs do not show which rank never joined"
 
 
-def _from_peer_errors(evidence: Evidence, result: Answer, starts: list[datetime]) -> None:
+def _from_peer_errors(evidence: Evidence, result: Answer, starts: list[datetime],
+                      label: Callable[[str], str] = str) -> None:
     if not evidence.peer_errors:
         return
     reporters: dict[str, set[str]] = defaultdict(set)
     for error in evidence.peer_errors:
-        peer = host_key(error.peer)
+        peer = evidence.keys(error.peer)
         if peer:
-            reporters[peer].add(host_key(error.reporter) or "?")
+            reporters[peer].add(evidence.keys(error.reporter) or "?")
     counts = Counter({peer: len(who) for peer, who in reporters.items()})
     if not counts:
         return
     top = counts.most_common(1)[0][1]
     named = sorted(peer for peer, n in counts.items() if n == top)
     starts.append(min(e.time for e in evidence.peer_errors))
-    summary = ", ".join(f"{peer} by {n} host(s)" for peer, n in counts.most_common(5))
+    summary = ", ".join(f"{label(peer)} by {n} host(s)" for peer, n in counts.most_common(5))
     if len(named) == 1 or top >= 2:
         result.named[PEER_ERRORS] = named
         result.said[PEER_ERRORS] = f"{len(evidence.peer_errors)} NCCL/EFA peer error(s) name {summary}"
@@ -239,16 +310,17 @@ def _gpu_fault(event: LogEvent) -> bool:
     return any(ACTION_ORDER.index(x.verdict.action) >= grave for x in parse_kernel_log(event.text, event.time))
 
 
-def _from_gpu_faults(evidence: Evidence, result: Answer, starts: list[datetime]) -> None:
+def _from_gpu_faults(evidence: Evidence, result: Answer, starts: list[datetime],
+                     label: Callable[[str], str] = str) -> None:
     if not evidence.gpu_faults:
         return
     hosts = sorted(evidence.gpu_faults)
     lines = [e for events in evidence.gpu_faults.values() for e in events]
-    text = "; ".join(f"{h}: {evidence.gpu_faults[h][0].text.strip()[-160:]}" for h in hosts[:3])
+    text = "; ".join(f"{label(h)}: {evidence.gpu_faults[h][0].text.strip()[-160:]}" for h in hosts[:3])
     if len(hosts) == 1:
         result.named[GPU_FAULTS] = hosts
         for event in lines:
-            if (rank := rank_prefix(event.text)) is not None:
+            if (rank := line_rank(event.text)) is not None:
                 result.ranks[hosts[0]].append(rank)
         if not result.named.keys() - {GPU_FAULTS}:
             starts.append(min(e.time for e in lines))
@@ -256,15 +328,16 @@ def _from_gpu_faults(evidence: Evidence, result: Answer, starts: list[datetime])
 
 
 def _from_torchrun(evidence: Evidence, result: Answer) -> None:
-    causes = [c for c in evidence.root_causes if host_key(c.host)]
+    keyed = [(c, evidence.keys(c.host)) for c in evidence.root_causes]
+    causes = [(c, key) for c, key in keyed if key]
     if not causes:
         return
-    first = min(c.time for c in causes)
-    earliest = {host_key(c.host) or "" for c in causes if c.time <= first + timedelta(seconds=1)}
-    text = "; ".join(f"rank {c.rank} on {c.host} exited {c.exitcode}" for c in causes[:4])
+    first = min(c.time for c, _ in causes)
+    earliest = {key for c, key in causes if c.time <= first + timedelta(seconds=1)}
+    text = "; ".join(f"rank {c.rank} on {c.host} exited {c.exitcode}" for c, _ in causes[:4])
     if len(earliest) == 1:
         result.named[TORCHRUN] = sorted(earliest)
-        for c in causes:
-            if host_key(c.host) in earliest and c.rank is not None:
-                result.ranks[host_key(c.host) or ""].append(c.rank)
+        for c, key in causes:
+            if key in earliest and c.rank is not None:
+                result.ranks[key or ""].append(c.rank)
     result.said[TORCHRUN] = f"torchrun's first observed failure: {text}"

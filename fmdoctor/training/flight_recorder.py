@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import json
 import pickle
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +55,7 @@ def rank_of(file_name: str, prefix: str) -> int | None:
     if not base.startswith(prefix):
         return None
     rest = base[len(prefix):].split(".")[0]  # 'nccl_trace_rank_13', or with an extension a copy added
-    return int(rest) if rest.isdigit() else None
+    return int(rest) if rest.isascii() and rest.isdigit() else None  # '²'.isdigit() holds, int('²') fails
 
 
 @dataclass(frozen=True)
@@ -68,18 +69,39 @@ class GroupProgress:
     stuck_created_ns: int | None = None
 
 
+@dataclass(frozen=True)
+class Op:
+    """One collective of a rank's ring buffer."""
+
+    name: str | None  # profiling_name ('nccl:all_reduce')
+    state: str | None  # 'scheduled' | 'started' | 'completed'
+    created_ns: int | None
+
+
 @dataclass
 class RankDump:
     rank: int
     source: str
     groups: dict[str, GroupProgress] = field(default_factory=dict)  # by group name ('0', 'default_pg'...)
     members: dict[str, list[int]] = field(default_factory=dict)  # group -> global ranks (pg_config)
+    descs: dict[str, str] = field(default_factory=dict)  # group name -> its description ('default_pg')
+    ops: dict[str, dict[int, Op]] = field(default_factory=dict)  # group -> collective_seq_id -> the entry
 
 
 def parse_dump(rank: int, source: str, dump: dict[str, Any]) -> RankDump:
+    """A loaded dump's progress per group; a dump whose fields have the wrong types is a :class:`DumpError`."""
+    try:
+        return _parse(rank, source, dump)
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        raise DumpError(f"not a flight recorder dump ({type(exc).__name__} in its fields)") from None
+
+
+def _parse(rank: int, source: str, dump: dict[str, Any]) -> RankDump:
     out = RankDump(rank, source)
     for name, config in (dump.get("pg_config") or {}).items():
         ranks = config.get("ranks") if isinstance(config, dict) else None
+        if isinstance(config, dict) and isinstance(config.get("desc"), str):
+            out.descs[str(name)] = config["desc"]
         try:
             out.members[str(name)] = [int(r) for r in (json.loads(ranks) if isinstance(ranks, str) else ranks or [])]
         except (ValueError, TypeError):
@@ -91,8 +113,13 @@ def parse_dump(rank: int, source: str, dump: dict[str, Any]) -> RankDump:
             continue
         group = entry.get("process_group")
         name = str(group[0]) if isinstance(group, (list, tuple)) and group else str(entry.get("pg_id", "0"))
+        if isinstance(group, (list, tuple)) and len(group) > 1 and isinstance(group[1], str):
+            out.descs.setdefault(name, group[1])
         names[str(entry.get("pg_id", name))] = name
-        if int(entry.get("collective_seq_id") or 0) >= int(latest.get(name, {}).get("collective_seq_id") or 0):
+        seq = int(entry.get("collective_seq_id") or 0)
+        out.ops.setdefault(name, {})[seq] = Op(entry.get("profiling_name"), entry.get("state"),
+                                               entry.get("time_created_ns"))
+        if seq >= int(latest.get(name, {}).get("collective_seq_id") or 0):
             latest[name] = entry
     status = dump.get("pg_status") or {}
     for pg_id, values in status.items():
@@ -118,7 +145,7 @@ def _progress(enqueued: int, completed: int, entry: dict[str, Any] | None) -> Gr
 
 @dataclass(frozen=True)
 class Laggards:
-    """In one process group: the collective the leaders wait at, and who never reached it."""
+    """In one process group: the collective the waiting ranks are stuck in, and who never reached it."""
 
     group: str
     waiting_at: int
@@ -127,26 +154,39 @@ class Laggards:
     behind: dict[int, int]  # rank -> its last enqueued collective
     missing: tuple[int, ...]  # members with no dump at all
     stuck_since_ns: int | None
+    desc: str | None = None  # the group's description ('default_pg')
 
 
-def find_laggards(dumps: list[RankDump]) -> list[Laggards]:
-    """Per group, the ranks whose last enqueued collective is below the highest any member enqueued while that
-    collective never completed anywhere: the ranks the rest of the group waits for."""
+def find_laggards(dumps: list[RankDump], named: Mapping[str, int] | None = None) -> list[Laggards]:
+    """Per group, the collective the waiting ranks are stuck in and the ranks that never enqueued it.
+
+    The waiting point is the collective the NCCL watchdog named for the group (``named``: group name or description
+    -> SeqNum) where it did; else the oldest collective a rank enqueued but never completed (ranks may have
+    enqueued more behind it: the newest enqueued is not where they wait). A rank whose last enqueued collective is
+    below it never reached it (the analyser ``torch/distributed/flight_recorder`` reports these as ranks not joining
+    the collective)."""
     found = []
     groups = sorted({name for d in dumps for name in d.groups})
     for name in groups:
         progress = {d.rank: d.groups[name] for d in dumps if name in d.groups}
-        head = max(p.last_enqueued for p in progress.values())
-        if all(p.last_completed >= head for p in progress.values()):
-            continue  # the group's newest collective completed everywhere: nothing waits in it
+        desc = next((d.descs[name] for d in dumps if d.descs.get(name)), None)
+        pending = [p.last_completed + 1 for p in progress.values() if p.last_enqueued > p.last_completed]
+        waiting_at = next((named[k] for k in (name, desc) if k is not None and named and k in named),
+                          min(pending, default=None))
+        if waiting_at is None:
+            continue  # every rank completed all it enqueued: nothing waits in this group
+        leaders = {rank: p for rank, p in progress.items()
+                   if p.last_enqueued >= waiting_at and p.last_completed < waiting_at}
+        if not leaders:
+            continue
         members = next((d.members[name] for d in dumps if d.members.get(name)), [])
-        behind = {rank: p.last_enqueued for rank, p in progress.items() if p.last_enqueued < head}
+        behind = {rank: p.last_enqueued for rank, p in progress.items() if p.last_enqueued < waiting_at}
         missing = tuple(sorted(set(members) - set(progress)))
         if not behind and not missing:
             continue
-        leaders = {rank: p for rank, p in progress.items() if p.last_enqueued == head}
-        stuck = next((p for p in leaders.values() if p.stuck_op), None)
-        created = [p.stuck_created_ns for p in leaders.values() if p.stuck_created_ns]
-        found.append(Laggards(name, head, stuck.stuck_op if stuck else None, tuple(sorted(leaders)), behind,
-                              missing, min(created) if created else None))
+        ops = [d.ops.get(name, {}).get(waiting_at) for d in dumps if d.rank in leaders]
+        op = next((o for o in ops if o is not None and o.name), None)
+        created = [o.created_ns for o in ops if o is not None and o.created_ns]
+        found.append(Laggards(name, waiting_at, op.name if op else None, tuple(sorted(leaders)), behind,
+                              missing, min(created) if created else None, desc))
     return found

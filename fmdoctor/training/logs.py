@@ -7,7 +7,9 @@ Log groups are ``training.log_groups`` when set, otherwise the conventions of th
   Logs", docs.aws.amazon.com/parallelcluster/latest/ug/cloudwatch-logs-v3.html);
 * SageMaker HyperPod: ``/aws/sagemaker/Clusters/<cluster-name>/<cluster-id>``, streams ending in the node's
   instance id (e.g. ``LifecycleConfig/<instance-group>/<instance-id>``);
-* Container Insights (Fluent Bit on EKS): ``/aws/containerinsights/<cluster>/application``, each event a JSON
+* Container Insights (Fluent Bit on EKS, also the EKS cluster of an EKS-orchestrated HyperPod cluster):
+  ``/aws/containerinsights/<cluster>/application``, streams ``<node name>-application.var.log.containers.<pod>...``
+  (HyperPod names its EKS nodes ``hyperpod-<instance id>``), each event a JSON
   record whose ``log`` is the container's line and ``kubernetes.host`` the node (Container-Insights-setup-logs-
   FluentBit in the CloudWatch user guide; aws-samples/amazon-cloudwatch-container-insights fluent-bit.yaml).
 
@@ -33,7 +35,8 @@ HYPERPOD = "/aws/sagemaker/Clusters/{cluster}/"
 CONTAINER_INSIGHTS = "/aws/containerinsights/{cluster}/application"
 _PC_SUFFIX = re.compile(r"^\d{12}$")  # ParallelCluster's creation timestamp, e.g. testCluster-202202050215
 _PC_STREAM = re.compile(r"^(?P<host>[^.]+)\.(?P<instance>i-[0-9a-f]{8,17})\.(?P<log>.+)$")
-_INSTANCE = re.compile(r"(?<![\w-])(i-[0-9a-f]{8,17})(?![\w-])")
+_INSTANCE = re.compile(r"(?<![0-9a-z])(i-[0-9a-f]{8,17})(?![0-9a-f])")  # also in hyperpod-i-...-application...
+_FLUENT_BIT = re.compile(r"^(?P<host>[^/]+?)-(?:application|dataplane|host)\.")  # log_stream_prefix ${HOST_NAME}-
 _IP_HOST = re.compile(r"ip-\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3}")
 ACTIVITY_PAGE = 100
 
@@ -63,10 +66,13 @@ class JobLogs:
         return bool(self.groups) and len(self.gaps) < len(self.groups)
 
 
-def discover_groups(logs: Any, cluster: str, hyperpod_name: str | None) -> tuple[list[str], list[str]]:
-    """The groups that exist for this cluster's conventions, and the names looked for (for the message)."""
-    prefixes = [(PARALLELCLUSTER.format(cluster=cluster), "parallelcluster"),
-                (CONTAINER_INSIGHTS.format(cluster=cluster), "exact")]
+def discover_groups(logs: Any, cluster: str, hyperpod_name: str | None,
+                    eks_cluster: str | None = None) -> tuple[list[str], list[str]]:
+    """The groups that exist for this cluster's conventions, and the names looked for (for the message).
+    ``eks_cluster``: the EKS cluster an EKS-orchestrated HyperPod cluster runs in (its Container Insights group)."""
+    prefixes = [(PARALLELCLUSTER.format(cluster=cluster), "parallelcluster")]
+    prefixes += [(CONTAINER_INSIGHTS.format(cluster=name), "exact")
+                 for name in dict.fromkeys(filter(None, (cluster, eks_cluster)))]
     prefixes += [(HYPERPOD.format(cluster=name), "prefix") for name in dict.fromkeys(filter(None, (hyperpod_name,
                                                                                                   cluster)))]
     found: list[str] = []
@@ -156,6 +162,10 @@ def _source(stream: str) -> tuple[str | None, str | None]:
     parallelcluster = _PC_STREAM.match(stream)
     if parallelcluster:
         return parallelcluster["host"], parallelcluster["instance"]
+    fluent_bit = _FLUENT_BIT.match(stream)
+    if fluent_bit:  # the node name: ip-10-0-1-23.<region>.compute.internal, or HyperPod's hyperpod-i-...
+        instance = _INSTANCE.search(fluent_bit["host"])
+        return fluent_bit["host"], instance.group(1) if instance else None
     instance = _INSTANCE.search(stream)
     host = _IP_HOST.search(stream)
     return (host.group(0) if host else None), (instance.group(1) if instance else None)

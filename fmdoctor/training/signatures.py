@@ -10,8 +10,18 @@
   (``src/transport/net_ib/p2p.cc``) name the peer.
 * aws-ofi-nccl's ``NET/OFI Request ... completed with error`` carries libfabric's EFA error text
   (ofiwg/libfabric ``prov/efa``): ``... My EFA addr: ... My host id: i-... Peer EFA addr: ... Peer host id: i-...``.
-* torchrun's failure summary (``torch/distributed/elastic/multiprocessing/errors``): ``Root Cause (first observed
-  failure):`` then ``host      : <host>``, ``rank      : 13 (local_rank: 5)``, ``exitcode  : -6 (pid: 4242)``.
+* The heartbeat monitor's lines of the same file, which every rank prints, the hung one included (it never times
+  out itself): ``[PG ID 0 PG GUID 0(default_pg) Rank 13] Received a dump signal due to a collective timeout from
+  rank 7 and we will try our best to dump the debug info. Last enqueued NCCL work: 5209, last completed NCCL work:
+  5209.`` (``getNCCLWatchdogTimeoutErrorMsg``: a rank whose last enqueued work is below the collective the others
+  timed out in never reached it), ``... Terminating the process after attempting to dump debug info, due to ...``
+  (``getNCCLWatchdogTimeoutExitMsg``) and ``... ProcessGroupNCCL's watchdog got stuck for N seconds ...``; with the
+  ``[rank13]:`` prefix each maps its rank to the host whose log carries it.
+* torchrun's ChildFailedError report (``torch/distributed/elastic/multiprocessing/errors/__init__.py``,
+  ``_MSG_FORMAT_TEMPLATE`` and ``_FAILURE_FORMAT_TEMPLATE``): a ``Failures:`` section listing every other failed
+  rank, then ``Root Cause (first observed failure):``, each entry ``[i]:`` then ``time      :``,
+  ``host      : <host>``, ``rank      : 13 (local_rank: 5)``, ``exitcode  : -6 (pid: 4242)``. Every entry maps a
+  rank to a host; the root cause is also a (weak) vote for the culprit.
 * torch elastic's agent on success (``torch/distributed/elastic/agent/server/api.py``): ``[default] worker group
   successfully finished. Waiting 300 seconds for other agents to finish.``
 * A rank's ``RuntimeError: CUDA error: ...`` (CUDA's own error strings) says which rank met a GPU fault.
@@ -35,7 +45,16 @@ PEER_SOCKET = re.compile(r"(?:Connection closed by remote peer|Got completion fr
 PEER_HOST_ID = re.compile(r"Peer host id: (?P<peer>i-[0-9a-f]{8,17})")
 MY_HOST_ID = re.compile(r"My host id: (?P<me>i-[0-9a-f]{8,17})")
 EFA_ERROR = re.compile(r"Error: (?P<errno>\d+) \((?P<text>[^()]*(?:\([^()]*\))?[^()]*?)(?: My EFA addr|\))")
+_PG_PREFIX = (r"\[(?:PG ID (?P<pg_id>\d+) PG GUID (?P<pg_guid>[^\s(\]]+)(?:\((?P<pg_desc>[^)]*)\))? )?"
+              r"Rank (?P<rank>\d+)\]\s*")
+DUMP_SIGNAL = re.compile(
+    _PG_PREFIX + r"Received a dump signal due to a collective timeout from\s*(?P<origin>this local rank|rank -?\d+)?"
+    r" and we will try our best to dump the debug info\. Last enqueued \w+ work: (?P<enqueued>-?\d+), "
+    r"last completed \w+ work: (?P<completed>-?\d+)")
+RANK_LINE = re.compile(_PG_PREFIX + r"(?:\[PG ID [^\]]*\] )?(?:Terminating the process after attempting to dump|"
+                       r"ProcessGroupNCCL's watchdog got stuck for|Observed flight recorder dump signal)")
 ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):")
+FAILURES = re.compile(r"^\s*Failures:\s*$")
 SUMMARY_FIELD = re.compile(r"^\s*(?P<key>host|rank|exitcode|time)\s*: (?P<value>.*?)\s*$", re.M)
 SUMMARY_RANK = re.compile(r"(?P<rank>\d+) \(local_rank: (?P<local>\d+)\)")
 SUMMARY_EXIT = re.compile(r"(?P<code>-?\d+)(?: \(pid: (?P<pid>\d+)\))?")
@@ -44,8 +63,10 @@ RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:")
 
 # What the job's log groups are searched for (CloudWatch Logs filter pattern: '?' terms match any of them).
 FILTER_TERMS = ("Watchdog caught collective operation timeout", "NCCL WARN", "Peer host id",
-                "Root Cause (first observed failure)", "host      :", "rank      :", "exitcode  :",
-                "NVRM: Xid", "worker group successfully finished", "CUDA error")
+                "Received a dump signal", "Terminating the process after attempting to dump",
+                "watchdog got stuck for", "Failures:", "Root Cause (first observed failure)", "time      :",
+                "host      :", "rank      :", "exitcode  :", "NVRM: Xid", "worker group successfully finished",
+                "CUDA error")
 FILTER_PATTERN = " ".join(f'?"{term}"' for term in FILTER_TERMS)
 
 
@@ -76,26 +97,69 @@ class PeerError:
 
 @dataclass(frozen=True)
 class RootCause:
+    """One entry of torchrun's report: the root cause (``root``) or one of the other failures it lists."""
+
     host: str | None
     rank: int | None
     local_rank: int | None
     exitcode: int | None
     time: datetime
     reported_by: str | None
+    root: bool = True
+
+
+@dataclass(frozen=True)
+class DumpSignal:
+    """A rank's own account when told to dump: the last collective it enqueued and completed in its default group."""
+
+    rank: int
+    pg: str | None
+    last_enqueued: int
+    last_completed: int
+    host: str | None
+    time: datetime
+    line: str
 
 
 def parse_watchdog(text: str, host: str | None, time: datetime) -> Watchdog | None:
     match = WATCHDOG.search(text)
     if not match:
         return None
-    return Watchdog(int(match["rank"]), int(match["seq"]), match["op"], int(match["timeout_ms"]),
+    return Watchdog(_global_rank(text, match), int(match["seq"]), match["op"], int(match["timeout_ms"]),
                     int(match["ran_ms"]), match["pg_desc"] or match["pg_guid"], host, time, text.strip()[-400:])
 
 
+def parse_dump_signal(text: str, host: str | None, time: datetime) -> DumpSignal | None:
+    match = DUMP_SIGNAL.search(text)
+    if not match:
+        return None
+    return DumpSignal(_global_rank(text, match), match["pg_desc"] or match["pg_guid"], int(match["enqueued"]),
+                      int(match["completed"]), host, time, text.strip()[-400:])
+
+
+def line_rank(text: str) -> int | None:
+    """The global rank a line of the job names as its writer: the ``[rank13]:`` prefix PyTorch puts on each rank's
+    stderr, else the ``Rank 13`` of a default-group c10d line (the heartbeat monitor's), else None."""
+    prefixed = rank_prefix(text)
+    if prefixed is not None:
+        return prefixed
+    match = RANK_LINE.search(text) or DUMP_SIGNAL.search(text)
+    if match and (match["pg_id"] in (None, "0")):
+        return int(match["rank"])
+    return None
+
+
+def _global_rank(text: str, match: re.Match[str]) -> int:
+    """The ``[rankN]:`` prefix is the global rank; a c10d prefix's ``Rank N`` is the rank within its group."""
+    prefixed = rank_prefix(text)
+    return prefixed if prefixed is not None else int(match["rank"])
+
+
 def parse_peer_error(text: str, host: str | None, time: datetime) -> PeerError | None:
-    """A socket or EFA error that names the peer; the reporter is the NCCL line's host, else the log's host."""
+    """A socket or EFA error that names the peer; the reporter is libfabric's 'My host id', else the node whose log
+    carries the line, else the NCCL line's host (in a container, the pod's name)."""
     warn = NCCL_WARN.search(text)
-    reporter = warn["host"] if warn else host
+    reporter = host or (warn["host"] if warn else None)
     me = MY_HOST_ID.search(text)
     if me:
         reporter = me["me"]
@@ -115,32 +179,51 @@ def rank_prefix(text: str) -> int | None:
 
 
 def parse_root_causes(lines: list[tuple[datetime, str]], reporter: str | None) -> list[RootCause]:
-    """torchrun's summary blocks in one stream's lines (in order): the fields after each 'Root Cause' heading.
+    """Every entry of torchrun's reports in one stream's lines (in order): those of the ``Failures:`` section
+    (``root`` False) and of ``Root Cause (first observed failure):``.
 
-    The CloudWatch agent may ship the block as one multi-line event or as one event per line; both parse."""
+    The CloudWatch agent may ship a report as one multi-line event or as one event per line, and a filter pattern
+    keeps only some of its lines (no ``[i]:`` markers): an entry ends at the next marker, heading or border, or
+    where a field it already has comes again."""
     found: list[RootCause] = []
     pending: dict[str, str] | None = None
+    section: bool | None = None  # None: outside a report; True: root cause; False: other failures
     started: datetime | None = None
 
     def close() -> None:
-        if pending is not None and started is not None and pending:
+        nonlocal pending
+        if pending and started is not None and section is not None:
             rank = SUMMARY_RANK.search(pending.get("rank", ""))
             code = SUMMARY_EXIT.match(pending.get("exitcode", ""))
             found.append(RootCause(pending.get("host"), int(rank["rank"]) if rank else None,
                                    int(rank["local"]) if rank else None, int(code["code"]) if code else None,
-                                   started, reporter))
+                                   started, reporter, root=section))
+        pending = None
 
     for time, text in lines:
         for part in text.splitlines() or [text]:
-            if ROOT_CAUSE.search(part):
+            if ROOT_CAUSE.search(part) or FAILURES.match(part):
                 close()
-                pending, started = {}, time
+                section, started = bool(ROOT_CAUSE.search(part)), time
+                continue
+            if section is None:
+                continue
+            stripped = part.strip()
+            if _ENTRY.match(stripped) or stripped.startswith(("===", "---")):
+                close()
+                if stripped.startswith("==="):
+                    section = section if section is False else None  # a report ends after its root cause
                 continue
             field = SUMMARY_FIELD.match(part)
-            if pending is not None and field and field["key"] not in pending:
-                pending[field["key"]] = field["value"]
-                if len(pending) == 4:
-                    close()
-                    pending = None
+            if not field:
+                continue
+            if pending is not None and field["key"] in pending:
+                close()
+            pending = pending if pending is not None else {}
+            pending[field["key"]] = field["value"]
+            started = started or time
     close()
     return found
+
+
+_ENTRY = re.compile(r"^\[\d+\]:$")

@@ -184,3 +184,20 @@ def test_nodes_known_only_by_names() -> None:
     assert ids.resolve("shared-name").ambiguous
     assert ids.resolve("10.0.1.99").foreign and not ids.resolve("some-host").foreign
     assert set(ids.every_name(A)) >= {A, "10.0.1.12", "ip-10-0-1-12", "queue1-st-p5-1"}
+
+
+@pytest.mark.parametrize("name, form", [
+    ("ip-10-0-1-12.us-west-2.compute.internal", "ip-10-0-1-12"),
+    ("IP-10-0-1-12.ec2.internal", "ip-10-0-1-12"),
+    ("10.0.1.12", "ip-10-0-1-12"),
+    ("10.0.1.12:9400", "ip-10-0-1-12"),
+    (f"hyperpod-{A}", A),
+    (f"ip-10-0-1-12.{A}.slurmd", A),
+    ("gpu-node-1.cluster.local", "gpu-node-1"),
+    ("2600:1f14:0000::12", "2600:1f14::12"),
+    ("  ", None),
+])
+def test_canonical_spelling_of_names_no_inventory_knows(name: str, form: str | None) -> None:
+    from fmdoctor.engine.identity import canonical
+
+    assert canonical(name) == form

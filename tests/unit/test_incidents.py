@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from fmdoctor.config import Settings
 from fmdoctor.engine.api import Doctor
-from fmdoctor.engine.incidents import EXPLAINS, HARM_NOW, build_incidents, incident_id
+from fmdoctor.engine.incidents import EXPLAINS, HARM_NOW, build_incidents, incident_id, title_of
 from fmdoctor.engine.model import Finding, Report, Severity
 from fmdoctor.engine.registry import default_registry
 from fmdoctor.node.replay import ReplayHost
@@ -70,7 +70,8 @@ def test_the_demo_leads_with_the_spot_deadline_then_the_capacity_block_then_the_
     culprit = facts["training"]["culprit"]
     assert stalled.cause.check == "training-stalled" and stalled.cause.resource == culprit
     assert stalled.urgency == "now" and stalled.harm == HARM_NOW["training-stalled"]
-    assert stalled.since == datetime.fromisoformat(facts["training"]["hung_at"])
+    stall = one(report.findings, "training-stalled", culprit)
+    assert stalled.since == datetime.fromisoformat(stall.evidence["stall_start"])
     assert all(f.resource == culprit for f in stalled.findings)  # its node's other findings are with it
 
 
@@ -132,7 +133,7 @@ def test_the_text_report_opens_with_the_incidents_on_one_screen(demo):
     assert start == 3 and end - start <= ACT_FIRST_LINES + 1
     section = "\n".join(lines[start:end])
     assert f"{len(incidents)} incidents" in lines[start]
-    assert lines[start + 1].startswith(" 1 ✗ ") and facts["spot"]["interrupted"] in lines[start + 1]
+    assert lines[start + 1].startswith(" 1 ✗ ") and "will be terminated by EC2 Spot" in lines[start + 1]
     assert "deadline" in lines[start + 2] and "next: fmdoctor runbook show spot-interruption" in section
     assert re.search(r"\+ \d+ more incidents", section)  # the rest are counted, not dropped
     assert text.index("ACT FIRST") < text.index("efa-sg-self-reference  ")  # the details follow as before
@@ -311,3 +312,45 @@ def test_serve_names_the_incident_behind_an_alarm_and_its_root(demo):
     assert cause is not None and cause.check == "autoscaling-at-max" and len(related) == 3
     nothing_named = likely_incident(incidents, {"i-0000000000000000"})
     assert nothing_named is incidents[0]
+
+
+def test_the_assistant_reads_and_answers_with_the_same_incidents(demo):
+    from fmdoctor.assistant.compose import act_first_lines, by_incident
+    from fmdoctor.assistant.digest import incidents_of, parse
+    from fmdoctor.assistant.results import ToolResult
+
+    facts, report, incidents = demo
+    result = ToolResult.from_report("check_all", report)
+    again = incidents_of(result.findings, report.generated_at, report.cluster, report.region)
+    assert [i.id for i in again] == [i.id for i in incidents]  # from the tools' finding JSON, the same ranking
+    lines = result.text().splitlines()
+    heading = next(n for n, line in enumerate(lines) if line.startswith("incidents ("))
+    node = facts["spot"]["interrupted"]
+    assert lines[heading + 1].startswith(f"1. critical | spot-interruption/{node} (+ spot-interruption-unprotected/")
+    assert "deadline" in lines[heading + 1]
+    assert len(parse(lines)["findings"]) == len(report.findings)  # incident lines are not read back as findings
+    answer = act_first_lines(again, report.generated_at)
+    assert answer[0] == f"Act first ({len(incidents)} incidents, most urgent first):"
+    assert answer[1].startswith(f"1. [critical] {incidents[0].title} (deadline ")
+    assert f"findings: spot-interruption/{node}, spot-interruption-unprotected/{node}" in answer[1]
+    ordered = by_incident(result.findings, again)
+    assert [f["id"] for f in ordered[:2]] == [f"spot-interruption/{node}", f"spot-interruption-unprotected/{node}"]
+
+
+@pytest.mark.parametrize("summary, title", [
+    ("gpu-node-3 (i-0123456789abcdef0) will be terminated by EC2 Spot in about 1m38s (at 2026-12-05T00:14:12+00:00)"
+     ": checkpoint now.", "gpu-node-3 will be terminated by EC2 Spot in about 1m38s"),
+    ("Capacity Block cr-0b8a of 2 nodes (gpu-node-1 (i-0123456789abcdef0), gpu-node-2 (i-0123456789abcdef1)) ends "
+     "in 1h49m; EC2 begins terminating", "Capacity Block cr-0b8a of 2 nodes ends in 1h49m"),
+    ("SageMaker endpoint chat is Failed and serves no requests (The primary container for production variant "
+     "AllTraffic did not pass the ping health check.)", "SageMaker endpoint chat is Failed and serves no requests"),
+    ("gpu-node-4 (i-0123456789abcdef0, p5.48xlarge) has 4 of its 32 EFA interfaces (400 of 3200 Gbps)",
+     "gpu-node-4 has 4 of its 32 EFA interfaces (400 of 3200 Gbps)"),  # a short aside stays
+    ("p90 latency of chat/AllTraffic is 1600.0 ms over 15m (SLO 500 ms)", "p90 latency of chat/AllTraffic is "
+     "1600.0 ms over 15m (SLO 500 ms)"),
+    ("Short: then the rest", "Short: then the rest"),  # a break before 24 characters is kept
+    ("x" * 130, "x" * 99 + "…"),
+])
+def test_a_title_is_the_causes_first_clause_without_its_lists_and_ids(summary, title):
+    cause = Finding(check="c", severity=Severity.WARNING, resource="r", summary=summary, runbook="c")
+    assert title_of(cause) == title

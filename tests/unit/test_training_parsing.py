@@ -3,16 +3,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 from datetime import UTC, datetime
 
 import pytest
 
-from fmdoctor.training.culprit import host_key, read_evidence
+from fmdoctor.training.culprit import answer, host_key, read_evidence
 from fmdoctor.training.flight_recorder import DumpError, load_dump, parse_dump, rank_of
-from fmdoctor.training.logs import LogEvent, stream_kind
-from fmdoctor.training.signatures import parse_peer_error, parse_root_causes, parse_watchdog
+from fmdoctor.training.logs import LogEvent, is_signature, stream_kind
+from fmdoctor.training.signatures import (
+    line_rank,
+    parse_dump_signal,
+    parse_peer_error,
+    parse_root_causes,
+    parse_watchdog,
+)
 
 NOW = datetime(2026, 5, 1, 10, 30, tzinfo=UTC)
 
@@ -72,7 +79,8 @@ def test_a_silent_host_is_one_whose_job_stream_logged_no_timeout():
                for n in (4, 5, 6) for log in ("training", "syslog")}
     streams["ip-10-0-0-9.i-00000000000000009.slurmctld"] = ("ip-10-0-0-9", "i-00000000000000009")  # head node
     evidence = read_evidence(events, streams)
-    assert evidence.job_hosts == {"ip-10-0-0-4", "ip-10-0-0-5", "ip-10-0-0-6"}
+    # each node is keyed by the instance id its streams carry
+    assert evidence.job_hosts == {"i-00000000000000004", "i-00000000000000005", "i-00000000000000006"}
 
 
 def dump(**extra):
@@ -101,3 +109,140 @@ def test_dump_file_names_carry_the_rank():
     assert rank_of("fr/job/nccl_trace_rank_13.pkl", "nccl_trace_rank_") == 13
     assert rank_of("fr/job/nccl_trace_rank_", "nccl_trace_rank_") is None
     assert rank_of("fr/job/README", "nccl_trace_rank_") is None
+    assert rank_of("fr/job/nccl_trace_rank_\u00b2", "nccl_trace_rank_") is None  # a digit to isdigit, not to int
+    assert rank_of("fr/job/nccl_trace_rank_abc", "nccl_trace_rank_") is None
+
+
+# -- issue 36: ranks from everything the job wrote, waiting points, one key per node --------------------------------
+
+SIGNAL = ("[rank13]:[E0501 10:31:08.0 ProcessGroupNCCL.cpp:1746] [PG ID 0 PG GUID 0(default_pg) Rank 13] Received a "
+          "dump signal due to a collective timeout from  rank 7 and we will try our best to dump the debug info. Last "
+          "enqueued NCCL work: 5209, last completed NCCL work: 5209.This is most likely caused by incorrect usages")
+
+
+@pytest.mark.parametrize("text, rank", [
+    ("[rank13]:step 5 loss 2.0", 13),  # the stderr prefix is the global rank
+    (SIGNAL, 13),
+    (SIGNAL.replace("[rank13]:", ""), 13),  # no prefix: the default group's Rank is the global rank
+    ("[PG ID 0 PG GUID 0(default_pg) Rank 2] [PG ID 0 PG GUID 0(default_pg) Rank 2] Terminating the process after "
+     "attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.", 2),
+    ("[PG ID 1 PG GUID 1 Rank 2] Terminating the process after attempting to dump debug info, due to x.", None),
+    ("[PG ID 0 PG GUID 0(default_pg) Rank 4] ProcessGroupNCCL's watchdog got stuck for 480 seconds", 4),
+    ("Rank 4 said nothing of the kind", None),
+])
+def test_which_rank_a_line_names(text, rank):
+    assert line_rank(text) == rank
+
+
+def test_a_ranks_own_dump_signal_line():
+    signal = parse_dump_signal(SIGNAL, "h", NOW)
+    assert (signal.rank, signal.pg, signal.last_enqueued, signal.last_completed) == (13, "default_pg", 5209, 5209)
+    local = SIGNAL.replace("from  rank 7", "from this local rank").replace("NCCL work", "XCCL work")
+    assert parse_dump_signal(local, None, NOW).last_enqueued == 5209  # newer releases name the backend
+    assert parse_dump_signal("Received a dump signal due to a collective timeout", None, NOW) is None
+
+
+REPORT = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-05-01_10:31:09
+  host      : ip-10-0-0-5
+  rank      : 13 (local_rank: 5)
+  exitcode  : -15 (pid: 51243)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 51243
+[2]:
+  time      : 2026-05-01_10:31:09
+  host      : ip-10-0-0-5
+  rank      : 14 (local_rank: 6)
+  exitcode  : -6 (pid: 51244)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 51244
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-05-01_10:31:09
+  host      : ip-10-0-0-5
+  rank      : 8 (local_rank: 0)
+  exitcode  : -6 (pid: 51238)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 51238
+============================================================"""
+
+
+@pytest.mark.parametrize("shipped", ["one event", "one event per line", "filtered lines"])
+def test_torchruns_whole_report_maps_ranks(shipped):
+    """The Failures section's entries as well as the root cause; shipped as one event, one per line, or only the
+    lines the filter pattern keeps (no '[i]:' markers, no borders)."""
+    lines = REPORT.splitlines()
+    if shipped == "one event":
+        events = [(NOW, REPORT)]
+    elif shipped == "one event per line":
+        events = [(NOW, line) for line in lines]
+    else:
+        events = [(NOW, line) for line in lines if is_signature(line)]
+    entries = parse_root_causes(events, "ip-10-0-0-5")
+    assert [(e.rank, e.local_rank, e.exitcode, e.root) for e in entries] == [
+        (13, 5, -15, False), (14, 6, -6, False), (8, 0, -6, True)]
+    no_others = REPORT.split("Failures:")[0] + "Failures:\n  <NO_OTHER_FAILURES>\n" + REPORT.split("-" * 60)[-1]
+    assert [(e.rank, e.root) for e in parse_root_causes([(NOW, no_others)], None)] == [(8, True)]
+
+
+def _progress(rank, enqueued, completed, group="0"):
+    from fmdoctor.training.flight_recorder import GroupProgress, RankDump
+
+    return RankDump(rank, f"s3://b/nccl_trace_rank_{rank}", groups={group: GroupProgress(enqueued, completed)},
+                    members={group: [0, 1, 2, 3]}, descs={group: "default_pg"})
+
+
+@pytest.mark.parametrize("ranks, named, expected", [
+    # (enqueued, completed) per rank 0..3; the watchdog's collective per group; (waiting_at, behind, waiting ranks)
+    ([(12, 9), (12, 9), (9, 9), (12, 9)], {}, (10, {2: 9}, (0, 1, 3))),  # oldest pending, not newest enqueued
+    ([(12, 9), (12, 9), (10, 9), (12, 9)], {"default_pg": 11}, (11, {2: 10}, (0, 1, 3))),  # the watchdog's
+    ([(9, 9), (9, 9), (9, 9), (9, 9)], {}, None),  # nothing pending: nobody waits
+    ([(12, 12), (12, 12), (9, 9), (12, 12)], {}, None),  # the others completed all they enqueued
+    ([(12, 9), (12, 9), (12, 9), (12, 9)], {}, None),  # all wait together: nobody behind
+])
+def test_the_waiting_point_and_who_never_reached_it(ranks, named, expected):
+    from fmdoctor.training.flight_recorder import find_laggards
+
+    found = find_laggards([_progress(r, e, c) for r, (e, c) in enumerate(ranks)], named)
+    assert ([(g.waiting_at, g.behind, g.waiting_ranks) for g in found] or [None]) == [expected]
+
+
+def test_one_key_per_node_whatever_the_line_calls_it():
+    from fmdoctor.engine.identity import NodeIdentities
+    from fmdoctor.engine.inventory import Instance, Inventory
+    from fmdoctor.training.culprit import NodeKeys
+
+    node = Instance("i-0aaaaaaaaaaaaaaa1", "p5.48xlarge", "running", None, None, None, private_ip="10.0.0.5",
+                    private_dns="ip-10-0-0-5.us-west-2.compute.internal")
+    ids = NodeIdentities.of(Inventory("c", "us-west-2", (node,)))
+    streams = {"queue1-st-p5-2.i-0aaaaaaaaaaaaaaa1.training": ("queue1-st-p5-2", "i-0aaaaaaaaaaaaaaa1"),
+               "LifecycleConfig/workers/i-0bbbbbbbbbbbbbbb2": ("ip-10-1-0-7", "i-0bbbbbbbbbbbbbbb2")}
+    keys = NodeKeys(ids, streams)
+    for name in ("ip-10-0-0-5", "10.0.0.5", "i-0aaaaaaaaaaaaaaa1", "queue1-st-p5-2",
+                 "ip-10-0-0-5.ec2.internal", "hyperpod-i-0aaaaaaaaaaaaaaa1"):
+        assert keys(name) == "i-0aaaaaaaaaaaaaaa1", name
+    assert keys("ip-10-1-0-7.us-west-2.compute.internal") == "i-0bbbbbbbbbbbbbbb2"  # a node no inventory lists
+    assert keys("llama-worker-0") == "llama-worker-0" and keys("") is None
+
+
+def test_a_rank_whose_own_line_says_it_never_enqueued_the_collective_is_behind():
+    line = ("[rank{r}]:[E0501 10:31:07.4 ProcessGroupNCCL.cpp:685] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Watchdog "
+            "caught collective operation timeout: WorkNCCL(SeqNum=5210, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+            "Timeout(ms)=600000) ran for 600100 milliseconds before timing out.")
+    events = [LogEvent("g", "ip-10-0-0-4.i-00000000000000004.training", NOW, line.format(r=r), "ip-10-0-0-4",
+                       "i-00000000000000004") for r in (0, 1)]
+    events.append(LogEvent("g", "ip-10-0-0-5.i-00000000000000005.training", NOW, SIGNAL.replace("rank13", "rank2")
+                           .replace("Rank 13", "Rank 2"), "ip-10-0-0-5", "i-00000000000000005"))
+    found = answer(read_evidence(events, {}), [])
+    assert found.named["nccl-watchdog"] == ["i-00000000000000005"] and found.ranks == {"i-00000000000000005": [2]}
+    assert "rank 2 on i-00000000000000005 never enqueued it (its last enqueued NCCL work: 5209)" in found.said[
+        "nccl-watchdog"]
+    other_group = events[:2] + [dataclasses.replace(events[2], text=events[2].text.replace(
+        "PG GUID 0(default_pg)", "PG GUID 1(fsdp_shard)"))]
+    assert "nccl-watchdog" not in answer(read_evidence(other_group, {}), []).named  # another group's counter

@@ -3,6 +3,7 @@ formats), its checkpoints in S3 and its NCCL flight-recorder dumps in S3."""
 
 from __future__ import annotations
 
+import json
 import pickle
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -49,7 +50,8 @@ def load_fixture(aws, nodes, name: str, group: str) -> None:
             continue
         minutes, stream, message = line.split("|", 2)
         for node_name, node in nodes.items():
-            for token, value in ((f"<{node_name}:id>", node.id), (f"<{node_name}>", host(node))):
+            for token, value in ((f"<{node_name}:id>", node.id), (f"<{node_name}:ip>", node.private_ip),
+                                 (f"<{node_name}>", host(node))):
                 stream, message = stream.replace(token, value), message.replace(token, value)
         streams.setdefault(stream, []).append((now - timedelta(minutes=int(minutes)), message))
     for stream, lines in streams.items():
@@ -63,11 +65,12 @@ def checkpoints(aws, minutes_ago: list[int]) -> None:
                          now - timedelta(minutes=minutes))
 
 
-def dump(rank: int, enqueued: int, completed: int, world: int = 24) -> bytes:
-    """A rank's flight-recorder dump as c10d pickles it (FlightRecorder.hpp keys, version 2.4)."""
+def dump(rank: int, enqueued: int, completed: int, world: int = 24, names: dict[int, str] | None = None) -> bytes:
+    """A rank's flight-recorder dump as c10d pickles it (FlightRecorder.hpp keys, version 2.4); ``names`` gives
+    some collectives another profiling name than all_reduce."""
     created = int((datetime.now(UTC) - timedelta(minutes=34)).timestamp() * 1e9)
     entries = [{"record_id": seq, "pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": seq,
-                "p2p_seq_id": 0, "op_id": seq, "profiling_name": "nccl:all_reduce",
+                "p2p_seq_id": 0, "op_id": seq, "profiling_name": (names or {}).get(seq, "nccl:all_reduce"),
                 "time_created_ns": created + seq, "input_sizes": [[262144000]], "input_dtypes": ["BFloat16"],
                 "output_sizes": [[262144000]], "output_dtypes": ["BFloat16"],
                 "state": "completed" if seq <= completed else "started", "time_discovered_started_ns": None,
@@ -100,7 +103,8 @@ def test_a_hang_with_one_culprit_names_it_from_the_flight_recorder(job, run_chec
     assert [c["instance"] for c in evidence["culprits"]] == [culprit.id]
     assert evidence["named_by"] == "flight-recorder" and evidence["culprits"][0]["ranks"] == [13]
     assert set(evidence["corroborated_by"]) >= {"nccl-watchdog"} and not evidence["conflicting"]
-    assert "collective 5210 (nccl:all_reduce); rank 13 at 5209" in evidence["sources"]["flight-recorder"]
+    assert (f"wait in collective 5210 (nccl:all_reduce); never reached it: rank 13 on gpu-2 ({culprit.id}), its "
+            "last 5209") in evidence["sources"]["flight-recorder"]
     assert evidence["culprits"][0]["xids"][0]["xid"] == 48
     assert "Xid 48" in finding.summary and "gpu-2" in finding.summary and "step-003000" in finding.summary
     command = evidence["culprits"][0]["take_out"]["command"]
@@ -142,9 +146,26 @@ def test_conflicting_evidence_is_reported_as_such_and_proposes_no_fix(job, run_c
     evidence = finding.evidence
     assert evidence["named_by"] == "nccl-watchdog" and evidence["conflicting"] is True
     assert [c["instance"] for c in evidence["culprits"]] == [nodes["gpu-2"].id]
-    assert evidence["conflicts"] == {"peer-errors": [host(nodes["gpu-3"])]}
-    assert "the evidence conflicts: peer-errors names " + host(nodes["gpu-3"]) in finding.summary
-    assert "fix" not in evidence
+    assert evidence["conflicts"] == {"peer-errors": [nodes["gpu-3"].id]}
+    assert (f"the evidence conflicts, so no fix is proposed: peer-errors names gpu-3 ({nodes['gpu-3'].id})"
+            in finding.summary)
+    assert_no_fix_anywhere(finding)
+
+
+def assert_no_fix_anywhere(finding) -> None:
+    """Conflicting sources: no action in the evidence, no command that takes a node out, and the runbook's
+    take-the-node-out step not rendered; it says who disagrees and what to read next."""
+    from fmdoctor.runbooks import get_runbook
+
+    evidence = finding.evidence
+    assert "fix" not in evidence and all(c["take_out"] is None and "fix" not in c for c in evidence["culprits"])
+    text = json.dumps(evidence)
+    assert not any(word in text for word in ("scontrol", "DRAIN", "kubectl", "cordon", "replace-hyperpod"))
+    assert evidence["read_next"] and any("NCCL" in step for step in evidence["read_next"])
+    rendered = get_runbook("training-stalled").render(finding, cluster=CLUSTER, region=REGION)
+    assert "Take the node out" not in rendered and "scontrol update" not in rendered
+    assert "The sources disagree (" in rendered and "Read next:" in rendered
+    assert "Settle which node hung the job first" in rendered
 
 
 def test_a_slow_but_progressing_job_has_no_finding(job, run_checks):
@@ -286,3 +307,178 @@ def test_flight_recorder_on_fsx_without_an_export_is_said_so(job):
     assert "no data repository association" in error.message and "fsx://" in error.unverified
     [finding] = report.findings  # the logs still name the culprit
     assert finding.evidence["named_by"] == "nccl-watchdog"
+
+
+def test_an_unreadable_or_misnamed_dump_is_one_unreadable_dump(job, run_checks):
+    """Beside the ranks' dumps: a file whose name has no rank number (or a digit int() refuses), one that is no
+    dump, and one whose fields have the wrong types. Each is one gap; the other dumps still name the culprit."""
+    aws, nodes = job
+    load_fixture(aws, nodes, "hang-one-culprit.log", PC_GROUP)
+    checkpoints(aws, [180, 150, 120, 90, 60, 38])
+    s3 = aws.client("s3")
+    for rank in range(24):
+        enqueued, completed = (5209, 5209) if rank == 13 else (5210, 5209)
+        s3.put_object(Bucket=BUCKET, Key=f"fr/job-77/nccl_trace_rank_{rank}", Body=dump(rank, enqueued, completed))
+    bad_fields = pickle.dumps({"entries": [], "pg_status": {"0": {"last_enqueued_collective": "soon"}}}, protocol=2)
+    for name, body in (("nccl_trace_rank_abc", dump(0, 1, 1)), ("nccl_trace_rank_\u00b2", dump(0, 1, 1)),
+                       ("nccl_trace_rank_24", b"\x80\x02truncated"), ("nccl_trace_rank_25", bad_fields)):
+        s3.put_object(Bucket=BUCKET, Key=f"fr/job-77/{name}", Body=body)
+    report = run_checks(ONLY, checkpoints={"locations": [LOCATION]},
+                        training={"flight_recorder": [f"s3://{BUCKET}/fr/job-77/nccl_trace_rank_"]})
+    assert sorted(e.code for e in report.errors) == ["UnreadableDump"] * 4
+    assert all(e.unverified.startswith(f"the flight recorder dump s3://{BUCKET}/fr/job-77/") for e in report.errors)
+    [finding] = report.findings
+    assert finding.evidence["named_by"] == "flight-recorder" and finding.evidence["flight_recorder"]["dumps"] == 24
+    assert [c["instance"] for c in finding.evidence["culprits"]] == [nodes["gpu-2"].id]
+
+
+def put_dumps(aws, hung: int, hung_at: int, waiting_at: int, enqueued_behind: int) -> str:
+    """Every rank's dump: the waiting ranks completed ``waiting_at - 1`` and enqueued up to ``enqueued_behind``
+    (past the collective they are stuck in); the hung rank last enqueued ``hung_at``."""
+    s3 = aws.client("s3")
+    names = {seq: "nccl:reduce_scatter" for seq in range(waiting_at + 1, enqueued_behind + 1)}
+    for rank in range(24):
+        enqueued, completed = (hung_at, hung_at) if rank == hung else (enqueued_behind, waiting_at - 1)
+        s3.put_object(Bucket=BUCKET, Key=f"fr/job-77/nccl_trace_rank_{rank}",
+                      Body=dump(rank, enqueued, completed, names=names))
+    return f"s3://{BUCKET}/fr/job-77/nccl_trace_rank_"
+
+
+def test_a_culprit_only_the_flight_recorder_names(job, run_checks):
+    """Rank 13 never times out (its watchdog is stuck); every host has ranks that did, torchrun's root causes come
+    from all three nodes at once. Only the dumps name it; its own heartbeat-monitor lines map it to gpu-2. The
+    waiting ranks enqueued two reduce_scatters behind the all_reduce they wait in: the waiting point is 5210."""
+    aws, nodes = job
+    load_fixture(aws, nodes, "hang-flight-recorder-only.log", PC_GROUP)
+    checkpoints(aws, [180, 150, 120, 90, 60, 38])
+    prefix = put_dumps(aws, hung=13, hung_at=5209, waiting_at=5210, enqueued_behind=5212)
+    report = run_checks(ONLY, checkpoints={"locations": [LOCATION]}, training={"flight_recorder": [prefix]})
+    assert report.errors == []
+    [finding] = report.findings
+    evidence, culprit = finding.evidence, nodes["gpu-2"]
+    assert evidence["named_by"] == "flight-recorder" and evidence["corroborated_by"] == []
+    assert [c["instance"] for c in evidence["culprits"]] == [culprit.id] and evidence["culprits"][0]["ranks"] == [13]
+    said = evidence["sources"]["flight-recorder"]
+    assert "23 rank(s) wait in collective 5210 (nccl:all_reduce)" in said and "5212" not in said
+    assert f"never reached it: rank 13 on gpu-2 ({culprit.id}), its last 5209" in said
+    assert evidence["rank_hosts"]["13"] == {"host": culprit.id, "mapped_by": "its own lines"}
+    assert "the logs do not show which rank never joined" in evidence["sources"]["nccl-watchdog"]
+    assert not evidence["conflicting"] and evidence["culprits"][0]["take_out"]["scheduler"] == "slurm"
+
+
+def test_a_culprit_mapped_by_torchruns_failures_section(job, run_checks):
+    """Rank 13 writes nothing at all; gpu-2's torchrun report lists it under Failures (killed by its agent), not as
+    the root cause: that entry is what maps the rank the dumps name to its node."""
+    aws, nodes = job
+    load_fixture(aws, nodes, "hang-torchrun-failures.log", PC_GROUP)
+    checkpoints(aws, [180, 150, 120, 90, 60, 38])
+    prefix = put_dumps(aws, hung=13, hung_at=5209, waiting_at=5210, enqueued_behind=5211)
+    [finding] = run_checks(ONLY, checkpoints={"locations": [LOCATION]}, training={"flight_recorder": [prefix]}).findings
+    evidence = finding.evidence
+    assert evidence["named_by"] == "flight-recorder"
+    assert [c["instance"] for c in evidence["culprits"]] == [nodes["gpu-2"].id]
+    assert evidence["rank_hosts"]["13"] == {"host": nodes["gpu-2"].id, "mapped_by": "torchrun's report"}
+    assert "torchrun" not in evidence["conflicts"]  # its root causes come from every node at once: no vote
+
+
+def test_a_culprit_named_by_efa_peer_errors_with_instance_ids(job, run_checks):
+    """aws-ofi-nccl's completion errors on gpu-1 and gpu-3 carry libfabric EFA's 'Peer host id: i-...' of gpu-2;
+    no timeout was logged yet (the hang is younger than NCCL's timeout)."""
+    aws, nodes = job
+    load_fixture(aws, nodes, "peer-errors-efa-instance-ids.log", PC_GROUP)
+    [finding] = run_checks(ONLY).findings
+    evidence = finding.evidence
+    assert evidence["named_by"] == "peer-errors" and [c["instance"] for c in evidence["culprits"]] == [
+        nodes["gpu-2"].id]
+    assert f"EFA peer error(s) name gpu-2 ({nodes['gpu-2'].id}) by 2 host(s)" in evidence["sources"]["peer-errors"]
+    assert not evidence["conflicting"]
+
+
+def test_the_same_node_under_every_name_is_one_suspect(job, run_checks):
+    """gpu-2 is 'queue1-st-p4d-2' in its streams and torchrun's report (ParallelCluster's Slurm hostnames), its
+    instance id in aws-ofi-nccl's Peer host id, its IP in NCCL's socket error, and its Xid sits in its syslog
+    stream: every source names the one node, they agree, and the drain names the Slurm node itself."""
+    aws, nodes = job
+    load_fixture(aws, nodes, "same-node-many-names.log", PC_GROUP)
+    checkpoints(aws, [180, 150, 120, 90, 60, 40])
+    [finding] = run_checks(ONLY, checkpoints={"locations": [LOCATION]}).findings
+    evidence, culprit = finding.evidence, nodes["gpu-2"]
+    assert [c["instance"] for c in evidence["culprits"]] == [culprit.id]
+    assert evidence["named_by"] == "nccl-watchdog" and not evidence["conflicting"] and evidence["conflicts"] == {}
+    assert set(evidence["corroborated_by"]) == {"peer-errors", "torchrun", "gpu-faults"}
+    [named] = evidence["culprits"]
+    assert named["explained_by"].startswith("Xid 79") and 13 in named["ranks"]
+    assert named["take_out"]["command"].startswith("scontrol update NodeName=queue1-st-p4d-2 State=DRAIN Reason=")
+
+
+def test_discovery_finds_the_container_insights_group_of_a_hyperpod_eks_cluster(aws):
+    from fmdoctor.training.logs import discover_groups
+
+    logs = aws.client("logs")
+    for group in ("/aws/containerinsights/hp-eks/application", "/aws/containerinsights/hp-eks/performance",
+                  "/aws/containerinsights/other/application"):
+        logs.create_log_group(logGroupName=group)
+    groups, looked_for = discover_groups(logs, "hp-train", "hp-train", "hp-eks")
+    assert groups == ["/aws/containerinsights/hp-eks/application"]
+    assert "/aws/containerinsights/hp-eks/application" in looked_for
+
+
+def test_a_hyperpod_eks_culprit_from_fluent_bit_records(aws, run_checks):
+    """HyperPod on EKS: Fluent Bit streams and records name each node 'hyperpod-<instance id>' (no EC2 instance of
+    the account behind it); the node whose pods never timed out is the HyperPod node, fixed through HyperPod."""
+    import json as _json
+
+    from .test_hyperpod import create_hyperpod, node_ids
+
+    name = create_hyperpod(aws)
+    ids = node_ids(aws, name)
+    group = "/aws/containerinsights/hp-eks/application"
+    logs = aws.client("logs")
+    logs.create_log_group(logGroupName=group)
+    now = datetime.now(UTC)
+    for index, node in enumerate(ids):
+        stream = (f"hyperpod-{node}-application.var.log.containers.llama-worker-{index}_training_pytorch-"
+                  "9b2f7e1c4d3a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0c.log")
+        lines = [(now - timedelta(minutes=40), f"[rank{index * 8}]:step 900 loss 2.01")]
+        if index != 1:
+            lines += [(now - timedelta(minutes=10), (
+                f"[rank{r}]:[E1204 05:01:07.426415540 ProcessGroupNCCL.cpp:685] [PG ID 0 PG GUID 0(default_pg) "
+                f"Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=901, OpType=ALLREDUCE, "
+                "NumelIn=1048576, NumelOut=1048576, Timeout(ms)=1800000) ran for 1800043 milliseconds before timing "
+                "out.")) for r in range(index * 8, index * 8 + 8)]
+        records = [(t, _json.dumps({"log": text + "\n", "stream": "stderr", "kubernetes": {
+            "pod_name": f"llama-worker-{index}", "namespace_name": "training", "host": f"hyperpod-{node}",
+            "container_name": "pytorch"}})) for t, text in lines]
+        put_lines(logs, group, stream, records)
+    report = run_checks(ONLY, cluster=name, training={"log_groups": [group]})
+    [finding] = report.findings
+    [culprit] = finding.evidence["culprits"]
+    assert culprit["instance"] == ids[1] and finding.evidence["named_by"] == "nccl-watchdog"
+    assert f"HyperPod node {ids[1]}" in finding.summary
+    assert finding.evidence["fix"] == [{"action": "replace-hyperpod-node", "cluster_name": name, "node_id": ids[1]}]
+
+
+def test_a_healthy_job_in_fluent_bit_records_has_no_finding(aws, run_checks):
+    """The modern layout as hard as the broken one: HyperPod on EKS, every node's pods logging steps, checkpoints
+    every 30 minutes, the newest 10 minutes old; a NCCL INFO line mentioning the peer is not an error."""
+    import json as _json
+
+    from .test_hyperpod import create_hyperpod, node_ids
+
+    name = create_hyperpod(aws)
+    ids = node_ids(aws, name)
+    aws.client("s3").create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+    checkpoints(aws, [70, 40, 10])
+    group = "/aws/containerinsights/hp-eks/application"
+    logs = aws.client("logs")
+    logs.create_log_group(logGroupName=group)
+    now = datetime.now(UTC)
+    for index, node in enumerate(ids):
+        stream = f"hyperpod-{node}-application.var.log.containers.llama-worker-{index}_training_pytorch-0a1b.log"
+        lines = [(now - timedelta(minutes=m), f"[rank{index * 8}]:step {900 - m} loss 2.01") for m in (6, 4, 2)]
+        lines.append((now - timedelta(minutes=30), f"llama-worker-{index}:194:710 [0] NCCL INFO NET/OFI Selected "
+                                                   "provider is efa, fabric is efa-direct (found 4 nics)"))
+        put_lines(logs, group, stream, [(t, _json.dumps({"log": text + "\n", "stream": "stderr", "kubernetes": {
+            "pod_name": f"llama-worker-{index}", "host": f"hyperpod-{node}"}})) for t, text in lines])
+    report = run_checks(ONLY, cluster=name, checkpoints={"locations": [LOCATION]}, training={"log_groups": [group]})
+    assert report.findings == [] and report.errors == []

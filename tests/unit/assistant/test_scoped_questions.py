@@ -181,3 +181,14 @@ def test_a_name_the_inventory_knows_is_planned_whatever_its_shape():
     assert may_name("why is demo-llm-chat slow?") and may_name("is gpu4 ok") and may_name("what about fs-0abc")
     assert not may_name("is my cluster healthy?") and not may_name("is p99 up on p5.48xlarge since step-2400?")
     assert not may_name("is EFA healthy? (key [REDACTED:aws-access-key-id])")
+
+
+def test_ask_about_a_node_by_its_ec2_hostname(demo_world, demo_doctor):
+    """Issue 36: 'what's wrong with ip-10-0-1-12.ec2.internal?' is the node with that address, under any domain."""
+    from fmdoctor.assistant import Assistant
+
+    node = demo_world.launched_nodes()["gpu-node-3"]
+    short = "ip-" + node.private_ip.replace(".", "-")
+    answer = Assistant(demo_doctor).ask(f"what's wrong with {short}.ec2.internal?")
+    assert [c.name for c in answer.tool_calls] == ["find_names", "check_resource"]
+    assert answer.answer.startswith(f"gpu-node-3 ({node.id}) has ")

@@ -45,8 +45,9 @@ async def test_checks_fill_the_table_then_filter_and_sort(app_for, demo_doctor, 
         assert panel.table.row_count == len(expected.findings) > 3
         assert app.query_one("#header").status == expected.status.value
         assert "checks ·" in str(app.query_one("#progress-checks").render())
-        severities = [f.severity.rank for f in panel.shown]
-        assert severities == sorted(severities, reverse=True)  # worst first by default
+        incidents = expected.incidents()
+        assert [f.id for f in panel.shown] == [f"{r.check}/{r.resource}" for i in incidents for r in i.findings]
+        assert panel.shown[0].id == f"{incidents[0].cause.check}/{incidents[0].cause.resource}"  # most urgent first
 
         await pilot.press("escape", "slash")  # leave the question box, open the filter
         assert app.focused is app.query_one("#filter", Input)
@@ -57,7 +58,11 @@ async def test_checks_fill_the_table_then_filter_and_sort(app_for, demo_doctor, 
 
         await pilot.press("enter", "ctrl+a", "backspace")  # back to the table; clear the filter
         app.findings.set_filter("")
-        await pilot.press("s")  # sort by the next column: check
+        await pilot.press("s")  # sort by the next key: severity, worst first
+        assert panel.sort_key == "severity"
+        severities = [f.severity.rank for f in panel.shown]
+        assert severities == sorted(severities, reverse=True)
+        await pilot.press("s")  # then the next column: check
         assert panel.sort_key == "check"
         checks = [f.check for f in panel.shown]
         assert checks == sorted(checks) and panel.table.row_count == len(expected.findings)

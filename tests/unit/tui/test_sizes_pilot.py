@@ -120,7 +120,7 @@ async def test_the_last_error_stays_in_the_findings_pane_until_the_next_run(app_
         assert error.display and "Checks failed" in str(error.render())
         await pilot.press("r")
         await settle(pilot)
-        assert not error.display and [f.id for f in app.findings.shown][0].startswith("checkpoint-incomplete")
+        assert not error.display and [f.id for f in app.findings.shown][0].startswith("spot-interruption/")
 
 
 class SlowAssistant:
