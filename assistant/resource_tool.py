@@ -13,6 +13,7 @@ endpoint of the cluster, not by the shape of the word.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from langchain.tools import ToolRuntime
@@ -24,6 +25,7 @@ from fmdoctor.assistant.session import AssistantContext
 from fmdoctor.assistant.tools import make_tool, run_checks_result
 from fmdoctor.engine import entities as e
 from fmdoctor.engine.errors import FmdoctorError, TargetNotFound
+from fmdoctor.engine.identity import NodeIdentities
 from fmdoctor.engine.incidents import build_incidents
 from fmdoctor.engine.model import Finding
 from fmdoctor.words import plural
@@ -57,7 +59,9 @@ def check_resource_tool() -> BaseTool:
         wanted = [c for c in checks or () if c in concerning] or concerning
         result = run_checks_result(ctx, CHECK_RESOURCE, wanted, runtime.stream_writer)
         via = [c.id for c in cluster_checks if entity.kind == e.JOB and e.JOB in c.concerns]
-        return scoped(result, entity, e.other_tokens(inventory, entity), note, via)
+        nodes = NodeIdentities.of(inventory)
+        return scoped(result, entity, e.other_tokens(inventory, entity), note, via,
+                      node_of=lambda name: (found.id if (found := nodes.find(name)) else None))
 
     return make_tool(CHECK_RESOURCE, "Answer a question about one node, security group, SageMaker endpoint, HyperPod "
                      "instance group or S3 bucket: resolves the name, runs the checks that concern it and returns only "
@@ -66,11 +70,11 @@ def check_resource_tool() -> BaseTool:
 
 
 def scoped(result: ToolResult, entity: e.Entity, others: list[str], note: str = "",
-           via: list[str] | None = None) -> ToolResult:
+           via: list[str] | None = None, node_of: Callable[[str], str | None] | None = None) -> ToolResult:
     """The run's result cut down to the entity: findings on it first, then those involving it, and the incidents
     (:mod:`fmdoctor.engine.incidents`) any of whose findings is on it or involves it, most urgent first."""
     related = [(e.relation(entity, f, via or ()), f) for f in result.findings]
-    incidents = _incidents(result, {f["id"] for how, f in related if how})
+    incidents = _incidents(result, {f["id"] for how, f in related if how}, node_of)
     on = [f for how, f in related if how == e.ON]
     involved = [f for how, f in related if how == e.INVOLVES]
     errors = [x for x in result.errors if e.concerns_error(entity, x, others)]
@@ -88,13 +92,14 @@ def scoped(result: ToolResult, entity: e.Entity, others: list[str], note: str = 
                             "other_findings": len(result.findings) - count})
 
 
-def _incidents(result: ToolResult, related: set[str]) -> list[dict]:
+def _incidents(result: ToolResult, related: set[str],
+               node_of: Callable[[str], str | None] | None = None) -> list[dict]:
     """The run's incidents that hold a finding about the entity, most urgent first, each with ``when`` (how soon,
     in words) and ``first_step`` (the fix command or the runbook)."""
     now = datetime.now(UTC)
     findings = [Finding.model_validate(f) for f in result.findings]
     incidents = build_incidents(findings, now=now, cluster=result.data.get("cluster"),
-                                region=result.data.get("region"))
+                                region=result.data.get("region"), node_of=node_of)
     return [{**i.to_json_dict(), "when": i.when(now), "first_step": i.next_words()} for i in incidents
             if any(m.id in related for m in i.members)]
 
