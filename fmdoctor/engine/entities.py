@@ -58,11 +58,15 @@ class Known:
         return list(dict.fromkeys(loc[5:].split("/", 1)[0] for loc in self.locations if loc.startswith("s3://")))
 
     def runs(self) -> dict[str, list[str]]:
-        """The job's run name (a location's last path segment, and its last two) -> the locations it writes."""
+        """The job's run name (a location's last path segment, and its last two) -> the locations it writes. A
+        plain word is a folder, not a run's name ('checkpoints/', 'latest/'): it would swallow the word in
+        questions about checkpoints."""
         runs: dict[str, list[str]] = {}
         for loc in self.locations:
             parts = [p for p in loc.split("://", 1)[-1].split("/")[1:] if p]
-            for name in ({parts[-1], "/".join(parts[-2:])} if parts else set()):
+            if not parts or parts[-1].isalpha():
+                continue
+            for name in {parts[-1], "/".join(parts[-2:])}:
                 runs.setdefault(name, []).append(loc)
         return runs
 

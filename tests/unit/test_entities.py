@@ -148,3 +148,10 @@ def test_a_job_is_on_its_checkpoints_and_involved_in_its_checks_findings():
     assert e.relation(job, stalled, via=["training-stalled"]) == e.INVOLVES
     other_run = {"check": "checkpoint-missing", "resource": "s3://ckpts/llama-70b/eval-0412/", "summary": ""}
     assert e.relation(job, other_run, via=["checkpoint-missing"]) is None
+
+
+def test_a_folder_named_like_a_word_is_no_run():
+    known = e.Known(locations=("s3://ckpts/llm/checkpoints/", "s3://ckpts/llm/run-7/"))
+    assert set(known.runs()) == {"run-7", "llm/run-7"}
+    assert e.mentioned(_inventory(), "are the checkpoints of run-7 fresh?", known)[0][1].kind == e.JOB
+    assert [w for w, _ in e.mentioned(_inventory(), "are the checkpoints of run-7 fresh?", known)] == ["run-7"]
