@@ -7,8 +7,9 @@ work on that node it will lose). An **incident** is every finding whose cause si
 * **the thing at fault** is what a finding's own evidence names as the cause, never a guess from its wording:
   its ``resource`` (a SageMaker variant counts as its endpoint, an on-node resource ``node/HOST`` as that host
   and the ``instance_id`` the node reported, an S3 checkpoint as the checkpoint ``location`` it was listed
-  under); the ``blocking_resource`` of a reachability finding (the security group, route table or NACL the
-  path stops at); the ``culprits`` a stalled job names (their instances and hosts). Findings sharing any such
+  under; a host name in :func:`fmdoctor.engine.identity.canonical`'s one spelling); the ``blocking_resource``
+  of a reachability finding (the security group, route table or NACL the path stops at); the ``culprits`` a
+  stalled job names (their instances and hosts). Findings sharing any such
   thing are one incident (transitively), so every finding is in exactly one. Things a finding merely *affects*
   (the nodes of a Capacity Block, the checkpoint a Spot node's job resumes from) do not join incidents: they
   count in its ``impact``.
@@ -37,6 +38,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from fmdoctor.durations import format_duration
+from fmdoctor.engine.identity import canonical
 
 if TYPE_CHECKING:  # the report model imports this module to put incidents in its JSON
     from fmdoctor.engine.model import Finding
@@ -231,20 +233,27 @@ def _thing(finding: Finding) -> str:
     if resource.startswith("s3://") and isinstance(location, str) and location:
         return location  # a checkpoint's findings are its location's (the run it belongs to)
     if resource.startswith("node/"):
-        return "host:" + resource.split("/")[1]
+        return _host_key(resource.split("/")[1])
     return resource
 
 
 def _node_keys(host: Any, instance: Any, node_of: Callable[[str], str | None] | None) -> set[str]:
+    """A node's keys: its instance id, and its host name in the identity module's one spelling (the instance id
+    a name carries, else ``ip-a-b-c-d`` under any domain), resolved to the instance id where ``node_of`` can."""
     keys = set()
     if isinstance(instance, str) and instance:
         keys.add(instance)
     if isinstance(host, str) and host:
-        keys.add(f"host:{host}")
+        keys.add(_host_key(host))
         resolved = node_of(host) if node_of else None
         if resolved:
             keys.add(resolved)
     return keys
+
+
+def _host_key(host: str) -> str:
+    name = canonical(host) or host
+    return name if _INSTANCE.fullmatch(name) else f"host:{name}"
 
 
 def _incident(group: list[Finding], cluster: str | None, region: str | None) -> Incident:

@@ -206,14 +206,18 @@ def test_a_stalled_job_its_culprit_and_the_culprits_xids_are_one_incident(demo):
         assert len(incidents) == 2  # the other node's Xids stay apart
 
 
-def test_a_culprit_named_differently_meets_its_xid_through_the_node_resolver(demo):
+def test_a_culprit_named_differently_meets_its_xid_through_the_identity_module(demo):
     _, report, _ = demo
     stalled = one(report.findings, "training-stalled")
     culprit = stalled.evidence["culprits"][0]
-    dns = f"{culprit['host']}.us-west-2.compute.internal"
-    xids = xid_on(dns, None)
-    assert len(build_incidents([*xids, stalled], now=report.generated_at)) == 2  # not the same words
-    resolve = {dns: culprit["instance"]}.get
+    # one spelling of an EC2 host name under any domain (identity.canonical): no inventory needed
+    [incident] = build_incidents([*xid_on(f"{culprit['host']}.us-west-2.compute.internal", None), stalled],
+                                 now=report.generated_at)
+    assert incident.cause.check == "gpu-xid"
+    # a name only the inventory knows (a Slurm node name) meets it through the resolver
+    xids = xid_on("queue1-st-p5-2", None)
+    assert len(build_incidents([*xids, stalled], now=report.generated_at)) == 2
+    resolve = {"queue1-st-p5-2": culprit["instance"]}.get
     [incident] = build_incidents([*xids, stalled], now=report.generated_at, node_of=resolve)
     assert incident.cause.check == "gpu-xid"
 

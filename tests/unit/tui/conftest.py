@@ -15,6 +15,16 @@ from fmdoctor.demo.scenario import DemoWorld, seed_demo
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.remediation import AuditLog
 
+# pytest-textual-snapshot 1.0 names its extension ``_file_extension``; syrupy 7 reads ``file_extension`` (else
+# ``raw``), so without this the snapshots are looked for, and written, as ``.raw`` beside the ``.svg`` ones.
+try:
+    from pytest_textual_snapshot import SVGImageExtension
+except ImportError:  # the snapshot tests say so themselves
+    pass
+else:
+    if getattr(SVGImageExtension, "file_extension", "svg") != "svg":
+        SVGImageExtension.file_extension = "svg"
+
 REGION = "us-west-2"
 FIXED_NOW = datetime(2026, 12, 3, 9, 30, tzinfo=UTC)
 
