@@ -8,7 +8,8 @@ from fmdoctor.engine.check import ACCELERATOR_METRICS, EFA_METRICS, Check, NotAp
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.entities import JOB, NODE
 from fmdoctor.engine.gaps import Gaps
-from fmdoctor.engine.identity import NodeIdentities, canonical
+from fmdoctor.engine.hyperpod import list_hyperpod_nodes
+from fmdoctor.engine.identity import HYPERPOD_GROUP_TAG, NodeIdentities, canonical
 from fmdoctor.engine.inventory import HYPERPOD, INSTANCES, Instance
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.training.culprit import READABLE, Answer, Evidence, NodeKeys, answer, read_evidence
@@ -84,7 +85,7 @@ class TrainingStalled(Check):
         dump_gaps = Gaps()
         dumps = flight_recorder_dumps(ctx, dump_gaps)
         dump_gaps.report(ctx)
-        identities = NodeIdentities.of(inv, ctx.settings.gpu.hostname_tags)
+        identities = _identities(ctx, hyperpod)
         evidence = read_evidence(logs.events, logs.streams, NodeKeys(identities, logs.streams))
         laggards = find_laggards(dumps, evidence.waiting_points())
         # Without logs a fresh checkpoint (and no rank behind in the dumps) still proves the job makes progress;
@@ -121,7 +122,7 @@ class TrainingStalled(Check):
         xids = node_xids(logs.events, ctx.now, evidence.keys)
         suspects = []
         for key in found.culprits:  # host keys: the instance id wherever a name resolved to one
-            instance = identities.nodes.get(key)
+            instance = ctx.inventory.instance(key)  # an EC2 instance of the account (not a HyperPod node)
             hyperpod_id = key if key.startswith("i-") and instance is None else None
             suspects.append((key, instance, hyperpod_id))
         facts, not_checked = cross_reference(ctx, [i for _, i, _ in suspects if i],
@@ -254,10 +255,25 @@ def _take_out(ctx: CheckContext, key: str, instance: Instance | None, hyperpod_i
     return {}
 
 
+def _identities(ctx: CheckContext, hyperpod: str | None) -> NodeIdentities:
+    """The cluster's node identities, plus its HyperPod nodes (ListClusterNodes: no EC2 instances of the account)
+    so a log's ``ip-10-1-0-12`` (their PrivateDnsHostname) and a stream's instance id are one node."""
+    identities = NodeIdentities.of(ctx.inventory, ctx.settings.gpu.hostname_tags)
+    if not hyperpod:
+        return identities
+    with ctx.guard(f"the names of HyperPod cluster {hyperpod}'s nodes (ListClusterNodes)"):
+        return identities.with_hyperpod_nodes(ctx.shared(f"training.hyperpod-nodes:{hyperpod}", lambda: (
+            list_hyperpod_nodes(ctx.client("sagemaker"), hyperpod))))
+    return identities
+
+
 def _label(identities: NodeIdentities, key: str) -> str:
     """How a summary names a host key: 'gpu-node-2 (i-0abc...)' for a node of the inventory, a HyperPod node by its
     id, anything else as the logs spelled it."""
-    if key in identities.nodes:
+    node = identities.nodes.get(key)
+    if node is not None and node.tags.get(HYPERPOD_GROUP_TAG):
+        return f"HyperPod node {key}"
+    if node is not None:
         return identities.label(key)
     return f"HyperPod node {key}" if key.startswith("i-") else key
 

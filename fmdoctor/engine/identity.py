@@ -37,6 +37,7 @@ INSTANCE_ID, NAME_TAG, PRIVATE_DNS, SHORT_DNS = "instance-id", "name-tag", "priv
 IPV4, IPV6, INTERFACE_ID, PUBLIC_IP = "ipv4", "ipv6", "interface-id", "public-ip"
 SLURM_NODE, K8S_NODE, HYPERPOD_NODE, HOSTNAME_TAG = "slurm-node", "k8s-node", "hyperpod-node", "hostname-tag"
 LOG_STREAM, DCGM_INSTANCE, ALIAS, LOOPBACK = "log-stream", "dcgm-instance", "alias", "loopback"
+HYPERPOD_GROUP_TAG = "sagemaker:instance-group-name"  # marks a node with_hyperpod_nodes added (its group)
 
 _ID = r"i-[0-9a-f]{8,17}"
 _INSTANCE_ID = re.compile(rf"^{_ID}$")
@@ -94,6 +95,7 @@ class NodeIdentities:
         self._shown = dict(shown)  # instance id -> names for reports, best first
         self.unreadable = unreadable  # parts of the inventory that could not be read (interfaces)
         self.skipped = skipped  # aliases whose target named no single node
+        self._by_node: dict[str, tuple[str, ...]] | None = None  # every_name's index, built on first use
 
     # -- building -----------------------------------------------------------------------------------------
 
@@ -167,7 +169,7 @@ class NodeIdentities:
         extra = [Instance(id=n.node_id, instance_type=n.instance_type, state=n.status, subnet_id=None, vpc_id=None,
                           availability_zone=None, private_ip=_ip_of_short(n.private_dns or ""),
                           private_dns=n.private_dns, launch_time=n.launch_time,
-                          tags={"sagemaker:instance-group-name": n.group})
+                          tags={HYPERPOD_GROUP_TAG: n.group})
                  for n in nodes if n.node_id not in self.nodes]
         table = {k: dict(v) for k, v in self._table.items()}
         shown = dict(self._shown)
@@ -184,10 +186,11 @@ class NodeIdentities:
 
     # -- asking ---------------------------------------------------------------------------------------------
 
-    def resolve(self, name: str) -> NodeMatch:
+    def resolve(self, name: str, *, suggest_close: bool = True) -> NodeMatch:
         """The node ``name`` means, tried as: the exact name; ``host:port`` without the port; ``hyperpod-<id>``;
         an instance id inside a longer name (a log stream, a resource-based DNS name); ``ip-a-b-c-d`` under
-        any domain as its address; the first label of a dotted name."""
+        any domain as its address; the first label of a dotted name. ``suggest_close=False`` skips the close
+        names of a miss (a data source matching many labels, where nobody reads them)."""
         query = (name or "").strip()
         if not query or len(query) > _MAX_NAME:
             return NodeMatch(query, None, (), (), "")
@@ -209,7 +212,7 @@ class NodeIdentities:
         form = _form(host)
         if form:
             return NodeMatch(query, None, (), (), DCGM_INSTANCE if port else form, foreign=form in _FOREIGN_FORMS)
-        return NodeMatch(query, None, (), tuple(suggest(query, self._suggestable())), "")
+        return NodeMatch(query, None, (), tuple(suggest(query, self._suggestable())) if suggest_close else (), "")
 
     def find(self, name: str) -> Instance | None:
         """The node ``name`` names when exactly one does."""
@@ -233,7 +236,13 @@ class NodeIdentities:
     def every_name(self, instance_id: str) -> tuple[str, ...]:
         """Every name the node is known by here (for a source that matches names itself, e.g. a metric query
         narrowed to a node's hostnames), in no particular order."""
-        return tuple(name for name, owners in self._table.items() if instance_id in owners)
+        if self._by_node is None:
+            by_node: dict[str, list[str]] = {}
+            for name, owners in self._table.items():
+                for owner in owners:
+                    by_node.setdefault(owner, []).append(name)
+            self._by_node = {node: tuple(names) for node, names in by_node.items()}
+        return self._by_node.get(instance_id, ())
 
     def all_names(self) -> list[str]:
         return [n for names in self._shown.values() for n in names]

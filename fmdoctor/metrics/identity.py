@@ -57,7 +57,7 @@ class NodeIndex:
         self.identities = NodeIdentities.of_names({node.id: (*node.ips, *node.names) for node in nodes})
 
     def resolve(self, value: str | None) -> Resolved:
-        match = self.identities.resolve(value or "")
+        match = self.identities.resolve(value or "", suggest_close=False)
         if match.instance is not None:
             return Resolved(match.instance.id)
         return Resolved(foreign=match.foreign)

@@ -49,7 +49,7 @@ def instance_lookup(doctor: Doctor) -> Any:
                 tags = doctor.cluster_settings(name).gpu.hostname_tags
                 known = (time.monotonic(), NodeIdentities.of(inventory, tags))
                 identities[name] = known
-            if any(known[1].resolve(n).instance is not None for n in names):
+            if any(known[1].resolve(n, suggest_close=False).instance is not None for n in names):
                 found.add(name)
         return found
 

@@ -66,7 +66,7 @@ class NodeKeys:
         if not name or not name.strip():
             return None
         if self.identities is not None:
-            match = self.identities.resolve(name)
+            match = self.identities.resolve(name, suggest_close=False)
             if match.instance is not None:
                 return match.instance.id
         form = canonical(name)

@@ -201,3 +201,9 @@ def test_canonical_spelling_of_names_no_inventory_knows(name: str, form: str | N
     from fmdoctor.engine.identity import canonical
 
     assert canonical(name) == form
+
+
+def test_a_data_source_can_skip_close_names(ids: NodeIdentities) -> None:
+    """Metrics and logs match many labels nobody reads the close names of."""
+    assert ids.resolve("gpu-node-9").close and ids.resolve("gpu-node-9", suggest_close=False).close == ()
+    assert ids.resolve("gpu-node-1", suggest_close=False).instance is not None

@@ -482,3 +482,39 @@ def test_a_healthy_job_in_fluent_bit_records_has_no_finding(aws, run_checks):
             "pod_name": f"llama-worker-{index}", "host": f"hyperpod-{node}"}})) for t, text in lines])
     report = run_checks(ONLY, cluster=name, checkpoints={"locations": [LOCATION]}, training={"log_groups": [group]})
     assert report.findings == [] and report.errors == []
+
+
+def test_a_hyperpod_slurm_node_is_one_node_by_stream_id_and_hostname(aws, run_checks):
+    """HyperPod Slurm streams carry the node's instance id; torchrun's report names its host, ip-10-1-0-12, which
+    is the PrivateDnsHostname ListClusterNodes gives that node: the watchdog and torchrun agree (no conflict)."""
+    from fmdoctor.demo.moto_health import set_hyperpod_node_dns
+
+    from .test_hyperpod import create_hyperpod, node_ids
+
+    name = create_hyperpod(aws)
+    ids = node_ids(aws, name)
+    for index, node in enumerate(ids):
+        set_hyperpod_node_dns(aws, REGION, name, node, f"ip-10-1-0-{10 + index}.{REGION}.compute.internal")
+    arn = aws.client("sagemaker").describe_cluster(ClusterName=name)["ClusterArn"]
+    group = f"/aws/sagemaker/Clusters/{name}/{arn.rsplit('/', 1)[-1]}"
+    logs = aws.client("logs")
+    logs.create_log_group(logGroupName=group)
+    now = datetime.now(UTC)
+    for index, node in enumerate(ids):
+        ranks = range(index * 8, index * 8 + 8)
+        lines = [(now - timedelta(minutes=42), f"[rank{r}]:step 900 loss 2.01") for r in ranks]
+        if index != 1:
+            lines += [(now - timedelta(minutes=10), f"[rank{r}]:[E1204 05:01:07.426415540 ProcessGroupNCCL.cpp:629] "
+                       f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=901, "
+                       "OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=1800000) ran for 1800043 "
+                       "milliseconds before timing out.") for r in ranks]
+        else:
+            report = ["Root Cause (first observed failure):", "[0]:", "  time      : 2026-12-04_05:01:07",
+                      "  host      : ip-10-1-0-11", "  rank      : 12 (local_rank: 4)", "  exitcode  : 1 (pid: 4242)"]
+            lines += [(now - timedelta(minutes=40), line) for line in report]
+        put_lines(logs, group, f"training/workers/{node}", lines)
+    [finding] = run_checks(ONLY, cluster=name).findings
+    evidence = finding.evidence
+    assert [c["instance"] for c in evidence["culprits"]] == [ids[1]] and evidence["named_by"] == "nccl-watchdog"
+    assert "torchrun" in evidence["corroborated_by"] and not evidence["conflicting"]
+    assert evidence["fix"] == [{"action": "replace-hyperpod-node", "cluster_name": name, "node_id": ids[1]}]
