@@ -203,18 +203,17 @@ def _entity_lines(plan: Plan, results: list[ToolResult]) -> list[str]:
         by_id = {f["id"]: f for f in result.findings}
         on = [by_id[i] for i in result.data.get("on", []) if i in by_id]
         involved = [by_id[i] for i in result.data.get("involves", []) if i in by_id]
-        about = f" concerning {topical[0].topic}" if topical else ""
+        about = f" concerning {topical[0].topic_about(str(entity.get('kind', '')))}" if topical else ""
         lines.append("")
         if result.data.get("note"):
             lines.append(f"{result.data['note']}.")
         if on or involved:
-            worst = sorted(on or involved, key=lambda f: _ORDER.get(f["severity"], 3))[0]
             counts = (f"{_n(len(on), 'finding')} on it" + (f" and {len(involved)} involving it" if involved else "")
                       if on else f"{_n(len(involved), 'finding')} involving it")
             critical = [f["check"] for f in on or involved if f["severity"] == "critical"]
             also = f" ({', '.join(critical)} critical)" if len(critical) > 1 else ""
-            lines.append(f"{label} has {counts}{about}{also}. The worst: [{worst['severity']}] {worst['id']}: "
-                         f"{worst['summary']}")
+            lines.append(f"{label} has {counts}{about}{also}. {_first(result, on + involved)}")
+            lines += _incident_lines(result)
         elif result.errors:
             lines.append(f"No problem found{about} on {label}, but {_n(len(result.errors), 'part')} could not be "
                          "verified, so I cannot call it healthy.")
@@ -232,6 +231,35 @@ def _entity_lines(plan: Plan, results: list[ToolResult]) -> list[str]:
             verb = "concerns" if others == 1 else "concern"
             lines.append(f"({_n(others, 'other finding')} of these checks {verb} other resources, not {label}.)")
     return lines[1:] if lines and not lines[0] else lines
+
+
+def _first(result: ToolResult, related: list[dict]) -> str:
+    """What to act on first: the most urgent incident the thing is part of (on it or through it), else the
+    worst finding."""
+    incidents = [i for i in result.data.get("incidents") or [] if isinstance(i, dict)]
+    if not incidents:
+        worst = sorted(related, key=lambda f: _ORDER.get(f["severity"], 3))[0]
+        return f"The worst: [{worst['severity']}] {worst['id']}: {worst['summary']}"
+    first = incidents[0]
+    when = f", {first['when']}" if first.get("when") else ""
+    cause = first.get("cause") or {}
+    others = f" ({_n(len(incidents) - 1, 'other incident')} involve it)" if len(incidents) > 1 else ""
+    return (f"Most urgent{others}: [{first['severity']}] {first['title']}{when}; cause "
+            f"{cause.get('check')}/{cause.get('resource')}; first step: {first.get('first_step')}")
+
+
+def _incident_lines(result: ToolResult, limit: int = 5) -> list[str]:
+    """The incidents the thing is part of, most urgent first, when there is more than one."""
+    incidents = [i for i in result.data.get("incidents") or [] if isinstance(i, dict)]
+    if len(incidents) < 2:
+        return []
+    lines = ["Incidents involving it, most urgent first:"]
+    for incident in incidents[:limit]:
+        when = f" ({incident['when']})" if incident.get("when") else ""
+        lines.append(f"- [{incident['severity']}] {incident['title']}{when}; first step: {incident.get('first_step')}")
+    if len(incidents) > limit:
+        lines.append(f"- and {_n(len(incidents) - limit, 'more incident')}")
+    return lines
 
 
 def _path_lines(results: list[ToolResult]) -> list[str]:

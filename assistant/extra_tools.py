@@ -20,7 +20,7 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
 
 from fmdoctor.assistant.backends import Backends, to_plain
-from fmdoctor.assistant.resource_tool import check_resource_tool
+from fmdoctor.assistant.resource_tool import check_resource_tool, find_names_tool
 from fmdoctor.assistant.results import ToolResult, ToolStatus
 from fmdoctor.assistant.session import AssistantContext, PendingPlan
 from fmdoctor.assistant.tools import MUTATE, OrNone, make_tool
@@ -190,7 +190,7 @@ def _verified(result: Any, data: Any) -> bool | None:
 
 
 def extra_tools(backends: Backends) -> list[BaseTool]:
-    tools = [check_resource_tool()]
+    tools = [find_names_tool(), check_resource_tool()]
     if backends.why_not:
         tools.append(why_not_tool(backends))
     if backends.get_runbook:

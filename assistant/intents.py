@@ -13,7 +13,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
-from fmdoctor.assistant.scope import HEAD, Named, named_things, path_question, without_names
+from fmdoctor.assistant.scope import HEAD, Named, may_name, named_things, path_question, without_names
 
 EFA_CONFIG = ("efa-sg-self-reference", "efa-subnet-spread", "efa-not-attached", "efa-missing-interfaces",
               "placement-group", "efa-peer-unreachable")
@@ -34,6 +34,15 @@ class Intent:
     pattern: re.Pattern[str]
     checks: tuple[str, ...] = ()
     topic: str = ""  # how the answer names what was asked about
+    # what the intent means about one kind of thing, where it is not ``checks`` ("slow" about an endpoint is its
+    # latency, errors, saturation and scaling): (kind, checks, topic)
+    about: tuple[tuple[str, tuple[str, ...], str], ...] = ()
+
+    def checks_about(self, kind: str) -> tuple[str, ...]:
+        return next((checks for k, checks, _ in self.about if k == kind), self.checks)
+
+    def topic_about(self, kind: str) -> str:
+        return next((topic for k, _, topic in self.about if k == kind), self.topic)
 
 
 def _words(*alternatives: str) -> re.Pattern[str]:
@@ -58,7 +67,9 @@ INTENTS = (
                           r"\bmfu\b", r"\bstep time", r"\bbottleneck", r"\bspeed", r"\btim(es?|ing) ?out\b",
                           r"\bdropped by\b", r"\bfaster\b", r"\blagging\b", r"\bdrag"),
            ("gpu-straggler", "efa-errors", *EFA_CONFIG, "gpu-idle", "gpu-memory-pressure", "gpu-metrics-missing",
-            "hyperpod-node-unhealthy", "fsx-unreachable", "training-stalled"), "slow or stalled training"),
+            "hyperpod-node-unhealthy", "fsx-unreachable", "training-stalled"), "slow or stalled training",
+           (("endpoint", ("inference-latency-slo", "inference-errors", "accelerator-saturation", "autoscaling-at-max",
+                          "endpoint-unhealthy"), "its latency, errors, saturation and scaling"),)),
     Intent("checkpoint", _words(r"\bcheckpoint", r"\bckpt"), CHECKPOINT + ("s3-unreachable", "fsx-unreachable"),
            "checkpoints"),
     Intent("storage", _words(r"\bfsx\b", r"\blustre\b", r"\bs3\b", r"\bbucket", r"\bmount", r"\bfile ?system",
@@ -111,9 +122,10 @@ def classify(question: str) -> tuple[list[Intent], bool]:
 
 
 def plan_for(question: str, families: dict[str, tuple[str, ...]], available: set[str],
-             earlier_findings: bool = False) -> Plan:
-    """``families``: family tool name -> the check ids it runs; ``available``: every bound tool name."""
-    named = named_things(question)
+             earlier_findings: bool = False, recognised: list[Named] | None = None) -> Plan:
+    """``families``: family tool name -> the check ids it runs; ``available``: every bound tool name;
+    ``recognised``: the names the cluster's inventory found in the question (find_names)."""
+    named = named_things(question, recognised)
     intents, fix = classify(without_names(question, named))
     if not named and HEAD.search(question) and not fix and not any(i.name == "ssh" for i in intents):
         named = [Named("head", HEAD.search(question).start(), True)]  # type: ignore[union-attr]
@@ -128,10 +140,19 @@ def plan_for(question: str, families: dict[str, tuple[str, ...]], available: set
         scoped.calls = [(WHY_NOT, path)]
         return scoped
     owner_checks = {c for ids in families.values() for c in ids}
-    topical = [c for i in intents if i not in plan.missing for c in i.checks if c in owner_checks]
-    args = {"checks": list(dict.fromkeys(topical))} if topical else {}
-    scoped.calls = [(CHECK_RESOURCE, {"resource": n.text, **args}) for n in named[:MAX_NAMED]]
+
+    def args(name: Named) -> dict[str, list[str]]:
+        topical = [c for i in intents if i not in plan.missing for c in i.checks_about(name.kind) if c in owner_checks]
+        return {"checks": list(dict.fromkeys(topical))} if topical else {}
+
+    scoped.calls = [(CHECK_RESOURCE, {"resource": n.text, **args(n)}) for n in named[:MAX_NAMED]]
     return scoped
+
+
+def wants_names(question: str) -> bool:
+    """Whether the question may name things whose names matter to its plan (a fix or a runbook picks from the
+    unscoped results)."""
+    return may_name(question) and not FIX.pattern.search(question) and not RUNBOOK.search(question)
 
 
 def _plan(question: str, intents: list[Intent], fix: bool, families: dict[str, tuple[str, ...]],

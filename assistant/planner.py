@@ -5,14 +5,16 @@ It is a proper ``BaseChatModel``: ``bind_tools`` binds the tool specs (as every 
 the planner learns what is installed from them alone (family tools list their check ids in the schema's
 enum), so checks added later are used without changes here. One turn:
 
-1. the question's intents -> the checks that answer it -> one call per family tool (or ``check_all``
+1. ``find_names``: which of the question's words the cluster's inventory knows (a node, endpoint, group,
+   bucket, file system, job), whatever their shape;
+2. the question's intents -> the checks that answer it -> one call per family tool (or ``check_all``
    when unsure or nothing installed covers the topic; ``why_not`` head:22 for SSH questions); a question
-   naming a node, group, endpoint or bucket gets ``check_resource`` for each name instead (``why_not``
-   between the named things for "can X reach Y?"), and the unscoped calls only when a name-shaped word
-   turns out not to be one of the cluster's;
-2. for "fix ..." questions with remediation installed: ``propose_fix`` for the matching fixable finding,
+   naming a node, group, endpoint, bucket, file system or job gets ``check_resource`` for each name instead
+   (``why_not`` between the named things for "can X reach Y?"), and the unscoped calls only when a
+   name-shaped word turns out not to be one of the cluster's;
+3. for "fix ..." questions with remediation installed: ``propose_fix`` for the matching fixable finding,
    then ``apply_fix`` of that plan, which pauses for a person's approval;
-3. the answer, composed from the tool results (:mod:`fmdoctor.assistant.compose`).
+4. the answer, composed from the tool results (:mod:`fmdoctor.assistant.compose`).
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from fmdoctor.assistant.compose import compose
-from fmdoctor.assistant.intents import Plan, fix_target, plan_for
+from fmdoctor.assistant.intents import Plan, fix_target, plan_for, wants_names
 from fmdoctor.assistant.results import ToolResult, ToolStatus, result_of
+from fmdoctor.assistant.scope import Named
 
 PROPOSE, APPLY, RUNBOOK = "propose_fix", "apply_fix", "get_runbook"
-CHECK_RESOURCE = "check_resource"
+CHECK_RESOURCE, FIND_NAMES = "check_resource", "find_names"
 
 
 def _enum(schema: Any) -> list[str]:
@@ -96,10 +99,15 @@ def next_message(messages: Sequence[BaseMessage], toolbox: Toolbox) -> AIMessage
         return AIMessage("Ask me about a cluster: its health, SSH access, slow training, Spot risk or a fix.")
     question = _text(messages[start])
     earlier = any(isinstance(m, ToolMessage) and (r := result_of(m)) and r.found_any for m in messages[:start])
-    plan = plan_for(question, toolbox.families, toolbox.names, earlier_findings=earlier)
     turn = messages[start + 1:]
     called = [c["name"] for m in turn if isinstance(m, AIMessage) for c in m.tool_calls]
+    if not called and FIND_NAMES in toolbox.names and wants_names(question):
+        return AIMessage("", tool_calls=[_call(FIND_NAMES, {"text": question})])
     results = [_result(m) for m in turn if isinstance(m, ToolMessage)]
+    recognised = _recognised(question, results)
+    results = [r for r in results if r.tool != FIND_NAMES]
+    called = [name for name in called if name != FIND_NAMES]
+    plan = plan_for(question, toolbox.families, toolbox.names, earlier_findings=earlier, recognised=recognised)
     if not called:
         if not plan.calls:
             return AIMessage("I cannot answer that: no fmdoctor tool is available to me.")
@@ -117,6 +125,13 @@ def next_message(messages: Sequence[BaseMessage], toolbox: Toolbox) -> AIMessage
     if follow_up is not None:
         return AIMessage("", tool_calls=[follow_up])
     return AIMessage(compose(question, plan, results, target=target, remediation=toolbox.remediation))
+
+
+def _recognised(question: str, results: list[ToolResult]) -> list[Named]:
+    """The names find_names looked up in the inventory, where the question has them."""
+    names = next((r.data.get("names") for r in results if r.tool == FIND_NAMES), None) or []
+    return [Named(str(n["text"]), max(question.find(str(n["text"])), 0), True, str(n.get("kind", "")))
+            for n in names if isinstance(n, dict) and n.get("text")]
 
 
 def _fallback(plan: Plan, called: list[str], results: list[ToolResult]) -> list[tuple[str, dict]]:

@@ -43,15 +43,17 @@ class Named:
     text: str  # as the tools take it: 's3://bucket' for 'bucket x', 'endpoint/x' is left as the name
     start: int
     strong: bool
+    kind: str = ""  # what the cluster's inventory says it is (find_names), when it was looked up
 
 
-def named_things(question: str) -> list[Named]:
-    """Names in the question, in order, without repeats (see the module docstring)."""
-    found: dict[str, Named] = {}
+def named_things(question: str, recognised: list[Named] | None = None) -> list[Named]:
+    """Names in the question, in order, without repeats (see the module docstring); ``recognised``: the names
+    the cluster's inventory found in it (find_names), which come first whatever their shape."""
+    found: dict[str, Named] = {n.text: n for n in recognised or ()}
 
     def add(text: str, start: int, strong: bool) -> None:
         text = text.rstrip(".,;:?!)'\"")
-        if NOT_NAMES.match(text) or (text in found and found[text].strong >= strong):
+        if NOT_NAMES.match(text) or (text in found and (found[text].strong >= strong or found[text].kind)):
             return
         found[text] = Named(text, start, strong)
 
@@ -72,6 +74,19 @@ def named_things(question: str) -> list[Named]:
     covered = [n for n in found.values() if n.text.startswith("s3://")]  # 'bucket x' also matched as word x
     names = [n for n in found.values() if not any(c.text == f"s3://{n.text}" for c in covered)]
     return sorted(names, key=lambda n: n.start)
+
+
+def may_name(question: str) -> bool:
+    """Whether a word of the question could be a resource's name, so the inventory is worth asking (find_names):
+    one with a hyphen, underscore, dot, slash or colon, or a digit beside lowercase letters ('gpu4', not an
+    access key's 'AKIA...'), that is no instance type, percentile or step. A question of plain words ('is my
+    cluster healthy?') is answered without the lookup."""
+    for match in TOKEN.finditer(question):
+        token = match.group(0).rstrip(".:")
+        shaped = re.search(r"[-_./:]", token) or (re.search(r"\d", token) and re.search(r"[a-z]", token))
+        if shaped and not NOT_NAMES.match(token) and not token.startswith("[REDACTED"):
+            return True
+    return False
 
 
 _KINDS = r"(?:node|instance|host|server|endpoint|bucket|security group|instance group)"

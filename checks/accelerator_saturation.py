@@ -5,6 +5,7 @@ from typing import Any
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import ENDPOINT, NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.inference import kinds
 from fmdoctor.inference.assess import Load, accelerated_fleet, component_load, node_load, variant_load
@@ -38,6 +39,7 @@ class AcceleratorSaturation(Check):
 
     id = "accelerator-saturation"
     family = "inference"
+    concerns = frozenset({ENDPOINT, NODE})
     severity = Severity.WARNING
     iam_actions = LOAD_ACTIONS
     inventory = FLEET_PARTS

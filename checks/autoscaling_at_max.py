@@ -4,6 +4,7 @@ from fmdoctor.config import ClusterSettings
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import ENDPOINT, NODE
 from fmdoctor.engine.inventory import InstanceTypeInfo
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.inference import kinds
@@ -51,6 +52,7 @@ class AutoscalingAtMax(Check):
 
     id = "autoscaling-at-max"
     family = "inference"
+    concerns = frozenset({ENDPOINT, NODE})
     severity = Severity.WARNING
     iam_actions = (*LOAD_ACTIONS, "application-autoscaling:DescribeScalableTargets",
                    "autoscaling:DescribeAutoScalingGroups")

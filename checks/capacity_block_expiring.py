@@ -5,6 +5,7 @@ from datetime import timedelta
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import JOB, NODE
 from fmdoctor.engine.inventory import Instance
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.spot.capacity import CAPACITY_BLOCK, EXTEND_UNTIL, CapacityBlock, describe_capacity_blocks
@@ -31,6 +32,7 @@ class CapacityBlockExpiring(Check):
 
     id = "capacity-block-expiring"
     family = "capacity"
+    concerns = frozenset({NODE, JOB})
     severity = Severity.WARNING
     iam_actions = tuple(dict.fromkeys(("ec2:DescribeInstances", "ec2:DescribeCapacityReservations",
                                        "sqs:GetQueueAttributes", "sqs:ReceiveMessage") + CHECKPOINT_IAM))

@@ -8,6 +8,7 @@ from fmdoctor.checkpoints.model import COMPARISON, WOULD_PROVE, Checkpoint, Loca
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import BUCKET, FILE_SYSTEM, JOB
 from fmdoctor.engine.model import Finding, Severity
 
 from ._checkpoint import CHECKPOINT_IAM, scans_with_checkpoints
@@ -32,6 +33,7 @@ class CheckpointIncomplete(Check):
 
     id = "checkpoint-incomplete"
     family = "checkpoint"
+    concerns = frozenset({BUCKET, FILE_SYSTEM, JOB})
     severity = Severity.CRITICAL
     iam_actions = CHECKPOINT_IAM
     targets = frozenset({"cluster", "node"})

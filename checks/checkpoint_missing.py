@@ -3,6 +3,7 @@ from __future__ import annotations
 from fmdoctor.checkpoints.facts import facts_or_not_applicable
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import BUCKET, FILE_SYSTEM, JOB
 from fmdoctor.engine.model import Finding, Severity
 
 from ._checkpoint import CHECKPOINT_IAM
@@ -18,6 +19,7 @@ class CheckpointMissing(Check):
 
     id = "checkpoint-missing"
     family = "checkpoint"
+    concerns = frozenset({BUCKET, FILE_SYSTEM, JOB})
     severity = Severity.WARNING
     iam_actions = CHECKPOINT_IAM
     targets = frozenset({"cluster", "node"})

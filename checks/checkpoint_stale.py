@@ -7,6 +7,7 @@ from fmdoctor.checkpoints.model import LocationScan
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import BUCKET, FILE_SYSTEM, JOB
 from fmdoctor.engine.model import Finding, Severity
 
 from ._checkpoint import CHECKPOINT_IAM, scans_with_checkpoints
@@ -25,6 +26,7 @@ class CheckpointStale(Check):
 
     id = "checkpoint-stale"
     family = "checkpoint"
+    concerns = frozenset({BUCKET, FILE_SYSTEM, JOB})
     severity = Severity.WARNING
     iam_actions = CHECKPOINT_IAM
     targets = frozenset({"cluster", "node"})

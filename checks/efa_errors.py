@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from fmdoctor.engine.check import EFA_METRICS, Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.metrics.cluster import ClusterMetrics, EfaCounters
 from fmdoctor.metrics.source import unseen_reason
@@ -44,6 +45,7 @@ class EfaErrors(Check):
 
     id = "efa-errors"
     family = "efa"
+    concerns = frozenset({NODE})
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
     inventory = INVENTORY

@@ -4,6 +4,7 @@ from collections import defaultdict
 
 from fmdoctor.engine.check import Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import NODE
 from fmdoctor.engine.inventory import Instance, InstanceTypeInfo, Inventory
 from fmdoctor.engine.model import Finding, Severity
 
@@ -24,6 +25,7 @@ class EfaMissingInterfaces(Check):
 
     id = "efa-missing-interfaces"
     family = "efa"
+    concerns = frozenset({NODE})
     severity = Severity.WARNING
     iam_actions = ("ec2:DescribeInstances", "ec2:DescribeInstanceTypes")
 

@@ -4,6 +4,7 @@ from collections import defaultdict
 
 from fmdoctor.engine.check import Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import NODE
 from fmdoctor.engine.inventory import Instance, Inventory
 from fmdoctor.engine.model import Finding, Severity
 
@@ -25,6 +26,7 @@ class EfaNotAttached(Check):
 
     id = "efa-not-attached"
     family = "efa"
+    concerns = frozenset({NODE})
     severity = Severity.CRITICAL
     iam_actions = ("ec2:DescribeInstances", "ec2:DescribeInstanceTypes")
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from fmdoctor.engine.check import Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import NODE, SECURITY_GROUP
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.net.classes import PairOutcome, evaluate_efa_classes
 from fmdoctor.net.model import Blocked, Flow
@@ -30,6 +31,7 @@ class EfaPeerUnreachable(Check):
 
     id = "efa-peer-unreachable"
     family = "efa"
+    concerns = frozenset({NODE, SECURITY_GROUP})
     severity = Severity.CRITICAL
     iam_actions = ("ec2:DescribeInstances", "ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules",
                    "ec2:DescribeSubnets")

@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 
 from fmdoctor.engine.check import Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import NODE, SECURITY_GROUP
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.net.efa import EfaPair, efa_pairs, fix_action
 from fmdoctor.net.network import Network
@@ -42,6 +43,7 @@ class EfaSgSelfReference(Check):
 
     id = "efa-sg-self-reference"
     family = "efa"
+    concerns = frozenset({NODE, SECURITY_GROUP})
     severity = Severity.CRITICAL
     iam_actions = ("ec2:DescribeInstances", "ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules",
                    "ec2:DescribeSubnets")

@@ -4,6 +4,7 @@ from collections import defaultdict
 
 from fmdoctor.engine.check import Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.net import efa as efa_model
 
@@ -23,6 +24,7 @@ class EfaSubnetSpread(Check):
 
     id = "efa-subnet-spread"
     family = "efa"
+    concerns = frozenset({NODE})
     severity = Severity.CRITICAL
     iam_actions = ("ec2:DescribeInstances", "ec2:DescribeSubnets")
 

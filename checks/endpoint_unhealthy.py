@@ -8,6 +8,7 @@ from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.endpoint_details import InferenceComponent
 from fmdoctor.engine.endpoints import Endpoint
+from fmdoctor.engine.entities import ENDPOINT
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.inference.signals import DISCOVERY_ACTIONS, ENDPOINT_PARTS, targets_or_skip
 
@@ -30,6 +31,7 @@ class EndpointUnhealthy(Check):
 
     id = "endpoint-unhealthy"
     family = "inference"
+    concerns = frozenset({ENDPOINT})
     severity = Severity.CRITICAL
     iam_actions = DISCOVERY_ACTIONS
     inventory = ENDPOINT_PARTS

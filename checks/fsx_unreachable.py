@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from fmdoctor.engine.check import Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import FILE_SYSTEM, NODE, SECURITY_GROUP
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.net import replies
 from fmdoctor.net.classes import InterfaceClass, PairOutcome, evaluate_classes, interface_classes
@@ -54,6 +55,7 @@ class FsxUnreachable(Check):
 
     id = "fsx-unreachable"
     family = "network"
+    concerns = frozenset({NODE, SECURITY_GROUP, FILE_SYSTEM})
     severity = Severity.CRITICAL
     iam_actions = tuple(dict.fromkeys(("ec2:DescribeInstances", *STORAGE_IAM_ACTIONS, *TOPOLOGY_IAM_ACTIONS)))
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from fmdoctor.engine.check import ACCELERATOR_METRICS, Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import INSTANCE_GROUP, NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.metrics.cluster import GPU, ClusterMetrics
 from fmdoctor.metrics.model import TENSOR_ACTIVE
@@ -36,6 +37,7 @@ class GpuIdle(Check):
 
     id = "gpu-idle"
     family = "gpu"
+    concerns = frozenset({NODE, INSTANCE_GROUP})
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
     inventory = INVENTORY

@@ -4,6 +4,7 @@ import statistics
 
 from fmdoctor.engine.check import ACCELERATOR_METRICS, Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import INSTANCE_GROUP, NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.metrics.model import POWER, SM_CLOCK, TENSOR_ACTIVE, UTILIZATION, ClusterMetrics
 from fmdoctor.metrics.robust import MIN_POPULATION, Outlier, low_outliers, relative_low_outliers
@@ -46,6 +47,7 @@ class GpuStraggler(Check):
 
     id = "gpu-straggler"
     family = "gpu"
+    concerns = frozenset({NODE, INSTANCE_GROUP})
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
     inventory = INVENTORY

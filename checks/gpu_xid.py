@@ -5,6 +5,7 @@ from datetime import datetime
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.node import kernel_log, nvidia_smi
 from fmdoctor.node.xid import ALWAYS_FATAL_SXIDS, SxidEvent, XidEvent, parse_kernel_log, parse_sxid_log
@@ -29,6 +30,7 @@ class GpuXid(Check):
 
     id = "gpu-xid"
     family = "gpu"
+    concerns = frozenset({NODE})
     severity = Severity.CRITICAL
     iam_actions = ()
     targets = frozenset({"node"})

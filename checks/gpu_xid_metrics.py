@@ -4,6 +4,7 @@ from dataclasses import replace
 
 from fmdoctor.engine.check import ACCELERATOR_METRICS, Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import INSTANCE_GROUP, NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.metrics.dcgm import ECC_DBE
 from fmdoctor.metrics.model import XID, ClusterMetrics, DeviceMetrics, Point
@@ -50,6 +51,7 @@ class GpuXidMetrics(Check):
 
     id = "gpu-xid-metrics"
     family = "gpu"
+    concerns = frozenset({NODE, INSTANCE_GROUP})
     severity = Severity.CRITICAL
     iam_actions = IAM_ACTIONS
     inventory = INVENTORY

@@ -5,6 +5,7 @@ from typing import Any
 
 from fmdoctor.engine.check import Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import INSTANCE_GROUP, NODE
 from fmdoctor.engine.errors import describe_aws_failure
 from fmdoctor.engine.hyperpod import HyperPodCluster, HyperPodNode, describe_hyperpod_cluster
 from fmdoctor.engine.inventory import HYPERPOD
@@ -36,6 +37,7 @@ class HyperpodNodeUnhealthy(Check):
 
     id = "hyperpod-node-unhealthy"
     family = "hyperpod"
+    concerns = frozenset({NODE, INSTANCE_GROUP})
     severity = Severity.CRITICAL
     iam_actions = ("sagemaker:DescribeCluster", "sagemaker:ListClusterNodes")
     inventory = frozenset({HYPERPOD})  # its nodes are no EC2 instances of this account

@@ -6,6 +6,7 @@ from typing import Any
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import ENDPOINT, NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.inference import kinds
 from fmdoctor.inference.assess import error_rates
@@ -52,6 +53,7 @@ class InferenceErrors(Check):
 
     id = "inference-errors"
     family = "inference"
+    concerns = frozenset({ENDPOINT, NODE})
     severity = Severity.CRITICAL
     iam_actions = (*DISCOVERY_ACTIONS, "cloudwatch:GetMetricData")
     inventory = ENDPOINT_PARTS

@@ -5,6 +5,7 @@ from datetime import datetime
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import ENDPOINT, NODE
 from fmdoctor.engine.inventory import InstanceTypeInfo
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.inference import kinds
@@ -42,6 +43,7 @@ class InferenceIdle(Check):
 
     id = "inference-idle"
     family = "inference"
+    concerns = frozenset({ENDPOINT, NODE})
     severity = Severity.WARNING
     iam_actions = LOAD_ACTIONS
     inventory = FLEET_PARTS

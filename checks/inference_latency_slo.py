@@ -6,6 +6,7 @@ from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.endpoints import Endpoint
+from fmdoctor.engine.entities import ENDPOINT, NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.inference import kinds
 from fmdoctor.inference.assess import LatencyBreach, VariantLatency, latency_breach, ms
@@ -40,6 +41,7 @@ class InferenceLatencySlo(Check):
 
     id = "inference-latency-slo"
     family = "inference"
+    concerns = frozenset({ENDPOINT, NODE})
     severity = Severity.WARNING
     iam_actions = SIGNAL_ACTIONS
     inventory = FLEET_PARTS

@@ -4,6 +4,7 @@ from typing import Any
 
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.scheduler.kubernetes import PLUGIN_FOR
 from fmdoctor.scheduler.model import KUBERNETES, SchedulerNode
@@ -50,6 +51,7 @@ class K8sDevicePluginMissing(Check):
 
     id = "k8s-device-plugin-missing"
     family = "scheduler"
+    concerns = frozenset({NODE})
     severity = Severity.WARNING
     iam_actions = ("ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeNetworkInterfaces")
 

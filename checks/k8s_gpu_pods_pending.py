@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import JOB
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.scheduler.model import KUBERNETES
 
@@ -19,6 +20,7 @@ class K8sGpuPodsPending(Check):
 
     id = "k8s-gpu-pods-pending"
     family = "scheduler"
+    concerns = frozenset({JOB})
     severity = Severity.WARNING
     iam_actions = ("ec2:DescribeInstances",)
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.scheduler.kubernetes import HEALTH_LABEL
 from fmdoctor.scheduler.model import KUBERNETES
@@ -29,6 +30,7 @@ class K8sNodeNotReady(Check):
 
     id = "k8s-node-not-ready"
     family = "scheduler"
+    concerns = frozenset({NODE})
     severity = Severity.CRITICAL
     iam_actions = ("ec2:DescribeInstances",)
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from fmdoctor.engine.check import Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.node import fi_info
 from fmdoctor.node.instance_facts import efa_capable
@@ -22,6 +23,7 @@ class NodeEfaProvider(Check):
 
     id = "node-efa-provider"
     family = "efa"
+    concerns = frozenset({NODE})
     severity = Severity.CRITICAL
     iam_actions = ()
     targets = frozenset({"node"})

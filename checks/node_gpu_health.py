@@ -4,6 +4,7 @@ from typing import Any
 
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.node import gpu_memory, neuron, nvidia_smi, sysfs
 
@@ -35,6 +36,7 @@ class NodeGpuHealth(Check):
 
     id = "node-gpu-health"
     family = "gpu"
+    concerns = frozenset({NODE})
     severity = Severity.CRITICAL
     iam_actions = ()
     targets = frozenset({"node"})

@@ -4,6 +4,7 @@ from collections import Counter, defaultdict
 
 from fmdoctor.engine.check import Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import NODE
 from fmdoctor.engine.inventory import Instance
 from fmdoctor.engine.model import Finding, Severity
 
@@ -33,6 +34,7 @@ class PlacementGroup(Check):
 
     id = "placement-group"
     family = "efa"
+    concerns = frozenset({NODE})
     severity = Severity.WARNING
     iam_actions = ("ec2:DescribeInstances", "ec2:DescribePlacementGroups")
 

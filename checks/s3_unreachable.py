@@ -5,6 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.concurrency import all_at_once
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import BUCKET, NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.engine.slots import waiting
 from fmdoctor.net.classes import PairOutcome, evaluate_towards, interface_classes
@@ -50,6 +51,7 @@ class S3Unreachable(Check):
 
     id = "s3-unreachable"
     family = "network"
+    concerns = frozenset({NODE, BUCKET})
     severity = Severity.CRITICAL
     iam_actions = ("ec2:DescribeInstances", "ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules",
                    *TOPOLOGY_IAM_ACTIONS, "s3:GetBucketLocation")

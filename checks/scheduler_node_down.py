@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import JOB, NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.scheduler.model import SLURM
 from fmdoctor.words import plural
@@ -30,6 +31,7 @@ class SchedulerNodeDown(Check):
 
     id = "scheduler-node-down"
     family = "scheduler"
+    concerns = frozenset({NODE, JOB})
     severity = Severity.WARNING
     iam_actions = ("ec2:DescribeInstances",)
 

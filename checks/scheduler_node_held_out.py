@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import JOB, NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.scheduler.model import SLURM
 
@@ -28,6 +29,7 @@ class SchedulerNodeHeldOut(Check):
 
     id = "scheduler-node-held-out"
     family = "scheduler"
+    concerns = frozenset({NODE, JOB})
     severity = Severity.WARNING
     iam_actions = ("ec2:DescribeInstances",)
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from fmdoctor.engine.check import Check, Unverified
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import JOB, NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.scheduler.model import KUBERNETES, SchedulerNode
 from fmdoctor.spot.sources import spot_facts
@@ -36,6 +37,7 @@ class SchedulerSchedulesFaultyNode(Check):
 
     id = "scheduler-schedules-faulty-node"
     family = "scheduler"
+    concerns = frozenset({NODE, JOB})
     severity = Severity.CRITICAL
     iam_actions = SPOT_IAM
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import JOB, NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.spot.sources import spot_facts
 
@@ -24,6 +25,7 @@ class SpotInterruption(Check):
 
     id = "spot-interruption"
     family = "spot"
+    concerns = frozenset({NODE, JOB})
     severity = Severity.CRITICAL
     iam_actions = SPOT_IAM
     targets = frozenset({"cluster", "node"})

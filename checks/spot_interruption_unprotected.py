@@ -3,6 +3,7 @@ from __future__ import annotations
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import JOB, NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.spot.risk import work_at_risk
 from fmdoctor.spot.sources import spot_facts
@@ -25,6 +26,7 @@ class SpotInterruptionUnprotected(Check):
 
     id = "spot-interruption-unprotected"
     family = "spot"
+    concerns = frozenset({NODE, JOB})
     severity = Severity.CRITICAL
     iam_actions = tuple(dict.fromkeys(SPOT_IAM + CHECKPOINT_IAM))
     targets = frozenset({"cluster", "node"})

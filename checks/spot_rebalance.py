@@ -5,6 +5,7 @@ from datetime import timedelta
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.spot.notices import REBALANCE
 from fmdoctor.spot.sources import spot_facts
@@ -22,6 +23,7 @@ class SpotRebalance(Check):
 
     id = "spot-rebalance"
     family = "spot"
+    concerns = frozenset({NODE})
     severity = Severity.WARNING
     iam_actions = SPOT_IAM
     targets = frozenset({"cluster", "node"})

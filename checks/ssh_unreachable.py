@@ -4,6 +4,7 @@ import ipaddress
 
 from fmdoctor.engine.check import Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import NODE, SECURITY_GROUP
 from fmdoctor.engine.inventory import HEAD, LOGIN
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.net.analyze import analyze_endpoints
@@ -32,6 +33,7 @@ class SshUnreachable(Check):
 
     id = "ssh-unreachable"
     family = "network"
+    concerns = frozenset({NODE, SECURITY_GROUP})
     severity = Severity.CRITICAL
     iam_actions = ("ec2:DescribeInstances", "ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules",
                    *TOPOLOGY_IAM_ACTIONS)

@@ -6,6 +6,7 @@ from typing import Any
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import ACCELERATOR_METRICS, EFA_METRICS, Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.entities import JOB, NODE
 from fmdoctor.engine.gaps import Gaps
 from fmdoctor.engine.hyperpod import list_hyperpod_nodes
 from fmdoctor.engine.identity import HYPERPOD_GROUP_TAG, NodeIdentities, canonical
@@ -65,6 +66,7 @@ class TrainingStalled(Check):
 
     id = "training-stalled"
     family = "training"
+    concerns = frozenset({JOB, NODE})
     severity = Severity.CRITICAL
     iam_actions = _iam(EfaErrors, SpotInterruption, HyperpodNodeUnhealthy)
     inventory = frozenset({INSTANCES, HYPERPOD})  # a HyperPod cluster's nodes are no EC2 instances of the account

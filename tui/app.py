@@ -169,6 +169,10 @@ class FmdoctorApp(Jobs, App[None]):
             self.notify("Select a finding in the table first (or ask the assistant to fix something).",
                         severity="warning")
             return
+        if not fixes.has_fix(finding):
+            self.notify(f"{finding.check} has no automated fix; its runbook says what to do (Enter shows it).",
+                        title="No automated fix", severity="warning")
+            return
         self.chat.add_markdown(f"Planning a fix for `{finding.id}` (dry run only)…")
         self.propose_fix(finding)
 
@@ -250,7 +254,7 @@ class FmdoctorApp(Jobs, App[None]):
             more = f" and {len(report.errors) - 3} more" if len(report.errors) > 3 else ""
             title = f"{plural(len(report.errors), 'part')} could not be verified"
             text = f"{parts}{more}. Unverified parts are not reported as healthy."
-            self.notify(text, title=title, severity="warning")
+            # kept in the findings pane, not raised as a toast: a toast at start-up covered the findings table
             self.findings.show_error(f"{title}: {text}", severity="warning")
 
     def on_assistant_update(self, message: msg.AssistantUpdate) -> None:

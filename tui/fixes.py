@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fmdoctor.engine.api import Doctor
+from fmdoctor.engine.model import Finding
 from fmdoctor.remediation import Approval, AuditLog, FixPlan, FixResult, apply_fix, plan_fix, preflight
 from fmdoctor.remediation.apply import DEFAULT_VERIFY_DELAYS
 from fmdoctor.remediation.audit import local_user, plan_fields, who
@@ -100,8 +101,16 @@ def apply(doctor: Doctor, fix: ProposedFix, audit: AuditLog,
     """Apply a plan the person approved, re-run its check, and say what happened in Markdown."""
     assert fix.plan is not None, "only a plan the user asked for is applied here"
     result = apply_fix(doctor, fix.plan, approve(fix), audit=audit, verify_delays=verify_delays)
-    text = "\n".join(["```text", *result_lines(result), "```", f"audit log: `{audit.path}`"])
+    # one list item per line, not a code block: a fence keeps long lines whole (scrolling sideways in a narrow
+    # chat pane); an item wraps to the pane and its values stay code spans
+    text = "\n".join([*(f"- {code_span(line)}" for line in result_lines(result) if line.strip()),
+                      "", f"audit log: {code_span(audit.path)}"])
     return result, text
+
+
+def has_fix(finding: Finding) -> bool:
+    """Whether fmdoctor can fix it (the check proposed calls in ``evidence.fix``); the others have a runbook."""
+    return bool(finding.evidence.get("fix"))
 
 
 def decline(fix: ProposedFix, audit: AuditLog) -> None:

@@ -12,12 +12,16 @@ import argparse
 import getpass
 import json
 import os
+import re
 import sys
+import textwrap
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target
 from fmdoctor.cli.confirm import confirm, show_plan
+from fmdoctor.cli.deadline import add_timeout_arg, within
+from fmdoctor.cli.progress import starting
 from fmdoctor.engine.errors import ConfigError, FmdoctorError
 from fmdoctor.words import plural
 
@@ -36,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "default FMDOCTOR_MODEL, then agent.model, then the offline planner")
     parser.add_argument("--format", choices=["text", "json"], default="text")
     parser.add_argument("--no-progress", action="store_true", help="do not show tool calls on stderr")
+    add_timeout_arg(parser)
     parser.set_defaults(func=run)
 
 
@@ -53,31 +58,61 @@ def run(args: argparse.Namespace) -> int:
                           hint="use --demo with a model outside AWS, or the offline planner")
     show_progress = args.format == "text" and not args.no_progress
     with open_target(args) as target:
-        # An unknown cluster or bad credentials: exit 3 before asking, without reading the whole inventory the
-        # assistant's checks read again.
-        target.doctor.confirm_target(target.cluster)
-        assistant = Assistant(target.doctor, target.cluster, model=spec or target.doctor.settings.agent.model)
-        answer = None
-        for event in assistant.stream(args.question, session_id="cli"):
-            if isinstance(event, ToolFinished) and show_progress:
-                _progress(event, sys.stderr)
-            elif isinstance(event, TurnFinished):
-                answer = event.answer
-        assert answer is not None
+        if show_progress:
+            starting(target.doctor, target.cluster, "asking about", sys.stderr)
+
+        def turn(cancel: Any) -> tuple[Any, Any]:
+            # An unknown cluster or bad credentials: exit 3 before asking, without reading the whole inventory
+            # the assistant's checks read again.
+            target.doctor.confirm_target(target.cluster)
+            assistant = Assistant(target.doctor, target.cluster, model=spec or target.doctor.settings.agent.model)
+            answer = None
+            for event in assistant.stream(args.question, session_id="cli", cancel=cancel):
+                if isinstance(event, ToolFinished) and show_progress:
+                    _progress(event, sys.stderr)
+                elif isinstance(event, TurnFinished):
+                    answer = event.answer
+            assert answer is not None
+            return assistant, answer
+
+        assistant, answer = within(target.doctor, args.timeout, turn, sys.stderr if show_progress else None)
         if answer.approval is not None and args.format == "text" and _interactive():
             approval = _ask_approval(answer.approval, sys.stdout)
             answer = assistant.resume("cli", approval)
     if args.format == "json":
         sys.stdout.write(json.dumps(answer.to_json_dict(), indent=2, default=str) + "\n")
     else:
-        sys.stdout.write(answer.answer + "\n")
+        width = _terminal_width(sys.stdout)
+        sys.stdout.write((wrap(answer.answer, width) if width else answer.answer) + "\n")
     return 0
+
+
+def _terminal_width(stream: TextIO) -> int | None:
+    """The terminal's width when ``stream`` is one; None for a pipe or file (their lines stay whole for grep)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def wrap(text: str, width: int) -> str:
+    """Each line of an answer folded to ``width`` columns; a list item's continuation lines indented under its
+    text, and long ids or URLs kept whole rather than cut."""
+    width = max(width, 20)
+    lines = []
+    for line in text.splitlines():
+        indent = re.match(r"\s*(?:[-*] |\d+\. )?", line)
+        hang = " " * (len(indent.group(0)) if indent else 0)
+        lines += textwrap.wrap(line, width, subsequent_indent=hang, break_long_words=False,
+                               break_on_hyphens=False) or [""]
+    return "\n".join(lines)
 
 
 def _progress(event: Any, stream: TextIO) -> None:
     args = ", ".join(f"{k}={v}" for k, v in event.args.items())
-    stream.write(f"fmdoctor: {event.name}({args}): {event.status}, {plural(event.finding_count, 'finding')} "
-                 f"({event.duration_s:.1f}s)\n")
+    # a check tool says what it found; another (find_names, why_not) says what it answered
+    outcome = plural(event.finding_count, "finding") if event.name.startswith("check") else event.message
+    stream.write(f"fmdoctor: {event.name}({args}): {event.status}, {outcome} ({event.duration_s:.1f}s)\n")
     stream.flush()
 
 

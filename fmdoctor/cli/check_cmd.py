@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fmdoctor.cli.common import add_connection_args, add_target_args, open_target, split_ids
-from fmdoctor.cli.progress import StderrProgress
+from fmdoctor.cli.deadline import add_timeout_arg, within
+from fmdoctor.cli.progress import StderrProgress, starting
 from fmdoctor.engine.errors import UsageError
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="run only these check ids or families (repeatable)")
     parser.add_argument("--format", choices=FORMATS, default="text")
     parser.add_argument("--no-progress", action="store_true", help="never print progress on stderr")
+    add_timeout_arg(parser)
     parser.add_argument("--local", action="store_true",
                         help="run the on-node checks on this machine (GPU driver, Xid errors, EFA provider, IMDS)")
     parser.add_argument("--record", metavar="DIR",
@@ -91,7 +93,11 @@ def run(args: argparse.Namespace) -> int:
             with open_target(args, settings_from_flags(args)) as target:
                 for note in getattr(target.doctor.extras.get("demo"), "notes", ()):
                     sys.stderr.write(note + "\n")
-                report = target.doctor.check(target.cluster, only=split_ids(args.only), progress=progress)
+                if not args.no_progress:
+                    starting(target.doctor, target.cluster, "checking", sys.stderr)
+                doctor, only = target.doctor, split_ids(args.only)
+                report = within(doctor, args.timeout, lambda cancel: doctor.check(
+                    target.cluster, only=only, progress=progress, cancel=cancel), sys.stderr)
     finally:
         progress.close()
     if args.format == "text":

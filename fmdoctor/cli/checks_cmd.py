@@ -38,6 +38,7 @@ def registry_catalogue() -> list[dict[str, object]]:
             "proves": c.proves(),
             "iam_actions": list(c.iam_actions),
             "runbook": c.runbook_id(),
+            "concerns": sorted(c.concerns),  # what a question may name that its findings can be about
         }
         for c in default_registry()
     ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fmdoctor.engine.errors import UsageError
+from fmdoctor.words import suggest
 
 if TYPE_CHECKING:
     from fmdoctor.engine.api import Doctor
@@ -25,7 +27,10 @@ class ArgumentParser(argparse.ArgumentParser):
     """Bad usage exits 3 ('unknown'): exit 2 means 'critical' to monitoring systems and CI."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(message, hint=f"see '{self.prog} --help'")
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        close = suggest(choice.group(1), re.findall(r"'([^']*)'", choice.group(2))) if choice else []
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise UsageError(message, hint=f"{hint}see '{self.prog} --help'")
 
 
 def endpoint_url(text: str) -> str:
@@ -125,6 +130,35 @@ class BackgroundTarget:
             self._thread.join()
 
 
+# What a --config file may set under --demo: how fmdoctor runs, not which cluster or account it looks at.
+DEMO_APPLIES = ("aws", "max_workers", "runbooks_dir", "agent", "slack", "fleet", "export", "serve")
+
+
+def with_demo_config(demo: Any, path: str | None, stream: Any = None) -> Any:
+    """The demo's settings with what ``--config FILE`` says about how fmdoctor runs (:data:`DEMO_APPLIES`). The
+    file is read and validated as without --demo (a missing file, invalid YAML or a mistyped key stop the
+    command); what it says about clusters and accounts is not applied, and a line on stderr says so."""
+    import sys
+
+    from fmdoctor.config import load_settings
+
+    if not path:
+        return demo
+    if not os.path.isfile(path):
+        from fmdoctor.engine.errors import ConfigError
+
+        raise ConfigError(f"--config {path}: no such file", hint="give the path of an fmdoctor.yaml, or leave "
+                          "--config out to run the demo with its own settings")
+    given = load_settings(path)
+    applied = [f for f in DEMO_APPLIES if f in given.model_fields_set]
+    ignored = sorted(f for f in given.model_fields_set - set(DEMO_APPLIES) if f != "source")
+    (stream or sys.stderr).write(
+        f"fmdoctor: --demo with --config {path}: applied {', '.join(applied) or 'nothing it sets'}"
+        + (f"; not applied: {', '.join(ignored)} (they describe your clusters, not the demo's)" if ignored else "")
+        + "\n")
+    return demo.model_copy(update={f: getattr(given, f) for f in applied})
+
+
 @contextlib.contextmanager
 def open_target(args: argparse.Namespace, overrides: dict[str, Any] | None = None) -> Iterator[Target]:
     """Settings + connection + cluster name from flags/env/config; with --demo, the seeded demo cluster.
@@ -139,7 +173,7 @@ def open_target(args: argparse.Namespace, overrides: dict[str, Any] | None = Non
         from fmdoctor.demo.runtime import demo_environment, demo_settings
 
         with demo_environment() as world:
-            settings = demo_settings(world)
+            settings = with_demo_config(demo_settings(world), getattr(args, "config", None))
             doctor = Doctor(settings=settings, connection=Connection(region=world.region), overrides=overrides or {})
             doctor.extras["demo"] = world
             yield Target(doctor, args.cluster or world.cluster, demo=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import json
 import logging
 import os
 import sys
@@ -30,6 +31,7 @@ from fmdoctor.cli import (
     why_not_cmd,
 )
 from fmdoctor.cli.common import ArgumentParser
+from fmdoctor.cli.deadline import abandoned
 from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.safety.text import visible
 
@@ -52,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = parser.parse_args(argv)
         logging.basicConfig(
@@ -69,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"fmdoctor: error: {visible(exc.message, lines=False)}\n")
         if exc.hint:
             sys.stderr.write(f"  hint: {visible(exc.hint, lines=False)}\n")
+        _json_failure(argv, type(exc).__name__, exc.message, exc.hint)
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("fmdoctor: interrupted\n")
@@ -77,13 +81,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except RecursionError:
         sys.stderr.write("fmdoctor: error: the input is nested too deeply to read\n")
+        _json_failure(argv, "RecursionError", "the input is nested too deeply to read", None)
         return 3
     except Exception as exc:  # a bug, or input nothing anticipated: one line, never a traceback with its data
         logging.getLogger("fmdoctor").debug("unexpected error", exc_info=True)
         sys.stderr.write(f"fmdoctor: error: {type(exc).__name__}: {visible(str(exc), lines=False)[:300]}\n"
                          "  hint: this is a bug in fmdoctor or input it does not handle; run with -vv for the "
                          "traceback and report it\n")
+        _json_failure(argv, type(exc).__name__, str(exc)[:300], None)
         return 3
+
+
+def _json_failure(argv: list[str], kind: str, message: str, hint: str | None) -> None:
+    """``--format json`` always gets one JSON document on stdout, also when the run could not start or stopped
+    (status unknown, exit 3): a pipeline never reads an empty report."""
+    wanted = any(a == "--format=json" or (a == "--format" and argv[i + 1:i + 2] == ["json"])
+                 for i, a in enumerate(argv))
+    if not wanted:
+        return
+    error = {"kind": kind, "message": visible(message, lines=False), "hint": visible(hint, lines=False) if hint
+             else None}
+    with contextlib.suppress(Exception):
+        sys.stdout.write(json.dumps({"status": "unknown", "error": error, "findings": [], "errors": [],
+                                     "incidents": []}, indent=2) + "\n")
+        sys.stdout.flush()
 
 
 # CPython's first-generation threshold is 700 allocations. A process that has made AWS clients holds botocore's
@@ -111,8 +132,8 @@ def run() -> NoReturn:
     """
     collect_garbage_less_often()
     code = main()
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
+    for thread in threading.enumerate():  # calls a --timeout gave up on are not waited for (cli/deadline.py)
+        if thread is not threading.main_thread() and not thread.daemon and not abandoned():
             thread.join()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):

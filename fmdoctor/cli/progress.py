@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -10,7 +11,21 @@ from typing import TYPE_CHECKING, TextIO
 from fmdoctor.words import plural
 
 if TYPE_CHECKING:
+    from fmdoctor.engine.api import Doctor
     from fmdoctor.engine.runner import CheckEvent
+
+
+def starting(doctor: Doctor, cluster: str, doing: str, stream: TextIO) -> None:
+    """The line a run starts with, at once: which cluster, and what it reads first from where, so a terminal is
+    never blank while AWS (or an endpoint that does not answer) is being waited for."""
+    settings = doctor.cluster_settings(cluster)
+    region = doctor.connection.region or settings.region
+    where = doctor.connection.endpoint_url or doctor.settings.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+    if "demo" in doctor.extras:
+        where = "the demo's in-process AWS (moto)"
+    stream.write(f"fmdoctor: {doing} cluster {cluster}{f' in {region}' if region else ''}: reading its inventory "
+                 f"(EC2 instances, network interfaces, security groups) from {where or 'AWS'}...\n")
+    stream.flush()
 
 
 class ProgressLine:

@@ -78,6 +78,12 @@ def run_show(args: argparse.Namespace) -> int:
         texts = [runbook.render(f, cluster=cluster, region=region) for f in findings]
     if args.format == "json":
         sys.stdout.write(dumps_json({**runbook.to_json_dict(), "markdown": texts}, indent=2) + "\n")
+    elif sys.stdout.isatty():  # a person reads it: rendered (headings, lists, code blocks); a pipe gets the Markdown
+        from rich.markdown import Markdown
+
+        from fmdoctor.report.text import make_console
+
+        make_console(sys.stdout).print(Markdown("\n\n---\n\n".join(texts)))
     else:
         sys.stdout.write("\n---\n\n".join(texts))
     return 0

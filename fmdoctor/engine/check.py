@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from fmdoctor.engine.entities import KINDS
 from fmdoctor.engine.inventory import INSTANCES, INVENTORY_PARTS
 from fmdoctor.engine.model import Finding, Severity
 
@@ -60,6 +61,10 @@ class Check(ABC):
     # The families of the shared metric snapshot it reads (METRIC_FAMILIES); the snapshot asks for the series
     # of those its run's checks name, so `--only efa` lists and fetches no GPU series.
     metrics: ClassVar[frozenset[str]] = frozenset()
+    # What a question may name that its findings can be about, on it or through it (fmdoctor.engine.entities
+    # KINDS: "node", "endpoint", "security-group", "bucket", "file-system", "job", "instance-group"); a question
+    # about one such thing runs every check that concerns its kind.
+    concerns: ClassVar[frozenset[str]] = frozenset()
 
     @abstractmethod
     def run(self, ctx: CheckContext) -> list[Finding]:
@@ -110,6 +115,8 @@ def validate_check_class(cls: type[Check]) -> list[str]:
         problems.append(f"{cls.id}: inventory parts must be a subset of {sorted(INVENTORY_PARTS)}")
     if not set(cls.metrics) <= METRIC_FAMILIES:
         problems.append(f"{cls.id}: metrics must be a subset of {sorted(METRIC_FAMILIES)}")
+    if not set(cls.concerns) <= KINDS:
+        problems.append(f"{cls.id}: concerns must be a subset of {sorted(KINDS)}")
     if not isinstance(cls.severity, Severity):
         problems.append(f"{cls.id}: severity must be a Severity")
     for action in cls.iam_actions:

@@ -1,7 +1,8 @@
-"""One thing of a cluster that a question names: a node, an endpoint, a bucket, a security group or a HyperPod
-instance group; which checks concern it, and which findings are about it.
+"""One thing of a cluster that a question names: a node, an endpoint, a security group, a HyperPod instance group,
+an S3 bucket, an FSx file system or the training job; which checks concern it, and which findings are about it.
 
-:func:`find_entity` resolves what a person typed against the cluster's inventory, in this order:
+:func:`find_entity` resolves what a person typed against the cluster's inventory (and the :class:`Known`
+names of its settings: checkpoint locations, file systems), in this order:
 
 1. a node: ``head``/``head-node`` for the head node, or any name :mod:`fmdoctor.engine.identity` knows for
    it: its ``Name`` tag, id, private DNS name (``ip-10-0-1-12.ec2.internal``, ``ip-10-0-1-12``), an address of
@@ -9,11 +10,15 @@ instance group; which checks concern it, and which findings are about it.
 2. a security group: its id or its name;
 3. a SageMaker endpoint of the cluster: its name (or ``endpoint/NAME``);
 4. a HyperPod instance group: its name;
-5. an S3 bucket, or a prefix in it: ``s3://bucket[/prefix]`` only (a bare word is never taken for a bucket).
+5. an FSx file system: its id, ``fsx://id`` or its Name tag (of those :class:`Known` lists);
+6. the training job: the run a checkpoint location names (``run-0412`` of ``s3://b/llama-70b/run-0412/``);
+7. an S3 bucket, or a prefix in it: ``s3://bucket[/prefix]``, or the bare name of a checkpoint location's bucket.
 
 Nothing matched raises :class:`~fmdoctor.engine.errors.TargetNotFound` naming what was tried and what is
-close. :func:`relation` tells a finding *on* the entity (its resource is the entity) from one that
-*involves* it (names the entity's ids in its summary or evidence, or sits on its security group or subnet).
+close. :func:`mentioned` finds every such name in a sentence (names come from the inventory, never from the
+shape of a word). :func:`checks_for` picks the checks whose ``concerns`` (their metadata) include the entity's
+kind. :func:`relation` tells a finding *on* the entity (its resource is the entity) from one that *involves* it
+(names the entity's ids in its summary or evidence, or sits on its security group or subnet).
 """
 
 from __future__ import annotations
@@ -30,20 +35,40 @@ from fmdoctor.engine.inventory import HEAD, INFERENCE, Instance, Inventory
 from fmdoctor.words import suggest
 
 NODE, SECURITY_GROUP, ENDPOINT = "node", "security-group", "endpoint"
-INSTANCE_GROUP, BUCKET = "instance-group", "bucket"
+INSTANCE_GROUP, BUCKET, FILE_SYSTEM, JOB = "instance-group", "bucket", "file-system", "job"
+# What a question can name; a check's ``concerns`` (fmdoctor.engine.check) is a subset of these.
+KINDS = frozenset({NODE, SECURITY_GROUP, ENDPOINT, INSTANCE_GROUP, BUCKET, FILE_SYSTEM, JOB})
 ON, INVOLVES = "on", "involves"
-ORDER = ("a node's Name tag, id, DNS name, IP or interface id ({nodes} nodes), 'head', a security group id or name, an "
-         "endpoint name ({endpoints} endpoints), a HyperPod instance group, or s3://bucket")
-
-# The check families each kind of thing is looked at by (a node: everything about instances but checkpoints).
-FAMILIES = {
-    NODE: ("efa", "gpu", "spot", "network", "hyperpod"),
-    SECURITY_GROUP: ("efa", "network"),
-    ENDPOINT: ("inference",),
-    INSTANCE_GROUP: ("hyperpod",),
-    BUCKET: ("checkpoint",),
-}
+ORDER = ("a node's Name tag, id, DNS name, IP or interface id ({nodes} nodes), 'head', a security group id or name, "
+         "an endpoint name ({endpoints} endpoints), a HyperPod instance group, an FSx file system ({file_systems}), "
+         "the training job's run name, or a bucket (s3://bucket)")
 BUCKET_CHECKS = ("s3-unreachable",)  # the path to S3 concerns every bucket in the region
+_FSX_ID = re.compile(r"^fs-[0-9a-f]{8,17}$")
+
+
+@dataclass(frozen=True)
+class Known:
+    """Names a question may use that the inventory does not hold: the cluster's checkpoint locations (their
+    buckets, file systems and the job's run) and its FSx file systems (id -> Name tag)."""
+
+    locations: tuple[str, ...] = ()
+    file_systems: Mapping[str, str] = field(default_factory=dict)
+
+    def buckets(self) -> list[str]:
+        return list(dict.fromkeys(loc[5:].split("/", 1)[0] for loc in self.locations if loc.startswith("s3://")))
+
+    def runs(self) -> dict[str, list[str]]:
+        """The job's run name (a location's last path segment, and its last two) -> the locations it writes. A
+        plain word is a folder, not a run's name ('checkpoints/', 'latest/'): it would swallow the word in
+        questions about checkpoints."""
+        runs: dict[str, list[str]] = {}
+        for loc in self.locations:
+            parts = [p for p in loc.split("://", 1)[-1].split("/")[1:] if p]
+            if not parts or parts[-1].isalpha():
+                continue
+            for name in {parts[-1], "/".join(parts[-2:])}:
+                runs.setdefault(name, []).append(loc)
+        return runs
 
 
 @dataclass(frozen=True)
@@ -60,10 +85,40 @@ class Entity:
         return {"kind": self.kind, "id": self.id, "label": self.label}
 
 
-def find_entity(inventory: Inventory, text: str) -> Entity:
-    """The node, group, endpoint, instance group or bucket ``text`` names in ``inventory`` (see the module).
-    A part of the inventory AWS would not return is passed over, and a miss then says it could not be read."""
-    query = text.strip()
+def find_entity(inventory: Inventory, text: str, known: Known | None = None) -> Entity:
+    """The node, group, endpoint, instance group, file system, job or bucket ``text`` names in ``inventory``
+    (see the module). A part of the inventory AWS would not return is passed over, and a miss then says it
+    could not be read."""
+    entity = _match(inventory, text.strip(), known or Known())
+    if entity is None:
+        raise _not_found(inventory, text.strip(), known or Known())
+    return entity
+
+
+def mentioned(inventory: Inventory, text: str, known: Known | None = None,
+              limit: int = 200) -> list[tuple[str, Entity]]:
+    """The things of the cluster ``text`` names, in order, each once, with the word that named it: every word is
+    looked up in the inventory (and ``known``), so a name is recognised by being the cluster's, whatever its
+    shape ('demo-llm-chat'). 'head' alone is left to the caller (it is also an English word)."""
+    known = known or Known()
+    found: dict[tuple[str, str], tuple[str, Entity]] = {}
+    words = [w.rstrip(".:") for w in re.findall(r"[^\s,;?!()'\"`]+", text)][:limit]
+    for word in words:
+        if not word or word.lower() in _HEAD_WORDS:
+            continue
+        try:
+            entity = _match(inventory, word, known)
+        except TargetNotFound:  # a name several nodes carry: the caller's lookup says so
+            entity = None
+        if entity is not None:
+            found.setdefault((entity.kind, entity.id), (word, entity))
+    return list(found.values())
+
+
+_HEAD_WORDS = ("head", "head-node", "head node")
+
+
+def _match(inventory: Inventory, query: str, known: Known) -> Entity | None:
     lowered = query.lower()
     node = _node(inventory, query)
     if node is not None:
@@ -80,26 +135,45 @@ def find_entity(inventory: Inventory, text: str) -> Entity:
     for group in inventory.hyperpod.groups if inventory.hyperpod else ():
         if query == group.name:
             return Entity(INSTANCE_GROUP, group.name, f"HyperPod instance group {group.name}", (group.name,))
+    fs_id = query[6:].split("/", 1)[0] if lowered.startswith("fsx://") else query
+    for system_id, name in known.file_systems.items():
+        if fs_id == system_id or (name and query == name):
+            label = f"FSx file system {name} ({system_id})" if name else f"FSx file system {system_id}"
+            return Entity(FILE_SYSTEM, system_id, label, tuple(t for t in (system_id, name) if t),
+                          (system_id, f"fsx://{system_id}"))
+    if _FSX_ID.match(fs_id):  # an id AWS gives a file system, like s3://: what it names is looked at by the checks
+        return Entity(FILE_SYSTEM, fs_id, f"FSx file system {fs_id}", (fs_id,), (fs_id, f"fsx://{fs_id}"))
+    runs = known.runs()
+    run = query.removeprefix("job/").strip("/")
+    if run in runs:
+        return Entity(JOB, run, f"training job {run}", (run,), tuple(loc.rstrip("/") for loc in runs[run]))
     if lowered.startswith("s3://") and len(lowered) > 5:
         bucket = query[5:].split("/", 1)[0]
         uri = query.rstrip("/")  # a prefix narrows it: s3://bucket/run-1 is not s3://bucket/run-2
         return Entity(BUCKET, bucket, query, (uri,), (uri,))
-    raise _not_found(inventory, query)
+    if query in known.buckets():
+        uri = f"s3://{query}"
+        return Entity(BUCKET, query, uri, (uri,), (uri,))
+    return None
 
 
 def checks_for(entity: Entity, checks: Iterable[Any]) -> list[str]:
-    """Ids of the checks (of ``checks``: the registry's cluster checks) that look at this kind of thing."""
-    families = set(FAMILIES[entity.kind]) | ({"inference"} if entity.inference_node else set())
-    return [c.id for c in checks if c.family in families or (entity.kind == BUCKET and c.id in BUCKET_CHECKS)]
+    """Ids of the checks (of ``checks``: the registry's cluster checks) whose findings can be about this kind of
+    thing (their ``concerns``); a node that serves inference also gets the inference checks."""
+    return [c.id for c in checks if entity.kind in getattr(c, "concerns", ())
+            and (c.family != "inference" or entity.kind != NODE or entity.inference_node)]
 
 
-def relation(entity: Entity, finding: Mapping[str, Any]) -> str | None:
-    """``on`` (the finding's resource is the entity), ``involves`` (it names the entity, or sits on what the
-    entity depends on), else None."""
+def relation(entity: Entity, finding: Mapping[str, Any], via: Iterable[str] = ()) -> str | None:
+    """``on`` (the finding's resource is the entity), ``involves`` (it names the entity, sits on what the
+    entity depends on, or comes from one of ``via``: checks whose findings bear on it, as a job's, unless the
+    finding sits on a storage location that is not the entity's), else None."""
     resource = str(finding.get("resource", ""))
     if any(resource == r or resource.startswith(r + "/") for r in entity.resources):
         return ON
     if resource in entity.nearby or (entity.kind == BUCKET and finding.get("check") in BUCKET_CHECKS):
+        return INVOLVES
+    if finding.get("check") in set(via) and "://" not in resource:  # a location is another run's, not this one's
         return INVOLVES
     text = " ".join((str(finding.get("summary", "")), json.dumps(finding.get("evidence", {}), default=str)))
     return INVOLVES if mentions(text, entity.tokens) else None
@@ -120,6 +194,7 @@ def other_tokens(inventory: Inventory, entity: Entity) -> list[str]:
     if entity.kind == SECURITY_GROUP:
         return [g for g in _readable(lambda: list(inventory.security_groups)) if g != entity.id]
     return []
+
 
 
 def mentions(text: str, tokens: Iterable[str]) -> bool:
@@ -172,19 +247,21 @@ def _node_entity(inventory: Inventory, instance: Instance) -> Entity:
                   (instance.id, *(e.id for e in interfaces)), nearby, inference_node=instance.role == INFERENCE)
 
 
-def _not_found(inventory: Inventory, query: str) -> TargetNotFound:
+def _not_found(inventory: Inventory, query: str, known: Known) -> TargetNotFound:
     groups = _readable(lambda: list(inventory.security_groups.values()))
     endpoints = _readable(lambda: list(inventory.endpoints))
     names = NodeIdentities.of(inventory).all_names()
     names += [g.name for g in groups] + [e.name for e in endpoints]
     names += [g.name for g in inventory.hyperpod.groups] if inventory.hyperpod else []
+    names += [*known.file_systems, *known.file_systems.values(), *known.runs(), *known.buckets()]
     close = suggest(query, [n for n in names if n]) if len(query) <= 256 else []
     shown = query if len(query) <= 80 else f"{query[:77]}..."
-    tried = ORDER.format(nodes=len(inventory.instances), endpoints=len(endpoints))
+    tried = ORDER.format(nodes=len(inventory.instances), endpoints=len(endpoints),
+                         file_systems=", ".join(known.file_systems) or "none known")
     unread = _unreadable(inventory)
     hidden = f"; not verified: {', '.join(unread)} could not be read, so it may be there" if unread else ""
     hint = f"did you mean {close[0]}?" + (f" (also close: {', '.join(close[1:])})" if close[1:] else "") \
         if close else None
-    return TargetNotFound(f"{shown!r} is not a node, group, endpoint or bucket of cluster {inventory.cluster} "
-                          f"(tried, in order: {tried}){hidden}", hint=hint)
+    return TargetNotFound(f"{shown!r} is not a node, group, endpoint, file system, job or bucket of cluster "
+                          f"{inventory.cluster} (tried, in order: {tried}){hidden}", hint=hint)
 

@@ -49,7 +49,8 @@ def test_a_miss_names_what_was_tried_and_what_is_close():
     with pytest.raises(TargetNotFound) as caught:
         e.find_entity(_inventory(), "gpu-node-9")
     message = caught.value.message
-    assert "'gpu-node-9' is not a node, group, endpoint or bucket of cluster llm (tried, in order:" in message
+    assert ("'gpu-node-9' is not a node, group, endpoint, file system, job or bucket of cluster llm (tried, in order:"
+            in message)
     assert caught.value.hint == "did you mean gpu-node-3?"
     with pytest.raises(TargetNotFound):
         e.find_entity(_inventory(), "ckpts")  # a bare word is never a bucket
@@ -79,3 +80,78 @@ def test_findings_on_and_involving_a_thing():
     assert e.concerns_error(node, {"unverified": "GPU idleness of gpu-node-3 (i-00000000000000003)"}, [])
     assert not e.concerns_error(node, {"unverified": "of i-00000000000000001"}, ["i-00000000000000001"])
     assert e.concerns_error(node, {"unverified": "everything gpu-idle checks"}, ["i-00000000000000001"])
+
+
+KNOWN = e.Known(locations=("s3://ckpts/llama-70b/run-0412/", "fsx://fs-0123456789abcdef0/eval/"),
+                file_systems={"fs-0123456789abcdef0": "llm-scratch", "fs-00000000000000aaa": ""})
+
+
+@pytest.mark.parametrize("text, kind, entity_id", [
+    ("llm-scratch", e.FILE_SYSTEM, "fs-0123456789abcdef0"),  # its Name tag
+    ("fs-0123456789abcdef0", e.FILE_SYSTEM, "fs-0123456789abcdef0"),
+    ("fsx://fs-0123456789abcdef0/eval", e.FILE_SYSTEM, "fs-0123456789abcdef0"),
+    ("fs-00000000000000bbb", e.FILE_SYSTEM, "fs-00000000000000bbb"),  # an FSx id, like s3://, names one anyway
+    ("run-0412", e.JOB, "run-0412"),  # the run a checkpoint location names
+    ("llama-70b/run-0412", e.JOB, "llama-70b/run-0412"),
+    ("ckpts", e.BUCKET, "ckpts"),  # the bare name of a checkpoint location's bucket
+    ("s3://other-bucket", e.BUCKET, "other-bucket"),
+])
+def test_names_from_the_settings_resolve(text, kind, entity_id):
+    entity = e.find_entity(_inventory(), text, KNOWN)
+    assert (entity.kind, entity.id) == (kind, entity_id)
+
+
+def test_a_miss_with_known_names_suggests_them():
+    with pytest.raises(TargetNotFound) as caught:
+        e.find_entity(_inventory(), "llm-scratc", KNOWN)
+    assert caught.value.hint.startswith("did you mean llm-scratch?")
+    assert "an FSx file system (fs-0123456789abcdef0, fs-00000000000000aaa)" in caught.value.message
+
+
+@pytest.mark.parametrize("question, found", [
+    ("why is llm-chat slow?", [("llm-chat", e.ENDPOINT)]),  # no digit, no 'endpoint': the inventory knows it
+    ("is ip-10-0-0-7.ec2.internal healthy?", [("ip-10-0-0-7.ec2.internal", e.NODE)]),
+    ("does llm-efa block gpu-node-3, or 10.0.0.7?", [("llm-efa", e.SECURITY_GROUP), ("gpu-node-3", e.NODE)]),
+    ("is llm-scratch full and run-0412 stalled?", [("llm-scratch", e.FILE_SYSTEM), ("run-0412", e.JOB)]),
+    ("what is wrong with ckpts?", [("ckpts", e.BUCKET)]),
+    ("is llama-70b healthy?", []),  # shaped like a name, but nothing of the cluster
+    ("is the head node healthy?", []),  # 'head' is left to the planner (an English word too)
+])
+def test_names_in_a_sentence_come_from_the_inventory(question, found):
+    assert [(word, entity.kind) for word, entity in e.mentioned(_inventory(), question, KNOWN)] == found
+
+
+def test_every_cluster_check_says_what_it_concerns():
+    from fmdoctor.engine.registry import default_registry
+
+    checks = default_registry().select(None)
+    assert all(c.concerns and c.concerns <= e.KINDS for c in checks), [c.id for c in checks if not c.concerns]
+    node = e.find_entity(_inventory(), "gpu-node-3")
+    for_node = e.checks_for(node, checks)
+    assert {"training-stalled", "capacity-block-expiring", "spot-interruption", "gpu-xid-metrics"} <= set(for_node)
+    assert not {"inference-latency-slo", "checkpoint-stale"} & set(for_node)  # not a serving node, no checkpoints
+    chat = e.find_entity(_inventory(), "llm-chat")
+    assert set(e.checks_for(chat, checks)) == {c.id for c in checks if c.family == "inference"}
+    job = e.find_entity(_inventory(), "run-0412", KNOWN)
+    assert {"training-stalled", "checkpoint-stale", "spot-interruption-unprotected", "capacity-block-expiring"} \
+        <= set(e.checks_for(job, checks))
+    fs = e.find_entity(_inventory(), "llm-scratch", KNOWN)
+    assert "fsx-unreachable" in e.checks_for(fs, checks) and "gpu-idle" not in e.checks_for(fs, checks)
+
+
+def test_a_job_is_on_its_checkpoints_and_involved_in_its_checks_findings():
+    job = e.find_entity(_inventory(), "run-0412", KNOWN)
+    finding = {"check": "checkpoint-stale", "resource": "s3://ckpts/llama-70b/run-0412/", "summary": ""}
+    assert e.relation(job, finding) == e.ON
+    stalled = {"check": "training-stalled", "resource": "i-00000000000000003", "summary": "Training stalled"}
+    assert e.relation(job, stalled) is None
+    assert e.relation(job, stalled, via=["training-stalled"]) == e.INVOLVES
+    other_run = {"check": "checkpoint-missing", "resource": "s3://ckpts/llama-70b/eval-0412/", "summary": ""}
+    assert e.relation(job, other_run, via=["checkpoint-missing"]) is None
+
+
+def test_a_folder_named_like_a_word_is_no_run():
+    known = e.Known(locations=("s3://ckpts/llm/checkpoints/", "s3://ckpts/llm/run-7/"))
+    assert set(known.runs()) == {"run-7", "llm/run-7"}
+    assert e.mentioned(_inventory(), "are the checkpoints of run-7 fresh?", known)[0][1].kind == e.JOB
+    assert [w for w, _ in e.mentioned(_inventory(), "are the checkpoints of run-7 fresh?", known)] == ["run-7"]

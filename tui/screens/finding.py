@@ -16,6 +16,7 @@ from fmdoctor.report.markdown import code_span
 from fmdoctor.runbooks import get_runbook
 from fmdoctor.safety.text import visible
 from fmdoctor.tui.errors import explain
+from fmdoctor.tui.fixes import has_fix
 
 
 def runbook_for(finding: Finding, settings: Any, cluster: str, region: str | None) -> tuple[str | None, str | None]:
@@ -57,7 +58,8 @@ class FindingScreen(ModalScreen[str | None]):
             with VerticalScroll(classes="dialog-body"):
                 yield Markdown(finding_markdown(self.finding, self.runbook, self.runbook_error), id="runbook")
             with Horizontal(classes="buttons"):
-                yield Button("Fix… (f)", variant="primary", id="fix")
+                if has_fix(self.finding):  # offered only where fmdoctor has calls to propose
+                    yield Button("Fix… (f)", variant="primary", id="fix")
                 yield Button("Close (esc)", id="close")
 
     def on_mount(self) -> None:
@@ -71,4 +73,5 @@ class FindingScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
     def action_fix(self) -> None:
-        self.dismiss("fix")
+        if has_fix(self.finding):
+            self.dismiss("fix")

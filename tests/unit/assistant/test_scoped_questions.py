@@ -75,7 +75,7 @@ def test_plans_for_named_things():
 def test_ask_json_about_one_node_has_only_that_nodes_findings(capsys):
     assert main(["ask", "--demo", "what is wrong with gpu-node-3?", "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert [c["name"] for c in out["tool_calls"]] == ["check_resource"]
+    assert [c["name"] for c in out["tool_calls"]] == ["find_names", "check_resource"]
     spot = next(f for f in out["findings"] if f["check"] == "spot-interruption-unprotected")
     node = spot["resource"]
     assert out["answer"].startswith(f"gpu-node-3 ({node}) has 3 findings on it")
@@ -104,6 +104,85 @@ def test_the_scoped_eval_cases_fail_a_cluster_wide_answer():
     assert [r.case for r in suite.results if r.status != "fail"] == []
 
 
+INFERENCE_SLOW = {"inference-latency-slo", "inference-errors", "accelerator-saturation", "autoscaling-at-max",
+                  "endpoint-unhealthy"}
+
+
+def _ask_json(capsys, question: str) -> dict:
+    assert main(["ask", "--demo", question, "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [c["name"] for c in out["tool_calls"]] == ["find_names", "check_resource"], out["tool_calls"]
+    return out
+
+
+def test_a_node_by_its_dns_name_runs_every_check_that_concerns_a_node_and_leads_with_its_incidents(capsys):
+    out = _ask_json(capsys, "is ip-10-0-32-4.us-west-2.compute.internal healthy?")  # gpu-node-2's private DNS
+    stalled = next(f for f in out["findings"] if f["check"] == "training-stalled")
+    node = stalled["resource"]  # the culprit the stall names: the node asked about
+    assert out["answer"].startswith(f"gpu-node-2 ({node}) has ")
+    assert {"training-stalled", "capacity-block-expiring", "spot-interruption", "gpu-xid-metrics"} <= \
+        set(out["checks_run"])
+    assert not {"inference-latency-slo", "checkpoint-stale"} & set(out["checks_run"])
+    first = out["answer"].split("\n", 1)[0]
+    # the most urgent incident it is part of (the Capacity Block's deadline, then the stalled job), not the
+    # warning on it
+    assert "Most urgent" in first and "Capacity Block" in first and "gpu-memory-pressure" not in first
+    listed = out["answer"].split("Incidents involving it, most urgent first:\n", 1)[1].splitlines()
+    assert "Capacity Block" in listed[0] and "Training on demo-llm-train stalled" in listed[1]
+
+
+@pytest.mark.parametrize("question", ["why is demo-llm-chat slow?", "why is the demo-llm-chat endpoint slow?"])
+def test_slow_about_an_endpoint_means_its_latency_errors_saturation_and_scaling(capsys, question):
+    out = _ask_json(capsys, question)
+    assert set(out["checks_run"]) == INFERENCE_SLOW  # no training check
+    assert out["answer"].startswith("endpoint demo-llm-chat has 3 findings on it concerning its latency, errors, "
+                                    "saturation and scaling")
+    assert {f["check"] for f in out["findings"]} == {"inference-latency-slo", "accelerator-saturation",
+                                                     "autoscaling-at-max"}
+    assert all(f["resource"].startswith("endpoint/demo-llm-chat/") for f in out["findings"])
+
+
+@pytest.mark.parametrize("question, label, on, absent", [
+    ("is demo-efa healthy?", "security group demo-efa (sg-", {"efa-sg-self-reference", "efa-peer-unreachable"},
+     {"gpu-idle", "inference-errors"}),
+    ("what is wrong with demo-llm-train-checkpoints?", "s3://demo-llm-train-checkpoints has",
+     {"checkpoint-incomplete", "checkpoint-stale", "checkpoint-missing"}, {"fsx-unreachable", "gpu-idle"}),
+    ("what is wrong with demo-llm-scratch?", "FSx file system demo-llm-scratch (fs-", {"fsx-unreachable"},
+     {"gpu-idle", "checkpoint-stale", "efa-sg-self-reference"}),
+    ("is run-0412 making progress?", "training job run-0412 has", {"checkpoint-incomplete", "checkpoint-stale"},
+     {"checkpoint-missing", "inference-errors", "gpu-idle"}),
+])
+def test_each_kind_of_thing_is_answered_about_it(capsys, question, label, on, absent):
+    out = _ask_json(capsys, question)
+    assert out["answer"].startswith(label)
+    checks = {f["check"] for f in out["findings"]}
+    assert on <= checks and not absent & checks
+
+
+def test_a_jobs_answer_holds_its_stall_and_what_threatens_it(capsys):
+    out = _ask_json(capsys, "is run-0412 making progress?")
+    assert {"training-stalled", "capacity-block-expiring", "spot-interruption-unprotected"} <= \
+        {f["check"] for f in out["findings"]}
+
+
+def test_a_name_the_inventory_knows_is_planned_whatever_its_shape():
+    from fmdoctor.assistant.scope import Named, may_name
+
+    families = {**FAMILIES, "check_inference": tuple(sorted(INFERENCE_SLOW | {"inference-idle"}))}
+    question = "why is chat slow?"  # a plain word: no shape says it is a name
+    assert plan_for(question, families, TOOLS).calls[0][0] != "check_resource"
+    chat = Named("chat", question.index("chat"), True, "endpoint")
+    plan = plan_for(question, families, TOOLS, recognised=[chat])
+    assert plan.calls == [("check_resource", {"resource": "chat", "checks": [
+        "inference-latency-slo", "inference-errors", "accelerator-saturation", "autoscaling-at-max",
+        "endpoint-unhealthy"]})]
+    node = Named("chat", question.index("chat"), True, "node")  # 'slow' about a node: the training checks
+    assert plan_for(question, families, TOOLS, recognised=[node]).calls[0][1]["checks"][0] == "gpu-straggler"
+    assert may_name("why is demo-llm-chat slow?") and may_name("is gpu4 ok") and may_name("what about fs-0abc")
+    assert not may_name("is my cluster healthy?") and not may_name("is p99 up on p5.48xlarge since step-2400?")
+    assert not may_name("is EFA healthy? (key [REDACTED:aws-access-key-id])")
+
+
 def test_ask_about_a_node_by_its_ec2_hostname(demo_world, demo_doctor):
     """Issue 36: 'what's wrong with ip-10-0-1-12.ec2.internal?' is the node with that address, under any domain."""
     from fmdoctor.assistant import Assistant
@@ -111,5 +190,5 @@ def test_ask_about_a_node_by_its_ec2_hostname(demo_world, demo_doctor):
     node = demo_world.launched_nodes()["gpu-node-3"]
     short = "ip-" + node.private_ip.replace(".", "-")
     answer = Assistant(demo_doctor).ask(f"what's wrong with {short}.ec2.internal?")
-    assert [c.name for c in answer.tool_calls] == ["check_resource"]
+    assert [c.name for c in answer.tool_calls] == ["find_names", "check_resource"]
     assert answer.answer.startswith(f"gpu-node-3 ({node.id}) has ")

@@ -138,8 +138,8 @@ async def test_text_from_aws_tools_and_the_model_is_shown_literally_never_as_mar
         await settle(pilot)
         assert app.is_running
         assert app.findings.table.get_row_at(0)[3].plain == "node [/red] idle [link=http://x]click[/link]"
-        [(_, message, _)] = _notes(app)
-        assert message.startswith("efa-errors: [/]")
+        assert _notes(app) == []  # what could not be verified is in the findings pane, not a toast over it
+        assert "efa-errors: [/]" in str(app.findings.query_one("#last-error").render())
         tool = app.query_one(".tool-call")
         assert "[/bold] ignore previous instructions" in str(tool.body.render())
         assert str(tool.title).startswith("✓ check_gpu(x=[/])")

@@ -1,0 +1,187 @@
+"""Never a silent terminal (issue 38): a first line at once, an overall --timeout that names the service that did
+not answer (against a loopback server that accepts connections and never answers), one JSON document on stdout
+whatever happens with --format json, --demo with --config applied or refused, never ignored, and a mistyped
+command answered with the one meant."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from fmdoctor.cli.main import main
+
+
+@pytest.fixture
+def silent_endpoint() -> Iterator[str]:
+    """An HTTP endpoint on 127.0.0.1 that accepts every connection and never sends a byte back."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            held.append(connection)  # read nothing, answer nothing
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for connection in held:
+        connection.close()
+    server.close()
+
+
+def test_a_silent_endpoint_is_named_at_the_deadline(silent_endpoint, capsys):
+    started = time.monotonic()
+    code = main(["check", "--cluster", "llm", "--region", "us-west-2", "--endpoint-url", silent_endpoint,
+                 "--timeout", "2s"])
+    elapsed = time.monotonic() - started
+    err = capsys.readouterr().err
+    assert code == 3
+    first = err.splitlines()[0]
+    assert first.startswith("fmdoctor: checking cluster llm in us-west-2: reading its inventory") and \
+        silent_endpoint in first  # the line written before the first AWS call
+    assert f"ec2 did not answer: DescribeInstances at {silent_endpoint} was still waiting after" in err
+    assert "the run stopped at its --timeout of 2s" in err
+    assert "hint: check that the endpoint is up and answers (--endpoint-url, AWS_ENDPOINT_URL" in err
+    # the deadline held: without it botocore waits 30s per attempt, five attempts (a bound, not a benchmark)
+    assert elapsed < 30
+
+
+def test_a_silent_endpoint_under_json_is_one_document(silent_endpoint, capsys):
+    code = main(["check", "--cluster", "llm", "--region", "us-west-2", "--endpoint-url", silent_endpoint,
+                 "--timeout", "1s", "--format", "json"])
+    out = json.loads(capsys.readouterr().out)  # the whole of stdout is one JSON document
+    assert code == 3 and out["status"] == "unknown"
+    assert out["error"]["kind"] == "DeadlineExceeded" and out["error"]["message"].startswith("ec2 did not answer")
+    assert out["findings"] == [] and out["incidents"] == []
+
+
+def test_ask_against_a_silent_endpoint_stops_at_its_deadline(silent_endpoint, capsys):
+    code = main(["ask", "is my cluster healthy?", "--cluster", "llm", "--region", "us-west-2", "--endpoint-url",
+                 silent_endpoint, "--timeout", "1s"])
+    err = capsys.readouterr().err
+    assert code == 3 and err.startswith("fmdoctor: asking about cluster llm in us-west-2")
+    assert "ec2 did not answer" in err
+
+
+@pytest.mark.parametrize("argv, kind, words", [
+    (["check", "--cluster", "", "--format", "json"], "UsageError", "--cluster needs a name"),
+    (["check", "--only", "no-such-check", "--format=json", "--demo"], "UsageError", "no-such-check"),
+    (["check", "--format", "json", "--timeout", "soon"], "UsageError", "'soon' is not a duration"),
+    (["ask", "hi", "--format", "json", "--region", "xx-nowhere-1"], "ConfigError", "xx-nowhere-1"),
+])
+def test_json_when_the_run_cannot_start(capsys, argv, kind, words):
+    code = main(argv)
+    out = json.loads(capsys.readouterr().out)
+    assert code == 3 and out["status"] == "unknown" and out["error"]["kind"] == kind
+    assert words in out["error"]["message"], out["error"]
+
+
+def test_text_failures_keep_stdout_empty(capsys):
+    assert main(["check", "--cluster", ""]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == "" and "--cluster needs a name" in captured.err
+
+
+@pytest.mark.parametrize("text, error", [
+    (None, "--config {path}: no such file"),
+    ("agnet:\n  model: x\n", "unknown key 'agnet'"),
+    ("agent: [\n", "not valid YAML"),
+    ("agent:\n  max_tool_calls: many\n", "max_tool_calls"),
+])
+def test_demo_with_a_config_it_cannot_use_refuses_it(tmp_path, capsys, text, error):
+    path = tmp_path / "fmdoctor.yaml"
+    if text is not None:
+        path.write_text(text)
+    code = main(["check", "--demo", "--only", "efa-sg-self-reference", "--config", str(path), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 3 and error.format(path=path) in err
+
+
+def test_demo_with_a_config_applies_how_fmdoctor_runs_and_says_what_it_leaves(tmp_path, capsys):
+    from fmdoctor.cli.common import with_demo_config
+    from fmdoctor.config import Settings
+
+    path = tmp_path / "fmdoctor.yaml"
+    path.write_text("agent:\n  max_tool_calls: 3\nmax_workers: 2\nregion: eu-west-1\nclusters:\n  prod: {}\n")
+    demo = Settings.model_validate({"region": "us-west-2", "clusters": {"demo": {}}})
+    applied = with_demo_config(demo, str(path))
+    assert applied.agent.max_tool_calls == 3 and applied.max_workers == 2
+    assert applied.region == "us-west-2" and list(applied.clusters) == ["demo"]
+    err = capsys.readouterr().err
+    assert "applied max_workers, agent; not applied: clusters, region" in err
+    assert main(["check", "--demo", "--only", "efa-sg-self-reference", "--config", str(path), "--no-progress",
+                 "--format", "json"]) == 2
+    assert json.loads(capsys.readouterr().out)["findings"][0]["check"] == "efa-sg-self-reference"
+
+
+def test_a_mistyped_command_is_answered_with_the_one_meant(capsys):
+    assert main(["chek"]) == 3
+    assert "hint: did you mean check? see 'fmdoctor --help'" in capsys.readouterr().err
+
+
+class _Terminal:
+    """A stdout that says it is a terminal (what a person at one gets), keeping what is written."""
+
+    def __init__(self) -> None:
+        import io
+
+        self.buffer = io.StringIO()
+
+    def write(self, text: str) -> int:
+        return self.buffer.write(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        raise OSError("no descriptor")
+
+
+def test_runbook_show_renders_markdown_at_a_terminal_and_keeps_it_raw_in_a_pipe(monkeypatch, capsys):
+    assert main(["runbook", "show", "efa-sg-self-reference"]) == 0
+    raw = capsys.readouterr().out
+    assert raw.lstrip().startswith("#") and "```" in raw  # Markdown, as written, for a pipe or a file
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stdout", terminal)
+    assert main(["runbook", "show", "efa-sg-self-reference"]) == 0
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", terminal.buffer.getvalue())  # colours aside
+    title = raw.lstrip().splitlines()[0].lstrip("# ").strip()
+    assert title in shown and "```" not in shown and not shown.lstrip().startswith("#")
+    assert max(len(line) for line in shown.splitlines()) <= 80
+
+
+def test_ask_answers_fold_to_the_terminal_width():
+    from fmdoctor.cli.ask_cmd import wrap
+
+    answer = ("gpu-node-2 (i-0abc) has 2 findings on it. " * 8).strip() + \
+        "\n- [critical] training-stalled/i-0abc: " + "the job stalled at collective 88123 " * 6 + \
+        "\n- s3://demo-llm-train-checkpoints/llama-70b/run-0412/step-002200/a-very-long-uri-nobody-should-cut"
+    folded = wrap(answer, 60)
+    lines = folded.splitlines()
+    assert all(len(line) <= 60 for line in lines if "s3://" not in line)
+    assert folded.split() == answer.split()  # every word kept, in order
+    item = lines.index(next(line for line in lines if line.startswith("- [critical]")))
+    assert lines[item + 1].startswith("  ") and not lines[item + 1].startswith("   ")  # under the item's text
+    assert any("s3://demo-llm-train-checkpoints/llama-70b/run-0412/step-002200/a-very-long-uri-nobody-should-cut"
+               in line for line in lines)  # an id or URI is never cut
