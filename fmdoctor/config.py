@@ -613,6 +613,7 @@ class Settings(_Section):
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
     training: TrainingSettings = Field(default_factory=TrainingSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     clusters: dict[str, ClusterSettings] = Field(default_factory=dict)
     max_workers: int = Field(8, ge=1, le=64)
     runbooks_dir: str | None = None

@@ -50,7 +50,12 @@ def test_a_working_directory_config_cannot_name_aws_secret_as_a_token(repo, caps
                                  "agent:\n  base_url: https://llm.example.net/v1\n",
                                  "agent:\n  api_key_env: FMDOCTOR_KEY\n",
                                  "endpoint_url: https://aws.example.net/\n",
-                                 "clusters:\n  a:\n    metrics: {url: 'https://collector.example.net/'}\n"])
+                                 "clusters:\n  a:\n    metrics: {url: 'https://collector.example.net/'}\n",
+                                 # slurmrestd gets the JWT; a kubeconfig names servers, credentials and exec plugins
+                                 "scheduler:\n  slurm: {url: 'https://slurm.example.net:6820'}\n",
+                                 "scheduler:\n  slurm: {token_env: FMDOCTOR_SLURM_JWT}\n",
+                                 "scheduler:\n  kubernetes: {kubeconfig: ./kubeconfig}\n",
+                                 "clusters:\n  a:\n    scheduler: {kubernetes: {kubeconfig: ./kubeconfig}}\n"])
 def test_a_working_directory_config_naming_an_outbound_url_or_secret_is_refused(repo, capsys, key):
     (repo / "fmdoctor.yaml").write_text(key)
     code, _, err = run(capsys, "iam-policy")
@@ -100,3 +105,11 @@ def test_the_users_allow_list_admits_a_name(repo, tmp_path):
     assert parse_settings("metrics: {token_env: PROM_TOKEN}").metrics.token_env == "PROM_TOKEN"
     with pytest.raises(ConfigError):
         parse_settings("metrics: {token_env: AWS_SECRET_ACCESS_KEY}")
+
+
+def test_the_slurm_token_variable_obeys_the_token_rule_and_scheduler_is_a_top_level_default():
+    with pytest.raises(ConfigError, match="not a variable set aside for a token"):
+        parse_settings("scheduler:\n  slurm: {via: slurmrestd, url: 'http://h:6820', "
+                       "token_env: AWS_SECRET_ACCESS_KEY}\n")
+    settings = parse_settings("scheduler:\n  kind: slurm\nclusters:\n  a: {}\n  b:\n    scheduler: {kind: none}\n")
+    assert (settings.cluster("a").scheduler.kind, settings.cluster("b").scheduler.kind) == ("slurm", "none")
