@@ -13,7 +13,10 @@ Every rule follows the framework's writer, never a guess about it (the README's 
   (``_find_load_step``, ``_create_checkpoint_id``).
 - Sharded safetensors (``model-00001-of-00004.safetensors``, written by transformers ``save_pretrained`` and by
   DCP's ``HuggingFaceStorageWriter``): the name carries the shard count, and the ``.index.json`` is written
-  after the shards. Source: huggingface/transformers ``modeling_utils.py`` (``save_pretrained``); pytorch
+  after the shards. With ``save_distributed`` every rank writes its pieces as
+  ``shard-<rank>-model-<i>-of-<K>.safetensors`` (under ``sharded/`` when consolidating, left there) and no index
+  is ever written for them: they prove nothing either way. Source: pytorch ``_hf_utils.py``
+  (``SHARDED_FILE_NAME``, ``SHARDED_DIR_NAME``), ``hf_storage.py`` (``finish``), ``_consolidate_hf_safetensors.py``. Source: huggingface/transformers ``modeling_utils.py`` (``save_pretrained``); pytorch
   ``torch/distributed/checkpoint/hf_storage.py``.
 - Megatron Core dist-checkpointing (``torch_dist``, NeMo 2's ``weights/``): ``save`` writes ``common.pt``
   first and ``metadata.json`` last, in its finalize step, "so that metadata.json is written only if the
@@ -75,6 +78,9 @@ HF_STATE = "trainer_state.json"
 HF_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 HF_STAGING = re.compile(r"^tmp-checkpoint-")
 SAFETENSORS_SHARD = re.compile(r"^(.*)-(\d+)-of-(\d+)\.safetensors$")
+# DCP's HuggingFaceStorageWriter with save_distributed: one piece per rank, 'shard-<rank>-model-<i>-of-<K>'; its
+# finish writes no index for them (consolidation, when on, writes the model-<i>-of-<K> files and the index).
+DCP_HF_RANK_PIECE = re.compile(r"^shard-\d+-.*-\d+-of-\d+\.safetensors$")
 ACCELERATE_RNG = re.compile(r"^random_states_(\d+)\.pkl$")
 ORBAX_TMP = re.compile(r"\.orbax-checkpoint-tmp(-\d+)?$")
 ORBAX_COMMIT = "commit_success.txt"
@@ -263,6 +269,8 @@ def _safetensors(cp: Checkpoint, markers: LocationMarkers, context: LocationCont
     names = {f.key for f in cp.files}
     for f in cp.files:
         folder, _, name = f.key.rpartition("/")
+        if DCP_HF_RANK_PIECE.match(name):
+            continue  # a rank's piece of shard i, never indexed: only the consolidated series proves the save
         if (match := SAFETENSORS_SHARD.match(name)) is not None:
             series.setdefault((folder, match.group(1), int(match.group(3))), set()).add(int(match.group(2)))
     if not series:

@@ -317,3 +317,15 @@ def test_new_layouts_on_a_node_find_what_s3_finds_where_the_rule_is_the_same(tmp
     local = scan_location(LocalLister(LocalHost(), str(tmp_path / name)), "local")
     remote = scan_location(ListingLister(objects), "s3://b/run/")
     assert (local.newest.name, local.usable.name) == (remote.newest.name, remote.usable.name)
+
+
+def test_dcp_hf_rank_pieces_are_not_an_unindexed_safetensors_series():
+    # Source: pytorch _hf_utils.py SHARDED_FILE_NAME, hf_storage.py finish (no index for the per-rank pieces,
+    # left under sharded/ after consolidation). They once read as series 'shard-00001-model' without its index.
+    result, _ = scan("torchtitan-hf-distributed")
+    whole = next(v for name, v in result.verdicts.items() if name == "step-2000")
+    assert whole.complete and whole.method == MARKER and "safetensors shard(s)" in " ".join(whole.proofs)
+    died = result.verdict(result.newest)
+    assert result.newest.name == "step-3000" and not died.proven  # no proof either way: a hint at most
+    assert died.method == COMPARISON and died.incomplete
+    assert result.usable.name == "step-2000"
