@@ -15,9 +15,9 @@ Every rule follows the framework's writer, never a guess about it (the README's 
   DCP's ``HuggingFaceStorageWriter``): the name carries the shard count, and the ``.index.json`` is written
   after the shards. With ``save_distributed`` every rank writes its pieces as
   ``shard-<rank>-model-<i>-of-<K>.safetensors`` (under ``sharded/`` when consolidating, left there) and no index
-  is ever written for them: they prove nothing either way. Source: pytorch ``_hf_utils.py``
-  (``SHARDED_FILE_NAME``, ``SHARDED_DIR_NAME``), ``hf_storage.py`` (``finish``), ``_consolidate_hf_safetensors.py``. Source: huggingface/transformers ``modeling_utils.py`` (``save_pretrained``); pytorch
-  ``torch/distributed/checkpoint/hf_storage.py``.
+  is ever written for them: they prove nothing either way. Source: huggingface/transformers ``modeling_utils.py``
+  (``save_pretrained``); pytorch ``torch/distributed/checkpoint/hf_storage.py`` (``finish``), ``_hf_utils.py``
+  (``SHARDED_FILE_NAME``, ``SHARDED_DIR_NAME``), ``_consolidate_hf_safetensors.py``.
 - Megatron Core dist-checkpointing (``torch_dist``, NeMo 2's ``weights/``): ``save`` writes ``common.pt``
   first and ``metadata.json`` last, in its finalize step, "so that metadata.json is written only if the
   checkpoint is complete". Source: NVIDIA/Megatron-LM ``megatron/core/dist_checkpointing/serialization.py``.

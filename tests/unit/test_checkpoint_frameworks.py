@@ -329,3 +329,14 @@ def test_dcp_hf_rank_pieces_are_not_an_unindexed_safetensors_series():
     assert result.newest.name == "step-3000" and not died.proven  # no proof either way: a hint at most
     assert died.method == COMPARISON and died.incomplete
     assert result.usable.name == "step-2000"
+
+
+def test_a_location_of_runs_reads_each_run_as_a_location():
+    # An old save that died in run1 (torchtitan resumes from the newest step with .metadata and never purges
+    # it) once made the whole run1 folder 'incomplete', critical, and measured staleness from run0.
+    result, lister = scan("nested-runs")
+    assert (result.newest.name, result.usable.name) == ("llama-8b-run1/step-1800", "llama-8b-run1/step-1800")
+    assert result.usable.uri == "s3://b/run/llama-8b-run1/step-1800/"
+    assert result.verdict(result.usable).proven and "8 rank(s)" in proof_text(result, result.usable)
+    assert "tensorboard" not in result.verdicts  # a location of runs: its other folders are no checkpoints
+    assert lister.calls == ["level", "everything"]  # the runs are read from the listing in hand
