@@ -24,7 +24,10 @@ Every rule follows the framework's writer, never a guess about it (the README's 
 - DeepSpeed: ``save_checkpoint`` writes ``<tag>/`` on every rank, then rank 0 rewrites the ``latest`` file beside
   the tags; ``load_checkpoint`` resumes from the tag ``latest`` names. Without s3:GetObject the tag inside is
   unreadable, so the proof is its write time: a tag whose save began after ``latest`` was last rewritten is not
-  committed. Source: deepspeedai/DeepSpeed ``deepspeed/runtime/engine.py`` (``save_checkpoint``).
+  committed. Source: deepspeedai/DeepSpeed ``deepspeed/runtime/engine.py`` (``save_checkpoint``). A universal
+  checkpoint (``<tag>_universal/``, converted later by ``ds_to_universal.py``) is named by ``latest_universal``,
+  which the converter writes last, and is judged by that pointer's write time. Source:
+  ``deepspeed/checkpoint/ds_to_universal.py`` (``main``).
 - Megatron-LM: after a barrier, rank 0 writes ``latest_checkpointed_iteration.txt`` beside ``iter_XXXXXXX/``;
   the same write-time rule. Source: NVIDIA/Megatron-LM ``megatron/training/checkpointing.py``.
 - NeMo 1 and 2: ``ModelCheckpoint`` touches ``<checkpoint>-unfinished`` beside the checkpoint before saving
@@ -90,7 +93,11 @@ COMPOSER_SAVE = re.compile(r"^ep\d+-ba\d+(-rank\d+)?")
 COMPOSER_LATEST = re.compile(r"^latest-rank(\d+)")
 LIGHTNING_LAST = re.compile(r"^last(-v\d+)?\.ckpt$")
 DEEPSPEED_SHARD = re.compile(r"(^|/)(bf16_)?(zero_pp_rank_\d+_)?mp_rank_\d+(_\d+)?_(model|optim)_states\.pt$")
-POINTERS = {DEEPSPEED_POINTER: "DeepSpeed's 'latest' file", MEGATRON_TRACKER: "Megatron's tracker file"}
+# DeepSpeed's ds_to_universal.py writes '<tag>_universal/' beside the tags, then 'latest_universal' naming it.
+DEEPSPEED_UNIVERSAL_POINTER = "latest_universal"
+DEEPSPEED_UNIVERSAL = re.compile(r"_universal$")
+POINTERS = {DEEPSPEED_POINTER: "DeepSpeed's 'latest' file", MEGATRON_TRACKER: "Megatron's tracker file",
+            DEEPSPEED_UNIVERSAL_POINTER: "DeepSpeed's 'latest_universal' file (ds_to_universal.py)"}
 
 
 @dataclass(frozen=True)
@@ -330,7 +337,9 @@ def _hf_trainer(cp: Checkpoint, markers: LocationMarkers, context: LocationConte
 def _deepspeed_latest(cp: Checkpoint, markers: LocationMarkers, context: LocationContext, top_level: bool) -> Result:
     if _megatron_iteration(cp, markers):
         return None
-    return _pointer(cp, markers.pointers.get(DEEPSPEED_POINTER), POINTERS[DEEPSPEED_POINTER], top_level)
+    # A universal checkpoint is converted after the save, and named by its own pointer, never by 'latest'.
+    pointer = DEEPSPEED_UNIVERSAL_POINTER if DEEPSPEED_UNIVERSAL.search(cp.name) else DEEPSPEED_POINTER
+    return _pointer(cp, markers.pointers.get(pointer), POINTERS[pointer], top_level)
 
 
 def _megatron_tracker(cp: Checkpoint, markers: LocationMarkers, context: LocationContext, top_level: bool) -> Result:

@@ -340,3 +340,21 @@ def test_a_location_of_runs_reads_each_run_as_a_location():
     assert result.verdict(result.usable).proven and "8 rank(s)" in proof_text(result, result.usable)
     assert "tensorboard" not in result.verdicts  # a location of runs: its other folders are no checkpoints
     assert lister.calls == ["level", "everything"]  # the runs are read from the listing in hand
+
+
+def test_deepspeed_universal_checkpoint_is_judged_by_latest_universal_not_latest():
+    # Source: DeepSpeed checkpoint/ds_to_universal.py writes <tag>_universal/ after the save, then
+    # latest_universal. Judged by 'latest', the converted folder was a false critical 'save that died'.
+    result, _ = scan("deepspeed-universal")
+    assert result.newest.name == "global_step200_universal" and result.usable is result.newest
+    assert result.verdict(result.newest).proven and result.verdict(result.newest).complete
+    assert "'latest_universal' file" in proof_text(result, result.newest)
+
+
+def test_deepspeed_universal_conversion_that_died_is_not_usable():
+    objects = [o for o in layout("deepspeed-universal", 5, NOW) if o.key != "latest_universal"]
+    older = replace(next(o for o in layout("deepspeed-universal", 5, NOW) if o.key == "latest_universal"),
+                    last_modified=datetime(2025, 5, 1, tzinfo=UTC))  # an earlier conversion's pointer
+    result = scan_location(ListingLister(objects + [older]), "s3://b/run/")
+    assert result.verdict(result.newest).proven and result.verdict(result.newest).incomplete
+    assert result.usable.name == "global_step200"
