@@ -40,7 +40,9 @@ Every rule follows the framework's writer, never a guess about it (the README's 
   ``src/transformers/trainer.py``, ``trainer_utils.py``; PRs #28364, #28848.
 - Hugging Face Accelerate: ``save_state`` (``checkpoint_<n>/`` under ``automatic_checkpoint_naming``) ends with
   ``save_accelerator_state``, where every process writes ``random_states_<process_index>.pkl`` after the model,
-  optimizer, scheduler and sampler files; process indices run 0..N-1. Source: huggingface/accelerate
+  optimizer, scheduler and sampler files; process indices run 0..N-1. Then the main process writes the objects
+  registered with ``register_for_checkpointing`` as ``custom_checkpoint_<i>.pkl`` (``save_custom_state``):
+  where the job's other save here holds K of them, a save with fewer did not finish. Source: huggingface/accelerate
   ``src/accelerate/accelerator.py`` (``save_state``), ``src/accelerate/checkpointing.py``
   (``save_accelerator_state``), ``src/accelerate/utils/constants.py`` (``RNG_STATE_NAME``).
 - Orbax (JAX, MaxText): a step is saved into ``<step>.orbax-checkpoint-tmp[-<ts>]/`` and committed by writing
@@ -85,6 +87,7 @@ SAFETENSORS_SHARD = re.compile(r"^(.*)-(\d+)-of-(\d+)\.safetensors$")
 # finish writes no index for them (consolidation, when on, writes the model-<i>-of-<K> files and the index).
 DCP_HF_RANK_PIECE = re.compile(r"^shard-\d+-.*-\d+-of-\d+\.safetensors$")
 ACCELERATE_RNG = re.compile(r"^random_states_(\d+)\.pkl$")
+ACCELERATE_CUSTOM = re.compile(r"^custom_checkpoint_(\d+)\.pkl$")  # register_for_checkpointing, after the above
 ORBAX_TMP = re.compile(r"\.orbax-checkpoint-tmp(-\d+)?$")
 ORBAX_COMMIT = "commit_success.txt"
 ORBAX_METADATA = "_CHECKPOINT_METADATA"
@@ -121,6 +124,7 @@ class LocationContext:
     hf_trainer: bool = False  # a checkpoint-<step>/ here holds trainer_state.json: Trainer writes them
     orbax_commits: bool = False  # an Orbax step here holds commit_success.txt: this Orbax writes one per commit
     accelerate: bool = False  # a checkpoint here holds random_states_<n>.pkl: Accelerate's save_state writes them
+    accelerate_custom: int = 0  # custom_checkpoint_<i>.pkl files (0..K-1) the job's Accelerate saves here hold
 
 
 def location_markers(files: list[StoredObject], folders: list[str] | tuple[str, ...] = ()) -> LocationMarkers:
@@ -141,6 +145,8 @@ def location_context(listed: list[Checkpoint], object_store: bool) -> LocationCo
         hf_trainer=any(HF_CHECKPOINT.match(c.name) and any(f.key == HF_STATE for f in c.files) for c in listed),
         orbax_commits=any(_is_orbax(c) and any(f.key == ORBAX_COMMIT for f in c.files) for c in listed),
         accelerate=any(ACCELERATE_RNG.match(f.key) for c in listed for f in c.files),
+        accelerate_custom=max((_custom_objects(c) for c in listed if any(ACCELERATE_RNG.match(f.key) for f in c.files)),
+                              default=0),
     )
 
 
@@ -309,8 +315,21 @@ def _accelerate(cp: Checkpoint, markers: LocationMarkers, context: LocationConte
         return False, (f"random_states_{missing[0]}.pkl is missing from {cp.name} ({len(missing)} process(es) of "
                        f"{max(processes) + 1}): Accelerate's save_state has every process write "
                        "random_states_<process_index>.pkl after its other files, so those processes did not finish")
+    customs = _custom_objects(cp)
+    if customs < context.accelerate_custom:
+        return False, (f"custom_checkpoint_{customs}.pkl is missing from {cp.name}: Accelerate's save_state writes "
+                       "the objects registered with register_for_checkpointing (custom_checkpoint_<i>.pkl) after "
+                       f"every random_states file, and this job registers {context.accelerate_custom} (the other "
+                       "save listed here has them), so the save did not finish")
+    registered = f", then its {customs} registered object(s) (custom_checkpoint_<i>.pkl)" if customs else ""
     return True, (f"Accelerate's save_state wrote random_states_<process>.pkl, each process's last file, for all "
-                  f"{len(processes)} process(es) 0-{max(processes)} in {cp.name}")
+                  f"{len(processes)} process(es) 0-{max(processes)} in {cp.name}{registered}")
+
+
+def _custom_objects(cp: Checkpoint) -> int:
+    """How many registered objects a save holds: custom_checkpoint_0.pkl .. _{K-1}.pkl, written in order."""
+    indices = {int(m.group(1)) for f in cp.files if (m := ACCELERATE_CUSTOM.match(f.key))}
+    return next(i for i in range(len(indices) + 1) if i not in indices)
 
 
 def _nested_deepspeed(cp: Checkpoint, markers: LocationMarkers, context: LocationContext, top_level: bool) -> Result:

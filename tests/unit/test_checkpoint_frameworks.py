@@ -358,3 +358,15 @@ def test_deepspeed_universal_conversion_that_died_is_not_usable():
     result = scan_location(ListingLister(objects + [older]), "s3://b/run/")
     assert result.verdict(result.newest).proven and result.verdict(result.newest).incomplete
     assert result.usable.name == "global_step200"
+
+
+def test_accelerate_save_still_writing_its_registered_objects_is_not_usable():
+    # Source: accelerate accelerator.py save_state: save_custom_state (custom_checkpoint_<i>.pkl) runs after
+    # save_accelerator_state's random_states files. Cut there, the save was once proven whole and usable.
+    objects = [o for o in layout("accelerate-save-state", 5, NOW) if o.key != "checkpoint_3/custom_checkpoint_0.pkl"]
+    result = scan_location(ListingLister(objects), "s3://b/run/")
+    verdict = result.verdict(result.newest)
+    assert result.newest.name == "checkpoint_3" and verdict.proven and verdict.incomplete
+    assert "custom_checkpoint_0.pkl is missing" in proof_text(result, result.newest)
+    assert result.usable.name == "checkpoint_2"
+    assert "then its 1 registered object(s)" in proof_text(result, result.usable)
