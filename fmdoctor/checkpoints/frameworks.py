@@ -6,6 +6,10 @@ Every rule follows the framework's writer, never a guess about it (the README's 
   ``weights/``, Composer's sharded saves, Accelerate's FSDP saves and Lightning's sharded FSDP saves): every rank
   writes ``__<rank>_<n>.distcp``, then the coordinator's ``StorageWriter.finish`` writes ``.metadata`` (to
   ``.metadata.tmp``, renamed when whole). No ``.metadata`` beside the shards: the save died before it finished.
+  A rank with no shard file beside ``.metadata`` proves nothing either way (Megatron Core's
+  ``FileSystemWriterAsync`` writes no file for a rank with nothing to save; a synced copy may still be
+  arriving): the comparison, a hint, judges it. Source: NVIDIA/Megatron-LM
+  ``megatron/core/dist_checkpointing/strategies/filesystem_async.py`` (``has_data_to_write``, ``preload_tensors``).
   Source: pytorch ``torch/distributed/checkpoint/filesystem.py`` (``_FileSystemWriter.finish``,
   ``prepare_global_plan``'s ``__{i}_`` prefixes) and ``state_dict_saver.py``.
 - torchtitan: ``step-<N>/`` is loadable when it holds DCP's ``.metadata`` or, for a Hugging Face export,
@@ -251,12 +255,12 @@ def _dcp(cp: Checkpoint, markers: LocationMarkers, context: LocationContext, top
         place = ", ".join(f"{folder}/" for folder in lacking if folder) or cp.name
         return False, (f"no .metadata beside the PyTorch DCP shards in {place}: the save died before "
                        "StorageWriter.finish, which writes it last, once every rank is done")
-    holes = {folder: sorted(set(range(max(ranks) + 1)) - ranks) for folder, ranks in shards.items()}
-    holes = {folder: missing for folder, missing in holes.items() if missing}
-    if holes:
-        folder, missing = next(iter(sorted(holes.items())))
-        return False, (f"PyTorch DCP .metadata is there but the shards of rank(s) {_ranks(missing)} are not "
-                       f"(in {folder or cp.name}): this copy of the save is still arriving or lost files")
+    if any(set(range(max(ranks) + 1)) - ranks for ranks in shards.values()):
+        # .metadata says the writer finished; a rank without a file proves nothing either way: Megatron Core's
+        # FileSystemWriterAsync writes no file for a rank with nothing to save (fully parallel save spreads
+        # replicated tensors over fewer ranks than it has), nor DCP with single_file_per_rank=False, and a copy
+        # still arriving (SageMaker's sync, an FSx export) lacks one too. Left to the comparison, a hint.
+        return None
     ranks = max(len(r) for r in shards.values())
     return True, f"PyTorch DCP .metadata written beside {ranks} rank(s) of shards in {where}"
 
@@ -435,7 +439,3 @@ PROOFS: tuple[tuple[str, Proof], ...] = (
     ("one S3 object", _one_object),
 )
 
-
-def _ranks(ranks: list[int]) -> str:
-    shown = ", ".join(str(r) for r in ranks[:5])
-    return shown + (f" and {len(ranks) - 5} more" if len(ranks) > 5 else "")
