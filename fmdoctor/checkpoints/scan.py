@@ -39,6 +39,7 @@ from fmdoctor.checkpoints.model import (
 )
 
 MAX_WALK_BACK = 3  # older checkpoints listed when the newest two are both proven incomplete
+RUN_DEPTH = 8  # how deep below a location read by write time step-numbered checkpoints are looked for
 LAST_SUFFIX = "-last"  # NeMo and Lightning name the checkpoint auto-resume loads '<name>-last'
 
 
@@ -169,7 +170,7 @@ def _lightning_last(root: str, files: list[StoredObject], listed: list[Checkpoin
 
 
 def _by_time(lister: Lister, location: str, via: str | None, rules: _Rules,
-             markers: LocationMarkers) -> LocationScan:
+             markers: LocationMarkers, depth: int = 0) -> LocationScan:
     groups = _group_by_folder(lister.root, lister.everything())
     groups = [g for g in groups if not is_staging(g.name)]
     groups += [Checkpoint(name, f"{lister.root}{name}/", None, (), started=m.last_modified)
@@ -177,7 +178,7 @@ def _by_time(lister: Lister, location: str, via: str | None, rules: _Rules,
     verdicts: dict[str, Verdict] = {}
     from_runs: list[Checkpoint] = []
     for group in groups:
-        run = _run_directory(group, location, via, rules)
+        run = _run_directory(group, location, via, rules, depth + 1)
         for checkpoint in dict.fromkeys(c for c in (run.newest, run.usable) if c is not None) if run else ():
             named = replace(checkpoint, name=f"{group.name}/{checkpoint.name}")
             verdicts[named.name] = run.verdict(checkpoint)
@@ -199,17 +200,22 @@ def _by_time(lister: Lister, location: str, via: str | None, rules: _Rules,
                         method=BY_TIME, via=via, usable=usable, verdicts=verdicts)
 
 
-def _run_directory(group: Checkpoint, location: str, via: str | None, rules: _Rules) -> LocationScan | None:
+def _run_directory(group: Checkpoint, location: str, via: str | None, rules: _Rules,
+                   depth: int = 1) -> LocationScan | None:
     """A folder whose own folders are step-numbered checkpoints (``run1/step-1600/``) is a run directory, not a
     checkpoint: it is read as a location of its own, so its frameworks' proofs judge its newest save (an old save
     that died, which the framework skips when it resumes, is not the run's newest, and does not make the whole
-    run incomplete). Read from the listing in hand: no more requests."""
-    folders = {f.key.split("/", 1)[0] for f in group.files if "/" in f.key}
-    if not any(step_of(folder) is not None for folder in folders):
+    run incomplete). A folder with such runs deeper (``llama/run1/step-1600/``, up to :data:`RUN_DEPTH` levels)
+    is a location of runs, read the same way. Read from the listing in hand: no more requests."""
+    paths = {tuple(f.key.split("/")[:-1][:RUN_DEPTH - depth + 1]) for f in group.files}
+    stepped = [i for path in paths for i, part in enumerate(path) if step_of(part) is not None]
+    if not stepped:
         return None
     run = _Listed(group.uri, group.files)
     inner_folders, files = run.level()
     markers = location_markers(files, inner_folders)
+    if min(stepped) > 0:
+        return _by_time(run, location, via, rules, markers, depth + 1)
     plain = [f for f in files if f.link_target is None and not markers.is_marker(f.key)]
     candidates = _candidates(inner_folders, plain, markers)
     return _by_step(run, location, via, rules, candidates, markers, plain) if candidates else None

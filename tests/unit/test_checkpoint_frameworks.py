@@ -381,3 +381,13 @@ def test_megatron_rank_that_had_nothing_to_save_is_no_hole():
     result = scan_location(ListingLister(objects), "s3://b/run/")
     assert result.usable.name == "iter_0002000" and result.verdict(result.usable).proven
     assert "Megatron dist-checkpointing wrote metadata.json" in proof_text(result, result.usable)
+
+
+def test_runs_deeper_in_a_location_are_read_as_locations_too():
+    # 'team/llama/run1/step-N': the group 'llama' holds runs, not step-numbered saves, one level down.
+    objects = [replace(o, key=f"llama/{o.key}") for o in layout("nested-runs", 5, NOW)]
+    objects += [replace(o, key=f"mistral/{o.key}", last_modified=o.last_modified.replace(year=2024))
+                for o in layout("nested-runs", 5, NOW)]
+    result = scan_location(ListingLister(objects), "s3://b/team/")
+    assert result.usable.name == "llama/llama-8b-run1/step-1800" and result.usable is result.newest
+    assert result.verdict(result.usable).proven
