@@ -40,7 +40,9 @@ Every rule follows the framework's writer, never a guess about it (the README's 
   (1), both ``UNFINISHED_CHECKPOINT_SUFFIX = "-unfinished"``.
 - Hugging Face Trainer: ``_save_checkpoint`` writes ``trainer_state.json`` last into ``checkpoint-<step>/``;
   transformers 4.36-4.37 staged saves in ``tmp-checkpoint-<step>/`` and renamed them when whole, and
-  ``get_last_checkpoint`` only ever loads ``checkpoint-<step>``. Source: huggingface/transformers
+  ``get_last_checkpoint`` only ever loads ``checkpoint-<step>``. A folder is Trainer's when it holds
+  ``training_args.bin`` (``_save`` writes it with the model, first) or another ``checkpoint-<step>/`` here holds
+  ``trainer_state.json``. Source: huggingface/transformers
   ``src/transformers/trainer.py``, ``trainer_utils.py``; PRs #28364, #28848.
 - Hugging Face Accelerate: ``save_state`` (``checkpoint_<n>/`` under ``automatic_checkpoint_naming``) ends with
   ``save_accelerator_state``, where every process writes ``random_states_<process_index>.pkl`` after the model,
@@ -84,6 +86,7 @@ MEGATRON_COMMON = "common.pt"
 MEGATRON_CONFIG = "metadata.json"
 NEMO_UNFINISHED = "-unfinished"
 HF_STATE = "trainer_state.json"
+HF_ARGS = "training_args.bin"  # Trainer._save writes it with the model, first in every Trainer save
 HF_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 HF_STAGING = re.compile(r"^tmp-checkpoint-")
 SAFETENSORS_SHARD = re.compile(r"^(.*)-(\d+)-of-(\d+)\.safetensors$")
@@ -350,7 +353,8 @@ def _nested_deepspeed(cp: Checkpoint, markers: LocationMarkers, context: Locatio
 
 
 def _hf_trainer(cp: Checkpoint, markers: LocationMarkers, context: LocationContext, top_level: bool) -> Result:
-    if not context.hf_trainer or not HF_CHECKPOINT.match(cp.name):
+    own = any(f.key == HF_ARGS for f in cp.files)  # a Trainer save, even the first one (no other to learn from)
+    if not (context.hf_trainer or own) or not HF_CHECKPOINT.match(cp.name):
         return None
     if any(f.key == HF_STATE for f in cp.files):
         return True, f"Hugging Face Trainer wrote {HF_STATE}, its last file, into {cp.name}"

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from fmdoctor.checkpoints.local import LocalLister
-from fmdoctor.checkpoints.model import COMPARISON, MARKER
+from fmdoctor.checkpoints.model import COMPARISON, MARKER, StoredObject
 from fmdoctor.checkpoints.scan import MAX_WALK_BACK, scan_location
 from fmdoctor.engine.host import LocalHost
 
@@ -391,3 +391,20 @@ def test_runs_deeper_in_a_location_are_read_as_locations_too():
     result = scan_location(ListingLister(objects), "s3://b/team/")
     assert result.usable.name == "llama/llama-8b-run1/step-1800" and result.usable is result.newest
     assert result.verdict(result.usable).proven
+
+
+def test_the_first_trainer_save_cut_before_trainer_state_is_not_proven_whole_by_deepspeed_inside_it():
+    # Source: transformers trainer.py: _save writes training_args.bin with the model; with DeepSpeed,
+    # _save_optimizer_and_scheduler runs model_wrapped.save_checkpoint (global_step<N>/ and 'latest'), then
+    # scheduler, rng states and trainer_state.json last. With no other checkpoint-<N> to learn from, the
+    # nested 'latest' once proved the first save whole while Trainer was still writing it.
+    def at(second, key, size=100):
+        return StoredObject(key, size, datetime(2025, 6, 1, 11, 0, second, tzinfo=UTC))
+    objects = [at(0, "checkpoint-500/config.json"), at(1, "checkpoint-500/training_args.bin"),
+               at(2, "checkpoint-500/global_step500/mp_rank_00_model_states.pt"),
+               at(3, "checkpoint-500/global_step500/zero_pp_rank_0_mp_rank_00_optim_states.pt"),
+               at(4, "checkpoint-500/latest"), at(5, "checkpoint-500/zero_to_fp32.py")]
+    cut = scan_location(ListingLister(objects), "s3://b/run/")
+    assert cut.verdict(cut.newest).proven and cut.verdict(cut.newest).incomplete and cut.usable is None
+    whole = scan_location(ListingLister(objects + [at(9, "checkpoint-500/trainer_state.json")]), "s3://b/run/")
+    assert whole.usable.name == "checkpoint-500" and whole.verdict(whole.usable).proven
