@@ -47,16 +47,23 @@ class _Family:
     def extent(self) -> tuple[int, ...]:
         return tuple(max(r[i] for r in self.ranks) + 1 for i in range(len(self.widths)))
 
-    def holes(self, step: int | None) -> list[str]:
+    def missing(self) -> set[tuple[int, ...]]:
+        """Rank tuples inside the grid its ranks span that have no file."""
         if not self.widths:
-            return []
+            return set()
         extent = self.extent()
         size = 1
         for n in extent:
             size *= n
         if size > _MAX_GRID:
-            return []
-        return [self.name(r, step) for r in itertools.product(*(range(n) for n in extent)) if r not in self.ranks]
+            return set()
+        return {r for r in itertools.product(*(range(n) for n in extent)) if r not in self.ranks}
+
+    def holes(self, step: int | None, before: _Family | None = None) -> list[str]:
+        """Missing files, less those the predecessor lacked too: a writer that skips ranks with nothing to save
+        (Megatron Core's FileSystemWriterAsync) leaves the same gap in every save of the same world size."""
+        shared = before.missing() if before is not None and before.extent() == self.extent() else set()
+        return [self.name(r, step) for r in sorted(self.missing() - shared)]
 
     def name(self, ranks: tuple[int, ...], step: int | None) -> str:
         """A missing file named as the writer would have named it (the step as the checkpoint's own)."""
@@ -87,7 +94,7 @@ def compare(newest: Checkpoint, previous: Checkpoint, min_ratio: float) -> Verdi
     new_plain = set().union(*(f.plain for f in new.values())) if new else set()
     missing = sorted(next(iter(old[t].ranks.values())) for t in old
                      if t not in new and not old[t].plain & new_plain)
-    holes = sorted(name for family in new.values() for name in family.holes(newest.step))
+    holes = sorted(name for t, family in new.items() for name in family.holes(newest.step, old.get(t)))
     resized = sorted({f"{_span(old[t])} -> {_span(new[t])}" for t in old.keys() & new.keys()
                       if old[t].widths and old[t].extent() != new[t].extent()})
     ratio = newest.size / previous.size if previous.size else None

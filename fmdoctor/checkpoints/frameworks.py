@@ -6,6 +6,10 @@ Every rule follows the framework's writer, never a guess about it (the README's 
   ``weights/``, Composer's sharded saves, Accelerate's FSDP saves and Lightning's sharded FSDP saves): every rank
   writes ``__<rank>_<n>.distcp``, then the coordinator's ``StorageWriter.finish`` writes ``.metadata`` (to
   ``.metadata.tmp``, renamed when whole). No ``.metadata`` beside the shards: the save died before it finished.
+  A rank with no shard file beside ``.metadata`` proves nothing either way (Megatron Core's
+  ``FileSystemWriterAsync`` writes no file for a rank with nothing to save; a synced copy may still be
+  arriving): the comparison, a hint, judges it. Source: NVIDIA/Megatron-LM
+  ``megatron/core/dist_checkpointing/strategies/filesystem_async.py`` (``has_data_to_write``, ``preload_tensors``).
   Source: pytorch ``torch/distributed/checkpoint/filesystem.py`` (``_FileSystemWriter.finish``,
   ``prepare_global_plan``'s ``__{i}_`` prefixes) and ``state_dict_saver.py``.
 - torchtitan: ``step-<N>/`` is loadable when it holds DCP's ``.metadata`` or, for a Hugging Face export,
@@ -13,15 +17,21 @@ Every rule follows the framework's writer, never a guess about it (the README's 
   (``_find_load_step``, ``_create_checkpoint_id``).
 - Sharded safetensors (``model-00001-of-00004.safetensors``, written by transformers ``save_pretrained`` and by
   DCP's ``HuggingFaceStorageWriter``): the name carries the shard count, and the ``.index.json`` is written
-  after the shards. Source: huggingface/transformers ``modeling_utils.py`` (``save_pretrained``); pytorch
-  ``torch/distributed/checkpoint/hf_storage.py``.
+  after the shards. With ``save_distributed`` every rank writes its pieces as
+  ``shard-<rank>-model-<i>-of-<K>.safetensors`` (under ``sharded/`` when consolidating, left there) and no index
+  is ever written for them: they prove nothing either way. Source: huggingface/transformers ``modeling_utils.py``
+  (``save_pretrained``); pytorch ``torch/distributed/checkpoint/hf_storage.py`` (``finish``), ``_hf_utils.py``
+  (``SHARDED_FILE_NAME``, ``SHARDED_DIR_NAME``), ``_consolidate_hf_safetensors.py``.
 - Megatron Core dist-checkpointing (``torch_dist``, NeMo 2's ``weights/``): ``save`` writes ``common.pt``
   first and ``metadata.json`` last, in its finalize step, "so that metadata.json is written only if the
   checkpoint is complete". Source: NVIDIA/Megatron-LM ``megatron/core/dist_checkpointing/serialization.py``.
 - DeepSpeed: ``save_checkpoint`` writes ``<tag>/`` on every rank, then rank 0 rewrites the ``latest`` file beside
   the tags; ``load_checkpoint`` resumes from the tag ``latest`` names. Without s3:GetObject the tag inside is
   unreadable, so the proof is its write time: a tag whose save began after ``latest`` was last rewritten is not
-  committed. Source: deepspeedai/DeepSpeed ``deepspeed/runtime/engine.py`` (``save_checkpoint``).
+  committed. Source: deepspeedai/DeepSpeed ``deepspeed/runtime/engine.py`` (``save_checkpoint``). A universal
+  checkpoint (``<tag>_universal/``, converted later by ``ds_to_universal.py``) is named by ``latest_universal``,
+  which the converter writes last, and is judged by that pointer's write time. Source:
+  ``deepspeed/checkpoint/ds_to_universal.py`` (``main``).
 - Megatron-LM: after a barrier, rank 0 writes ``latest_checkpointed_iteration.txt`` beside ``iter_XXXXXXX/``;
   the same write-time rule. Source: NVIDIA/Megatron-LM ``megatron/training/checkpointing.py``.
 - NeMo 1 and 2: ``ModelCheckpoint`` touches ``<checkpoint>-unfinished`` beside the checkpoint before saving
@@ -30,11 +40,15 @@ Every rule follows the framework's writer, never a guess about it (the README's 
   (1), both ``UNFINISHED_CHECKPOINT_SUFFIX = "-unfinished"``.
 - Hugging Face Trainer: ``_save_checkpoint`` writes ``trainer_state.json`` last into ``checkpoint-<step>/``;
   transformers 4.36-4.37 staged saves in ``tmp-checkpoint-<step>/`` and renamed them when whole, and
-  ``get_last_checkpoint`` only ever loads ``checkpoint-<step>``. Source: huggingface/transformers
+  ``get_last_checkpoint`` only ever loads ``checkpoint-<step>``. A folder is Trainer's when it holds
+  ``training_args.bin`` (``_save`` writes it with the model, first) or another ``checkpoint-<step>/`` here holds
+  ``trainer_state.json``. Source: huggingface/transformers
   ``src/transformers/trainer.py``, ``trainer_utils.py``; PRs #28364, #28848.
 - Hugging Face Accelerate: ``save_state`` (``checkpoint_<n>/`` under ``automatic_checkpoint_naming``) ends with
   ``save_accelerator_state``, where every process writes ``random_states_<process_index>.pkl`` after the model,
-  optimizer, scheduler and sampler files; process indices run 0..N-1. Source: huggingface/accelerate
+  optimizer, scheduler and sampler files; process indices run 0..N-1. Then the main process writes the objects
+  registered with ``register_for_checkpointing`` as ``custom_checkpoint_<i>.pkl`` (``save_custom_state``):
+  where the job's other save here holds K of them, a save with fewer did not finish. Source: huggingface/accelerate
   ``src/accelerate/accelerator.py`` (``save_state``), ``src/accelerate/checkpointing.py``
   (``save_accelerator_state``), ``src/accelerate/utils/constants.py`` (``RNG_STATE_NAME``).
 - Orbax (JAX, MaxText): a step is saved into ``<step>.orbax-checkpoint-tmp[-<ts>]/`` and committed by writing
@@ -72,10 +86,15 @@ MEGATRON_COMMON = "common.pt"
 MEGATRON_CONFIG = "metadata.json"
 NEMO_UNFINISHED = "-unfinished"
 HF_STATE = "trainer_state.json"
+HF_ARGS = "training_args.bin"  # Trainer._save writes it with the model, first in every Trainer save
 HF_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 HF_STAGING = re.compile(r"^tmp-checkpoint-")
 SAFETENSORS_SHARD = re.compile(r"^(.*)-(\d+)-of-(\d+)\.safetensors$")
+# DCP's HuggingFaceStorageWriter with save_distributed: one piece per rank, 'shard-<rank>-model-<i>-of-<K>'; its
+# finish writes no index for them (consolidation, when on, writes the model-<i>-of-<K> files and the index).
+DCP_HF_RANK_PIECE = re.compile(r"^shard-\d+-.*-\d+-of-\d+\.safetensors$")
 ACCELERATE_RNG = re.compile(r"^random_states_(\d+)\.pkl$")
+ACCELERATE_CUSTOM = re.compile(r"^custom_checkpoint_(\d+)\.pkl$")  # register_for_checkpointing, after the above
 ORBAX_TMP = re.compile(r"\.orbax-checkpoint-tmp(-\d+)?$")
 ORBAX_COMMIT = "commit_success.txt"
 ORBAX_METADATA = "_CHECKPOINT_METADATA"
@@ -84,7 +103,11 @@ COMPOSER_SAVE = re.compile(r"^ep\d+-ba\d+(-rank\d+)?")
 COMPOSER_LATEST = re.compile(r"^latest-rank(\d+)")
 LIGHTNING_LAST = re.compile(r"^last(-v\d+)?\.ckpt$")
 DEEPSPEED_SHARD = re.compile(r"(^|/)(bf16_)?(zero_pp_rank_\d+_)?mp_rank_\d+(_\d+)?_(model|optim)_states\.pt$")
-POINTERS = {DEEPSPEED_POINTER: "DeepSpeed's 'latest' file", MEGATRON_TRACKER: "Megatron's tracker file"}
+# DeepSpeed's ds_to_universal.py writes '<tag>_universal/' beside the tags, then 'latest_universal' naming it.
+DEEPSPEED_UNIVERSAL_POINTER = "latest_universal"
+DEEPSPEED_UNIVERSAL = re.compile(r"_universal$")
+POINTERS = {DEEPSPEED_POINTER: "DeepSpeed's 'latest' file", MEGATRON_TRACKER: "Megatron's tracker file",
+            DEEPSPEED_UNIVERSAL_POINTER: "DeepSpeed's 'latest_universal' file (ds_to_universal.py)"}
 
 
 @dataclass(frozen=True)
@@ -108,6 +131,7 @@ class LocationContext:
     hf_trainer: bool = False  # a checkpoint-<step>/ here holds trainer_state.json: Trainer writes them
     orbax_commits: bool = False  # an Orbax step here holds commit_success.txt: this Orbax writes one per commit
     accelerate: bool = False  # a checkpoint here holds random_states_<n>.pkl: Accelerate's save_state writes them
+    accelerate_custom: int = 0  # custom_checkpoint_<i>.pkl files (0..K-1) the job's Accelerate saves here hold
 
 
 def location_markers(files: list[StoredObject], folders: list[str] | tuple[str, ...] = ()) -> LocationMarkers:
@@ -128,6 +152,8 @@ def location_context(listed: list[Checkpoint], object_store: bool) -> LocationCo
         hf_trainer=any(HF_CHECKPOINT.match(c.name) and any(f.key == HF_STATE for f in c.files) for c in listed),
         orbax_commits=any(_is_orbax(c) and any(f.key == ORBAX_COMMIT for f in c.files) for c in listed),
         accelerate=any(ACCELERATE_RNG.match(f.key) for c in listed for f in c.files),
+        accelerate_custom=max((_custom_objects(c) for c in listed if any(ACCELERATE_RNG.match(f.key) for f in c.files)),
+                              default=0),
     )
 
 
@@ -232,12 +258,12 @@ def _dcp(cp: Checkpoint, markers: LocationMarkers, context: LocationContext, top
         place = ", ".join(f"{folder}/" for folder in lacking if folder) or cp.name
         return False, (f"no .metadata beside the PyTorch DCP shards in {place}: the save died before "
                        "StorageWriter.finish, which writes it last, once every rank is done")
-    holes = {folder: sorted(set(range(max(ranks) + 1)) - ranks) for folder, ranks in shards.items()}
-    holes = {folder: missing for folder, missing in holes.items() if missing}
-    if holes:
-        folder, missing = next(iter(sorted(holes.items())))
-        return False, (f"PyTorch DCP .metadata is there but the shards of rank(s) {_ranks(missing)} are not "
-                       f"(in {folder or cp.name}): this copy of the save is still arriving or lost files")
+    if any(set(range(max(ranks) + 1)) - ranks for ranks in shards.values()):
+        # .metadata says the writer finished; a rank without a file proves nothing either way: Megatron Core's
+        # FileSystemWriterAsync writes no file for a rank with nothing to save (fully parallel save spreads
+        # replicated tensors over fewer ranks than it has), nor DCP with single_file_per_rank=False, and a copy
+        # still arriving (SageMaker's sync, an FSx export) lacks one too. Left to the comparison, a hint.
+        return None
     ranks = max(len(r) for r in shards.values())
     return True, f"PyTorch DCP .metadata written beside {ranks} rank(s) of shards in {where}"
 
@@ -263,6 +289,8 @@ def _safetensors(cp: Checkpoint, markers: LocationMarkers, context: LocationCont
     names = {f.key for f in cp.files}
     for f in cp.files:
         folder, _, name = f.key.rpartition("/")
+        if DCP_HF_RANK_PIECE.match(name):
+            continue  # a rank's piece of shard i, never indexed: only the consolidated series proves the save
         if (match := SAFETENSORS_SHARD.match(name)) is not None:
             series.setdefault((folder, match.group(1), int(match.group(3))), set()).add(int(match.group(2)))
     if not series:
@@ -294,8 +322,21 @@ def _accelerate(cp: Checkpoint, markers: LocationMarkers, context: LocationConte
         return False, (f"random_states_{missing[0]}.pkl is missing from {cp.name} ({len(missing)} process(es) of "
                        f"{max(processes) + 1}): Accelerate's save_state has every process write "
                        "random_states_<process_index>.pkl after its other files, so those processes did not finish")
+    customs = _custom_objects(cp)
+    if customs < context.accelerate_custom:
+        return False, (f"custom_checkpoint_{customs}.pkl is missing from {cp.name}: Accelerate's save_state writes "
+                       "the objects registered with register_for_checkpointing (custom_checkpoint_<i>.pkl) after "
+                       f"every random_states file, and this job registers {context.accelerate_custom} (the other "
+                       "save listed here has them), so the save did not finish")
+    registered = f", then its {customs} registered object(s) (custom_checkpoint_<i>.pkl)" if customs else ""
     return True, (f"Accelerate's save_state wrote random_states_<process>.pkl, each process's last file, for all "
-                  f"{len(processes)} process(es) 0-{max(processes)} in {cp.name}")
+                  f"{len(processes)} process(es) 0-{max(processes)} in {cp.name}{registered}")
+
+
+def _custom_objects(cp: Checkpoint) -> int:
+    """How many registered objects a save holds: custom_checkpoint_0.pkl .. _{K-1}.pkl, written in order."""
+    indices = {int(m.group(1)) for f in cp.files if (m := ACCELERATE_CUSTOM.match(f.key))}
+    return next(i for i in range(len(indices) + 1) if i not in indices)
 
 
 def _nested_deepspeed(cp: Checkpoint, markers: LocationMarkers, context: LocationContext, top_level: bool) -> Result:
@@ -312,7 +353,8 @@ def _nested_deepspeed(cp: Checkpoint, markers: LocationMarkers, context: Locatio
 
 
 def _hf_trainer(cp: Checkpoint, markers: LocationMarkers, context: LocationContext, top_level: bool) -> Result:
-    if not context.hf_trainer or not HF_CHECKPOINT.match(cp.name):
+    own = any(f.key == HF_ARGS for f in cp.files)  # a Trainer save, even the first one (no other to learn from)
+    if not (context.hf_trainer or own) or not HF_CHECKPOINT.match(cp.name):
         return None
     if any(f.key == HF_STATE for f in cp.files):
         return True, f"Hugging Face Trainer wrote {HF_STATE}, its last file, into {cp.name}"
@@ -322,7 +364,9 @@ def _hf_trainer(cp: Checkpoint, markers: LocationMarkers, context: LocationConte
 def _deepspeed_latest(cp: Checkpoint, markers: LocationMarkers, context: LocationContext, top_level: bool) -> Result:
     if _megatron_iteration(cp, markers):
         return None
-    return _pointer(cp, markers.pointers.get(DEEPSPEED_POINTER), POINTERS[DEEPSPEED_POINTER], top_level)
+    # A universal checkpoint is converted after the save, and named by its own pointer, never by 'latest'.
+    pointer = DEEPSPEED_UNIVERSAL_POINTER if DEEPSPEED_UNIVERSAL.search(cp.name) else DEEPSPEED_POINTER
+    return _pointer(cp, markers.pointers.get(pointer), POINTERS[pointer], top_level)
 
 
 def _megatron_tracker(cp: Checkpoint, markers: LocationMarkers, context: LocationContext, top_level: bool) -> Result:
@@ -399,7 +443,3 @@ PROOFS: tuple[tuple[str, Proof], ...] = (
     ("one S3 object", _one_object),
 )
 
-
-def _ranks(ranks: list[int]) -> str:
-    shown = ", ".join(str(r) for r in ranks[:5])
-    return shown + (f" and {len(ranks) - 5} more" if len(ranks) > 5 else "")

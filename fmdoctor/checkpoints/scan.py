@@ -40,6 +40,7 @@ from fmdoctor.checkpoints.model import (
 from fmdoctor.engine.concurrency import all_at_once
 
 MAX_WALK_BACK = 3  # older checkpoints listed when the newest two are both proven incomplete
+RUN_DEPTH = 8  # how deep below a location read by write time step-numbered checkpoints are looked for
 LAST_SUFFIX = "-last"  # NeMo and Lightning name the checkpoint auto-resume loads '<name>-last'
 
 
@@ -172,22 +173,74 @@ def _lightning_last(root: str, files: list[StoredObject], listed: list[Checkpoin
 
 
 def _by_time(lister: Lister, location: str, via: str | None, rules: _Rules,
-             markers: LocationMarkers) -> LocationScan:
+             markers: LocationMarkers, depth: int = 0) -> LocationScan:
     groups = _group_by_folder(lister.root, lister.everything())
     groups = [g for g in groups if not is_staging(g.name)]
     groups += [Checkpoint(name, f"{lister.root}{name}/", None, (), started=m.last_modified)
                for name, m in markers.unfinished.items() if name not in {g.name for g in groups}]
-    ordered = sorted(groups, key=lambda c: (c.last_modified, c.name), reverse=True)
+    verdicts: dict[str, Verdict] = {}
+    from_runs: list[Checkpoint] = []
+    for group in groups:
+        run = _run_directory(group, location, via, rules, depth + 1)
+        for checkpoint in dict.fromkeys(c for c in (run.newest, run.usable) if c is not None) if run else ():
+            named = replace(checkpoint, name=f"{group.name}/{checkpoint.name}")
+            verdicts[named.name] = run.verdict(checkpoint)
+            from_runs.append(named)
+    # A location of runs: its other folders (tensorboard/, logs/) are no checkpoints. Else each folder is one.
+    checkpoints = from_runs or groups
+    ordered = sorted(checkpoints, key=lambda c: (c.last_modified, c.name), reverse=True)
     context = location_context(ordered[:2], rules.object_store)
-    verdicts = _judge_pair(ordered[:2], markers, context, rules.min_ratio)
+    unjudged = [c for c in ordered[:2] if c.name not in verdicts]
+    verdicts.update(_judge_pair(ordered[:2], markers, context, rules.min_ratio) if len(unjudged) == 2
+                    else {c.name: judge(c, markers, context) for c in unjudged})
     for checkpoint in ordered[2:]:
         if _usable(ordered, verdicts, rules) is not None:
             break
-        verdicts[checkpoint.name] = judge(checkpoint, markers, context)
+        verdicts.setdefault(checkpoint.name, judge(checkpoint, markers, context))
     usable = _usable(ordered, verdicts, rules)
     return LocationScan(location, lister.root, newest=ordered[0] if ordered else None,
                         previous=ordered[1] if len(ordered) > 1 else None, checkpoints=len(ordered),
                         method=BY_TIME, via=via, usable=usable, verdicts=verdicts)
+
+
+def _run_directory(group: Checkpoint, location: str, via: str | None, rules: _Rules,
+                   depth: int = 1) -> LocationScan | None:
+    """A folder whose own folders are step-numbered checkpoints (``run1/step-1600/``) is a run directory, not a
+    checkpoint: it is read as a location of its own, so its frameworks' proofs judge its newest save (an old save
+    that died, which the framework skips when it resumes, is not the run's newest, and does not make the whole
+    run incomplete). A folder with such runs deeper (``llama/run1/step-1600/``, up to :data:`RUN_DEPTH` levels)
+    is a location of runs, read the same way. Read from the listing in hand: no more requests."""
+    paths = {tuple(f.key.split("/")[:-1][:RUN_DEPTH - depth + 1]) for f in group.files}
+    stepped = [i for path in paths for i, part in enumerate(path) if step_of(part) is not None]
+    if not stepped:
+        return None
+    run = _Listed(group.uri, group.files)
+    inner_folders, files = run.level()
+    markers = location_markers(files, inner_folders)
+    if min(stepped) > 0:
+        return _by_time(run, location, via, rules, markers, depth + 1)
+    plain = [f for f in files if f.link_target is None and not markers.is_marker(f.key)]
+    candidates = _candidates(inner_folders, plain, markers)
+    return _by_step(run, location, via, rules, candidates, markers, plain) if candidates else None
+
+
+@dataclass(frozen=True)
+class _Listed:
+    """A folder already listed in full, served as a location (keys relative to ``root``)."""
+
+    root: str
+    objects: tuple[StoredObject, ...]
+
+    def level(self) -> tuple[list[str], list[StoredObject]]:
+        folders = sorted({o.key.split("/", 1)[0] for o in self.objects if "/" in o.key})
+        return folders, [o for o in self.objects if "/" not in o.key]
+
+    def tree(self, folder: str) -> list[StoredObject]:
+        prefix = folder + "/"
+        return [replace(o, key=o.key[len(prefix):]) for o in self.objects if o.key.startswith(prefix)]
+
+    def everything(self) -> list[StoredObject]:
+        return list(self.objects)
 
 
 def _group_by_folder(root: str, objects: Sequence[StoredObject]) -> list[Checkpoint]:

@@ -362,3 +362,11 @@ def test_a_first_save_with_no_proof_still_being_written_is_not_usable_yet(bucket
     assert finding.check == "checkpoint-stale" and finding.evidence["save_under_way"] is True
     assert "(step-000100) is still being written and none before it is whole" in finding.summary
     assert report.errors == []  # checkpoint-incomplete does not judge a save within its write grace
+
+
+def test_a_location_of_several_runs_is_healthy_when_each_runs_newest_save_is(bucket, run_checks):
+    """Found by review: an old save that died inside one run (tests/fixtures/checkpoints/nested-runs.txt) was a
+    false critical on the whole run, and staleness was measured from another run."""
+    to_s3(bucket, BUCKET, "runs/", layout("nested-runs", 20))
+    report = run_checks(IDS, checkpoints={"locations": [f"s3://{BUCKET}/runs/"], "max_age": "1h"})
+    assert report.findings == [] and report.errors == [] and report.status is Status.OK

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from fmdoctor.checkpoints.local import LocalLister
-from fmdoctor.checkpoints.model import COMPARISON, MARKER
+from fmdoctor.checkpoints.model import COMPARISON, MARKER, StoredObject
 from fmdoctor.checkpoints.scan import MAX_WALK_BACK, scan_location
 from fmdoctor.engine.host import LocalHost
 
@@ -174,7 +174,9 @@ def test_a_synced_copy_with_metadata_but_a_missing_rank_is_not_usable_yet():
     objects = [o for o in layout("dcp-torchtitan", 5, NOW) if o.key != "step-3000/__5_0.distcp"]
     result = scan_location(ListingLister(objects), "s3://b/run/")
     assert result.verdict(result.newest).incomplete and result.usable.name == "step-2000"
-    assert "rank(s) 5 are not" in proof_text(result, result.newest)
+    # A hint, not a proof: a writer may skip a rank with nothing to save (see the Megatron case below).
+    assert not result.verdict(result.newest).proven
+    assert "1 shard(s) missing from the rank grid" in proof_text(result, result.newest)
 
 
 def test_nemo_save_last_link_resumes_from_what_the_last_links_point_to(tmp_path):
@@ -317,3 +319,92 @@ def test_new_layouts_on_a_node_find_what_s3_finds_where_the_rule_is_the_same(tmp
     local = scan_location(LocalLister(LocalHost(), str(tmp_path / name)), "local")
     remote = scan_location(ListingLister(objects), "s3://b/run/")
     assert (local.newest.name, local.usable.name) == (remote.newest.name, remote.usable.name)
+
+
+def test_dcp_hf_rank_pieces_are_not_an_unindexed_safetensors_series():
+    # Source: pytorch _hf_utils.py SHARDED_FILE_NAME, hf_storage.py finish (no index for the per-rank pieces,
+    # left under sharded/ after consolidation). They once read as series 'shard-00001-model' without its index.
+    result, _ = scan("torchtitan-hf-distributed")
+    whole = next(v for name, v in result.verdicts.items() if name == "step-2000")
+    assert whole.complete and whole.method == MARKER and "safetensors shard(s)" in " ".join(whole.proofs)
+    died = result.verdict(result.newest)
+    assert result.newest.name == "step-3000" and not died.proven  # no proof either way: a hint at most
+    assert died.method == COMPARISON and died.incomplete
+    assert result.usable.name == "step-2000"
+
+
+def test_a_location_of_runs_reads_each_run_as_a_location():
+    # An old save that died in run1 (torchtitan resumes from the newest step with .metadata and never purges
+    # it) once made the whole run1 folder 'incomplete', critical, and measured staleness from run0.
+    result, lister = scan("nested-runs")
+    assert (result.newest.name, result.usable.name) == ("llama-8b-run1/step-1800", "llama-8b-run1/step-1800")
+    assert result.usable.uri == "s3://b/run/llama-8b-run1/step-1800/"
+    assert result.verdict(result.usable).proven and "8 rank(s)" in proof_text(result, result.usable)
+    assert "tensorboard" not in result.verdicts  # a location of runs: its other folders are no checkpoints
+    assert lister.calls == ["level", "everything"]  # the runs are read from the listing in hand
+
+
+def test_deepspeed_universal_checkpoint_is_judged_by_latest_universal_not_latest():
+    # Source: DeepSpeed checkpoint/ds_to_universal.py writes <tag>_universal/ after the save, then
+    # latest_universal. Judged by 'latest', the converted folder was a false critical 'save that died'.
+    result, _ = scan("deepspeed-universal")
+    assert result.newest.name == "global_step200_universal" and result.usable is result.newest
+    assert result.verdict(result.newest).proven and result.verdict(result.newest).complete
+    assert "'latest_universal' file" in proof_text(result, result.newest)
+
+
+def test_deepspeed_universal_conversion_that_died_is_not_usable():
+    objects = [o for o in layout("deepspeed-universal", 5, NOW) if o.key != "latest_universal"]
+    older = replace(next(o for o in layout("deepspeed-universal", 5, NOW) if o.key == "latest_universal"),
+                    last_modified=datetime(2025, 5, 1, tzinfo=UTC))  # an earlier conversion's pointer
+    result = scan_location(ListingLister(objects + [older]), "s3://b/run/")
+    assert result.verdict(result.newest).proven and result.verdict(result.newest).incomplete
+    assert result.usable.name == "global_step200"
+
+
+def test_accelerate_save_still_writing_its_registered_objects_is_not_usable():
+    # Source: accelerate accelerator.py save_state: save_custom_state (custom_checkpoint_<i>.pkl) runs after
+    # save_accelerator_state's random_states files. Cut there, the save was once proven whole and usable.
+    objects = [o for o in layout("accelerate-save-state", 5, NOW) if o.key != "checkpoint_3/custom_checkpoint_0.pkl"]
+    result = scan_location(ListingLister(objects), "s3://b/run/")
+    verdict = result.verdict(result.newest)
+    assert result.newest.name == "checkpoint_3" and verdict.proven and verdict.incomplete
+    assert "custom_checkpoint_0.pkl is missing" in proof_text(result, result.newest)
+    assert result.usable.name == "checkpoint_2"
+    assert "then its 1 registered object(s)" in proof_text(result, result.usable)
+
+
+def test_megatron_rank_that_had_nothing_to_save_is_no_hole():
+    # Source: Megatron-LM dist_checkpointing/strategies/filesystem_async.py: a rank whose plan has no items
+    # (has_data_to_write False) writes no __<rank>_*.distcp; .metadata once made that a proven critical.
+    objects = [o for o in layout("megatron-dist-ckpt", 5, NOW) if not o.key.endswith("/__6_0.distcp")]
+    result = scan_location(ListingLister(objects), "s3://b/run/")
+    assert result.usable.name == "iter_0002000" and result.verdict(result.usable).proven
+    assert "Megatron dist-checkpointing wrote metadata.json" in proof_text(result, result.usable)
+
+
+def test_runs_deeper_in_a_location_are_read_as_locations_too():
+    # 'team/llama/run1/step-N': the group 'llama' holds runs, not step-numbered saves, one level down.
+    objects = [replace(o, key=f"llama/{o.key}") for o in layout("nested-runs", 5, NOW)]
+    objects += [replace(o, key=f"mistral/{o.key}", last_modified=o.last_modified.replace(year=2024))
+                for o in layout("nested-runs", 5, NOW)]
+    result = scan_location(ListingLister(objects), "s3://b/team/")
+    assert result.usable.name == "llama/llama-8b-run1/step-1800" and result.usable is result.newest
+    assert result.verdict(result.usable).proven
+
+
+def test_the_first_trainer_save_cut_before_trainer_state_is_not_proven_whole_by_deepspeed_inside_it():
+    # Source: transformers trainer.py: _save writes training_args.bin with the model; with DeepSpeed,
+    # _save_optimizer_and_scheduler runs model_wrapped.save_checkpoint (global_step<N>/ and 'latest'), then
+    # scheduler, rng states and trainer_state.json last. With no other checkpoint-<N> to learn from, the
+    # nested 'latest' once proved the first save whole while Trainer was still writing it.
+    def at(second, key, size=100):
+        return StoredObject(key, size, datetime(2025, 6, 1, 11, 0, second, tzinfo=UTC))
+    objects = [at(0, "checkpoint-500/config.json"), at(1, "checkpoint-500/training_args.bin"),
+               at(2, "checkpoint-500/global_step500/mp_rank_00_model_states.pt"),
+               at(3, "checkpoint-500/global_step500/zero_pp_rank_0_mp_rank_00_optim_states.pt"),
+               at(4, "checkpoint-500/latest"), at(5, "checkpoint-500/zero_to_fp32.py")]
+    cut = scan_location(ListingLister(objects), "s3://b/run/")
+    assert cut.verdict(cut.newest).proven and cut.verdict(cut.newest).incomplete and cut.usable is None
+    whole = scan_location(ListingLister(objects + [at(9, "checkpoint-500/trainer_state.json")]), "s3://b/run/")
+    assert whole.usable.name == "checkpoint-500" and whole.verdict(whole.usable).proven

@@ -69,8 +69,8 @@ CASES = [
      "no '-unfinished' marker"),
     ("dcp-no-metadata", cp("step-1", "__0_0.distcp", "__1_0.distcp"), [], [], S3, False, "PyTorch DCP",
      "StorageWriter.finish"),
-    ("dcp-hole", cp("step-1", "__0_0.distcp", "__2_0.distcp", ".metadata"), [], [], S3, False, "PyTorch DCP",
-     "rank(s) 1 are not"),
+    # A rank without a file beside .metadata proves nothing (Megatron's writer skips ranks with nothing to save).
+    ("dcp-hole", cp("step-1", "__0_0.distcp", "__2_0.distcp", ".metadata"), [], [], S3, None, None, ""),
     ("dcp-whole", cp("step-1", "__0_0.distcp", "__1_0.distcp", ".metadata"), [], [], S3, True, "PyTorch DCP",
      "2 rank(s)"),
     ("dcp-nested-folder-lacking", cp("step-1", "model/__0_0.distcp", "model/.metadata", "optim/__0_0.distcp"), [],
@@ -272,3 +272,13 @@ def test_the_suspect_is_the_newest_only_a_comparison_calls_incomplete():
                                     "step-2/__0_0.distcp": (9, 30)}), "loc")
     assert proven.suspect is None and proven.in_progress.name == "step-2"
     assert proven.usable_because() == "proven whole by PyTorch DCP's own marker"
+
+
+def test_a_gap_in_the_rank_grid_the_predecessor_shares_is_the_writers_layout():
+    # Megatron Core's FileSystemWriterAsync skips ranks with nothing to save: the same gap in every save.
+    shards = {f"__{r}_0.distcp": 100 for r in (0, 1, 3)} | {".metadata": 10}
+    same = compare(folder("step-2", shards), folder("step-1", shards), 0.5)
+    assert same.complete and not same.missing_files
+    whole = {f"__{r}_0.distcp": 100 for r in range(4)} | {".metadata": 10}
+    new_gap = compare(folder("step-2", shards), folder("step-1", whole), 0.5)
+    assert new_gap.incomplete and new_gap.missing_files == ("__2_0.distcp",)

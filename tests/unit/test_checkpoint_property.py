@@ -94,15 +94,16 @@ def hf_trainer(draw, step: int) -> Files:
 
 
 @st.composite
-def accelerate(draw, step: int) -> Files:
-    """save_state with automatic_checkpoint_naming: checkpoint_<iteration>; the iteration is any number."""
+def accelerate(draw, step: int, customs: int = 0) -> Files:
+    """save_state with automatic_checkpoint_naming: checkpoint_<iteration>; the iteration is any number. The job
+    registers ``customs`` objects (register_for_checkpointing): a property of the job, the same in every save."""
     processes, folder = draw(st.integers(1, 64)), f"checkpoint_{step}"
     # The other processes reach their random states at once; the main process writes the model, optimizer and
     # scheduler first, then its own random_states_0.pkl, then registered custom objects.
     files = [(f"{folder}/random_states_{p}.pkl", 15360) for p in range(1, processes)]
     files += [(f"{folder}/model.safetensors", 40960), (f"{folder}/optimizer.bin", 81920),
               (f"{folder}/scheduler.bin", 1024), (f"{folder}/random_states_0.pkl", 15360)]
-    return files + ([(f"{folder}/custom_checkpoint_0.pkl", 2048)] if draw(st.booleans()) else [])
+    return files + [(f"{folder}/custom_checkpoint_{i}.pkl", 2048) for i in range(customs)]
 
 
 @st.composite
@@ -159,7 +160,11 @@ def _written(files: Files, objects: dict[str, StoredObject], when: datetime) -> 
 def complete_location(draw, frameworks=FRAMEWORKS):
     """Two consecutive complete saves of one framework, each on its own world size, the newest settled."""
     framework = draw(st.sampled_from(frameworks))
-    _, save, s3_only, _ = framework
+    name, save, s3_only, proves = framework
+    if save is accelerate:  # what the job registers is drawn once for all its saves
+        customs = draw(st.integers(0, 2))
+        framework = (name, lambda step: accelerate(step, customs), s3_only, proves)
+        save = framework[1]
     first = draw(st.integers(0, 10**7))
     second = first + draw(st.integers(1, 10**5))
     on_s3 = s3_only or draw(st.booleans())
