@@ -82,10 +82,20 @@ def parse_gres(text: str) -> dict[str, int]:
     return out
 
 
+# Power-save flags Slurm ranks above NOT_RESPONDING (slurm_protocol_defs.c, node_state_string: IDLE# / IDLE~ /
+# IDLE% / IDLE! before IDLE*): a cloud node powered down, being suspended or booting is silent by design, and
+# slurmctld flags one it asked to power up NOT_RESPONDING until its slurmd registers (seen in 22.05's
+# sinfo --json: ['CLOUD', 'NOT_RESPONDING', 'POWERING_UP']). One that never comes up slurmctld sets DOWN
+# ("ResumeTimeout reached"), which is read as DOWN.
+POWER_SAVE = frozenset({"POWERING_UP", "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN"})
+
+
 def parse_node(raw: Mapping[str, Any]) -> SchedulerNode:
     states = _words(raw.get("state")) + _words(raw.get("state_flags"))
     if isinstance(raw.get("state"), str) and raw.get("state", "").endswith("*"):
         states.append("NOT_RESPONDING")
+    if POWER_SAVE.intersection(states):
+        states = [s for s in states if s.rstrip("*") != "NOT_RESPONDING"]
     addresses = tuple(dict.fromkeys(a for a in (raw.get("address"), raw.get("hostname")) if isinstance(a, str) and a))
     return SchedulerNode(
         name=str(raw.get("name", "")), states=frozenset(s.rstrip("*") for s in states),
