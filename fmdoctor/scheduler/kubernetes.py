@@ -21,8 +21,16 @@ from fmdoctor.scheduler.model import KUBERNETES, SchedulerJob, SchedulerNode, Sc
 DEVICE_RESOURCES = re.compile(r"^(nvidia\.com/gpu|aws\.amazon\.com/neuron(core|device)?|vpc\.amazonaws\.com/efa)$")
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 # The DaemonSets the device plugins install: NVIDIA's k8s-device-plugin (and the GPU operator's), the EFA
-# plugin of aws-efa-k8s-device-plugin (EKS charts), and the Neuron device plugin.
-PLUGIN_PODS = re.compile(r"^(nvidia-device-plugin|aws-efa-k8s-device-plugin|neuron-device-plugin)")
+# plugin of aws-efa-k8s-device-plugin (EKS charts), and the Neuron device plugin. A Helm chart names them
+# release-chart unless the release already holds the chart's name (NVIDIA's README: ``helm upgrade -i nvdp
+# nvdp/nvidia-device-plugin`` gives pods ``nvdp-nvidia-device-plugin-*``), so the name may have a prefix.
+PLUGIN_PODS = re.compile(r"(?:^|-)(nvidia-device-plugin|aws-efa-k8s-device-plugin|neuron-device-plugin)")
+
+
+def plugin_of(pod_name: str) -> str | None:
+    """The device plugin a pod of that name runs (``nvdp-nvidia-device-plugin-x7k2p`` -> nvidia-device-plugin)."""
+    match = PLUGIN_PODS.search(pod_name or "")
+    return match.group(1) if match else None
 PLUGIN_FOR = {"nvidia.com/gpu": "nvidia-device-plugin", "vpc.amazonaws.com/efa": "aws-efa-k8s-device-plugin",
               "aws.amazon.com/neuron": "neuron-device-plugin", "aws.amazon.com/neuroncore": "neuron-device-plugin",
               "aws.amazon.com/neurondevice": "neuron-device-plugin"}
@@ -153,7 +161,7 @@ def read(api: Any, source: str, now: datetime | None = None) -> SchedulerView:
         pods = []
     for pod in pods:
         phase = pod.status.phase or "Unknown"
-        if PLUGIN_PODS.match(pod.metadata.name or ""):
+        if plugin_of(pod.metadata.name or ""):
             plugins.append(_job(pod, now, "ready" if _ready(pod) and phase == "Running" else f"not-ready ({phase})"))
         elif phase == "Pending" and not pod.spec.node_name:
             why = _unschedulable(pod)

@@ -175,3 +175,20 @@ def test_a_booting_node_with_only_daemonset_pods_is_a_warning_not_a_critical(tmp
         report = run(world, ["k8s-node-not-ready"], **settings(write_kubeconfig(tmp_path / "kc", url)))
     [finding] = report.findings
     assert finding.severity is Severity.CRITICAL
+
+
+def test_the_helm_charts_plugin_pods_are_known_under_their_release_prefix(tmp_path, world):
+    """NVIDIA's README installs the plugin as ``helm upgrade -i nvdp nvdp/nvidia-device-plugin``: the chart's
+    fullname is release-chart, so the DaemonSet and its pods are ``nvdp-nvidia-device-plugin-*``
+    (https://github.com/NVIDIA/k8s-device-plugin, deployments/helm). A crash-looping one must be named as the
+    cause, not reported absent."""
+    with k8s_api() as (url, api):
+        for pod in api.pods["items"]:
+            if pod["metadata"]["name"] == "nvidia-device-plugin-daemonset-m4r8d":  # the one on ip-10-0-1-22
+                pod["metadata"]["name"] = "nvdp-nvidia-device-plugin-m4r8d"
+                pod["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]
+        report = run(world, ["k8s-device-plugin-missing"], **settings(write_kubeconfig(tmp_path / "kc", url)))
+    finding = next(f for f in report.findings if f.resource == "i-0a1b2c3d4e5f60022")
+    assert [p["name"] for p in finding.evidence["device_plugins"]] == ["nvdp-nvidia-device-plugin-m4r8d"]
+    assert finding.evidence["plugins_absent"] == ["aws-efa-k8s-device-plugin"]  # the EFA one truly is absent
+    assert all(j["id"] != "kube-system/nvdp-nvidia-device-plugin-m4r8d" for j in finding.evidence["jobs"])
