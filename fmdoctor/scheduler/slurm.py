@@ -72,8 +72,9 @@ def _words(value: Any) -> list[str]:
 def parse_gres(text: str) -> dict[str, int]:
     """``gpu:8``, ``gpu:a100:8(S:0-1)``, ``gpu:h100:4,shard:8`` -> ``{'gpu': 8, ...}`` (counts per name)."""
     out: dict[str, int] = {}
-    for item in (text or "").split(","):
-        item = re.sub(r"\(.*?\)", "", item).strip()
+    # the socket/index lists in parentheses hold commas of their own (S:0,2): drop them before splitting
+    for item in re.sub(r"\([^)]*\)", "", text or "").split(","):
+        item = item.strip()
         if not item or item in ("(null)", "N/A"):
             continue
         parts = item.split(":")
