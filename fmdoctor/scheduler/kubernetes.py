@@ -110,9 +110,12 @@ def _job(pod: Any, now: datetime, state: str) -> SchedulerJob:
 
 
 def _unschedulable(pod: Any) -> str | None:
+    """Why the scheduler could not place the pod (PodScheduled False, reason Unschedulable); None for a pod not
+    tried yet or held on purpose (reason SchedulingGated: spec.schedulingGates, e.g. Kueue's admission gate,
+    https://kubernetes.io/docs/concepts/scheduling-eviction/pod-scheduling-readiness/)."""
     for c in pod.status.conditions or ():
-        if c.type == "PodScheduled" and c.status == "False":
-            return f"{c.reason or 'Unschedulable'}: {c.message or ''}".strip(": ")
+        if c.type == "PodScheduled" and c.status == "False" and (c.reason or "Unschedulable") == "Unschedulable":
+            return f"Unschedulable: {c.message or ''}".strip(": ")
     return None
 
 

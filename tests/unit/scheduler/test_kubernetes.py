@@ -192,3 +192,18 @@ def test_the_helm_charts_plugin_pods_are_known_under_their_release_prefix(tmp_pa
     assert [p["name"] for p in finding.evidence["device_plugins"]] == ["nvdp-nvidia-device-plugin-m4r8d"]
     assert finding.evidence["plugins_absent"] == ["aws-efa-k8s-device-plugin"]  # the EFA one truly is absent
     assert all(j["id"] != "kube-system/nvdp-nvidia-device-plugin-m4r8d" for j in finding.evidence["jobs"])
+
+
+def test_a_pod_held_by_a_scheduling_gate_is_queued_not_unplaceable(tmp_path, world):
+    """A pod with spec.schedulingGates (Kueue's kueue.x-k8s.io/admission for plain pods) waits by design: the
+    API reports PodScheduled False with reason SchedulingGated, "Scheduling is blocked due to non-empty
+    scheduling gates" (https://kubernetes.io/docs/concepts/scheduling-eviction/pod-scheduling-readiness/). Only
+    reason Unschedulable is the scheduler failing to place it."""
+    with k8s_api() as (url, api):
+        for pod in api.pods["items"]:
+            if pod["metadata"]["name"] == "llama-train-worker-2":
+                pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+                pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                                                "message": "Scheduling is blocked due to non-empty scheduling gates"}]
+        report = run(world, ["k8s-gpu-pods-pending"], **settings(write_kubeconfig(tmp_path / "kc", url)))
+    assert report.errors == [] and report.findings == []
