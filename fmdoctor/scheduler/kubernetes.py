@@ -34,6 +34,15 @@ def plugin_of(pod_name: str) -> str | None:
 PLUGIN_FOR = {"nvidia.com/gpu": "nvidia-device-plugin", "vpc.amazonaws.com/efa": "aws-efa-k8s-device-plugin",
               "aws.amazon.com/neuron": "neuron-device-plugin", "aws.amazon.com/neuroncore": "neuron-device-plugin",
               "aws.amazon.com/neurondevice": "neuron-device-plugin"}
+# Taints an autoscaler or interruption handler puts on a node it is taking away, instead of (or before)
+# setting spec.unschedulable: Karpenter v1 karpenter.sh/disrupted and v0.32-v0.37 karpenter.sh/disruption
+# (https://karpenter.sh/docs/concepts/disruption/, Control Flow), cluster-autoscaler's
+# ToBeDeletedByClusterAutoscaler (its FAQ), aws-node-termination-handler's aws-node-termination-handler/*
+# (its README, TAINT_NODE). A node carrying one with effect NoSchedule/NoExecute gets state DISRUPTING: nothing
+# new is placed there, so it is no "still schedulable" node. Not any NoSchedule taint: GPU pools carry
+# nvidia.com/gpu:NoSchedule that GPU pods tolerate.
+DISRUPTION_TAINTS = ("karpenter.sh/disrupted", "karpenter.sh/disruption", "ToBeDeletedByClusterAutoscaler",
+                     "aws-node-termination-handler/")
 REQUEST_TIMEOUT_S = 20
 GRANT = ("give fmdoctor a kubeconfig context (scheduler.kubernetes.context; for EKS: aws eks update-kubeconfig "
          "--name CLUSTER) whose identity may get/list nodes and pods cluster-wide, or run it in-cluster with such "
@@ -68,6 +77,8 @@ def parse_node(node: Any) -> SchedulerNode:
     states = {"READY" if ready == "True" else "NOTREADY" if ready == "False" else "UNKNOWN"}
     if spec.unschedulable:
         states.add("CORDONED")
+    if any(t.key.startswith(DISRUPTION_TAINTS) and t.effect in ("NoSchedule", "NoExecute") for t in spec.taints or ()):
+        states.add("DISRUPTING")
     reason = ""
     for c in status.conditions or ():
         if c.type == "Ready" and c.status != "True":

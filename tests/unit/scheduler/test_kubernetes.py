@@ -207,3 +207,22 @@ def test_a_pod_held_by_a_scheduling_gate_is_queued_not_unplaceable(tmp_path, wor
                                                 "message": "Scheduling is blocked due to non-empty scheduling gates"}]
         report = run(world, ["k8s-gpu-pods-pending"], **settings(write_kubeconfig(tmp_path / "kc", url)))
     assert report.errors == [] and report.findings == []
+
+
+@pytest.mark.parametrize(("taint", "placeable"), [
+    # Karpenter v1 taints a node it is disrupting (Spot interruption included) before draining it, without
+    # setting spec.unschedulable (https://karpenter.sh/docs/concepts/disruption/, Control Flow)
+    ({"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}, False),
+    ({"key": "karpenter.sh/disruption", "value": "disrupting", "effect": "NoSchedule"}, False),  # v0.32-v0.37
+    # aws-node-termination-handler's taint on a Spot interruption notice (its README, taint-node option)
+    ({"key": "aws-node-termination-handler/spot-itn", "value": "1700000000", "effect": "NoSchedule"}, False),
+    # a GPU node's own taint, which GPU pods tolerate: still where they are placed
+    ({"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}, True),
+])
+def test_a_node_its_autoscaler_is_taking_away_is_not_placeable(tmp_path, taint, placeable):
+    from checks.scheduler_schedules_faulty_node import schedulable
+
+    with k8s_api("eks-gpu-nodes-healthy.json", "eks-gpu-pods-healthy.json") as (url, api):
+        api.nodes["items"][0]["spec"]["taints"] = [taint]
+        view = k8s.read(k8s.api_client("eks-test", str(write_kubeconfig(tmp_path / "kc", url))), "test")
+    assert schedulable(view.nodes[0], "kubernetes") is placeable
