@@ -1,0 +1,66 @@
+"""Attacks on the scheduler readers that the other modules do not already cover: a slurmrestd that redirects
+the JWT elsewhere, and a scheduler node name two instances claim."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from fmdoctor.scheduler import slurm
+from fmdoctor.scheduler.model import SchedulerNode, SchedulerUnavailable, SchedulerView
+from fmdoctor.scheduler.source import map_view
+
+from .worlds import instance, inventory
+
+
+def _serve(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_a_slurmrestd_redirect_never_carries_the_jwt_to_the_other_host():
+    seen: list[dict[str, str]] = []
+
+    class Thief(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            seen.append(dict(self.headers))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"paths": {"/slurm/v0.0.38/nodes": {}}, "nodes": [{"name": "x", "state": "idle"}]}')
+
+        def log_message(self, *args):
+            pass
+
+    thief = _serve(Thief)
+
+    class Redirecting(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(307)  # keeps method and, in clients that follow it, the headers
+            self.send_header("Location", f"http://127.0.0.1:{thief.server_address[1]}{self.path}")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    rest = _serve(Redirecting)
+    try:
+        with pytest.raises(SchedulerUnavailable) as raised:
+            slurm.RestSlurm(f"http://127.0.0.1:{rest.server_address[1]}", "secret.jwt.value", "root").read()
+    finally:
+        rest.shutdown()
+        thief.shutdown()
+    assert seen == []  # nothing reached the other origin, the token least of all
+    assert raised.value.code == "SlurmrestdFailed" and "307" in raised.value.message
+
+
+def test_a_slurm_node_two_instances_claim_maps_to_neither():
+    """Its name says 10.0.1.11 (ip-10-0-1-11), its NodeAddr says 10.0.1.12: no drain may pick one."""
+    world = inventory(instance("i-0000000000000a011", "10.0.1.11"), instance("i-0000000000000a012", "10.0.1.12"))
+    node = SchedulerNode("ip-10-0-1-11", frozenset({"IDLE"}), addresses=("10.0.1.12",))
+    view = SchedulerView("slurm", "test", (node,))
+    found = map_view(view, world)
+    assert found.instance_of == {} and found.unmapped == ("ip-10-0-1-11",)
+    assert found.nodes_of("i-0000000000000a011") == [] and found.nodes_of("i-0000000000000a012") == []
