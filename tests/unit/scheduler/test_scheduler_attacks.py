@@ -64,3 +64,33 @@ def test_a_slurm_node_two_instances_claim_maps_to_neither():
     found = map_view(view, world)
     assert found.instance_of == {} and found.unmapped == ("ip-10-0-1-11",)
     assert found.nodes_of("i-0000000000000a011") == [] and found.nodes_of("i-0000000000000a012") == []
+
+
+def test_slurm_named_but_not_readable_is_never_a_pass(tmp_path, monkeypatch):
+    """scheduler.kind slurm with (1) no sinfo on PATH, (2) a slurm.conf whose slurmctld does not answer: Slurm
+    22.05's sinfo --json then exits 0 with ``errors: [{"error": "Unspecified error", "errno": -1}]`` and an
+    empty node list (run here against a port nothing listens on). Both are not verified, never healthy."""
+    from fmdoctor.engine.model import Status
+
+    from .worlds import run
+
+    world = inventory(instance("i-0000000000000a011", "10.0.1.11"))
+    ids = ["scheduler-node-down", "scheduler-node-held-out"]
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sinfo
+    report = run(world, ids, scheduler={"kind": "slurm"})
+    assert report.findings == [] and report.status is Status.UNKNOWN
+    assert {e.code for e in report.errors} == {"SlurmNotFound"}
+
+    import shutil
+
+    if shutil.which("sinfo", path="/usr/bin:/usr/local/bin") is None:
+        pytest.skip("Slurm's client is not installed")
+    monkeypatch.setenv("PATH", "/usr/bin:/usr/local/bin:/bin")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=1\nMessageTimeout=1\n"
+                    "NodeName=n1\nPartitionName=p Nodes=n1\n", encoding="utf-8")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    report = run(world, ids, scheduler={"kind": "slurm"})
+    assert report.findings == [] and report.status is Status.UNKNOWN
+    assert {e.code for e in report.errors} == {"SlurmCommandFailed"}
+    assert all("Unspecified error" in e.message for e in report.errors)
