@@ -94,3 +94,29 @@ def test_slurm_named_but_not_readable_is_never_a_pass(tmp_path, monkeypatch):
     assert report.findings == [] and report.status is Status.UNKNOWN
     assert {e.code for e in report.errors} == {"SlurmCommandFailed"}
     assert all("Unspecified error" in e.message for e in report.errors)
+
+
+@pytest.mark.parametrize(("flags", "held_out"), [
+    (["DRAIN"], True),                         # drained by hand long ago, idle, instance running: the heuristic
+    (["DRAIN", "MAINTENANCE"], False),         # in a MAINT reservation: maintenance is the plan (DRAINED$)
+    (["DRAIN", "REBOOT_REQUESTED"], False),    # scontrol reboot ASAP drains until the reboot (DRAINED@)
+    (["DRAIN", "REBOOT_ISSUED"], False),       # the reboot is under way (DRAINED^)
+])
+def test_held_out_leaves_maintenance_and_reboots_alone(flags, held_out):
+    """A drained node Slurm shows in a maintenance reservation or awaiting a reboot it asked for is held out
+    on purpose (node_state_string: DRAINED$ / DRAINED@ / DRAINED^; scontrol(1) reboot ASAP, reservation
+    Flags=MAINT): resuming it would undo the plan, so the heuristic does not offer it."""
+    from datetime import UTC, datetime, timedelta
+
+    from .worlds import run
+
+    now = datetime(2026, 12, 5, tzinfo=UTC)
+    world = inventory(instance("i-0000000000000a011", "10.0.1.11"))
+    node = slurm.parse_node({"name": "ip-10-0-1-11", "state": ["IDLE", *flags], "address": "10.0.1.11",
+                             "reason": "kernel upgrade CHG-1234", "reason_set_by_user": "root",
+                             "reason_changed_at": {"set": True, "number": int((now - timedelta(days=3)).timestamp())}})
+    view = SchedulerView("slurm", "test", (node,))
+    report = run(world, ["scheduler-node-held-out"], extras={"scheduler_reader": lambda kind, settings: view},
+                 now=now, scheduler={"kind": "slurm", "held_out_after": "1d"})
+    assert report.errors == []
+    assert [f.resource for f in report.findings] == (["i-0000000000000a011"] if held_out else [])
