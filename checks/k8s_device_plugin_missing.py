@@ -6,7 +6,7 @@ from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.entities import NODE
 from fmdoctor.engine.model import Finding, Severity
-from fmdoctor.scheduler.kubernetes import PLUGIN_FOR
+from fmdoctor.scheduler.kubernetes import PLUGIN_FOR, plugin_of
 from fmdoctor.scheduler.model import KUBERNETES, SchedulerNode
 from fmdoctor.scheduler.source import SchedulerMap
 
@@ -67,7 +67,7 @@ class K8sDevicePluginMissing(Check):
                 continue
             plugins = [p for p in found.view.device_plugins if node.name in p.nodes]
             wanted_plugins = sorted({PLUGIN_FOR.get(r, r) for r in short})
-            missing = [p for p in wanted_plugins if not any(j.name.startswith(p) for j in plugins)]
+            missing = [p for p in wanted_plugins if not any(plugin_of(j.name) == p for j in plugins)]
             evidence: dict[str, Any] = node_evidence(found, node)
             evidence.update(expected=want, expected_from=basis, allocatable=dict(node.allocatable),
                             capacity=dict(node.configured),

@@ -14,6 +14,9 @@ from ._scheduler import node_evidence, node_label, scheduler_map
 # Drained by hand or by a health check, not by Slurm's own judgement at registration (INVAL) and not for a node
 # that is not answering: those Slurm re-evaluates itself.
 SELF_CLEARING = ("INVALID_REG", "INVAL", "NOT_RESPONDING", "DOWN", "FAIL")
+# Held out on purpose and shown so by Slurm (node_state_string: DRAINED$ in a MAINT reservation, DRAINED@ / DRAINED^
+# for a reboot asked with scontrol reboot ASAP): resuming would undo the plan.
+ON_PURPOSE = ("MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED")
 
 
 class SchedulerNodeHeldOut(Check):
@@ -23,7 +26,9 @@ class SchedulerNodeHeldOut(Check):
     A heuristic, and said to be one (a warning, never critical): Slurm keeps a DRAIN until someone resumes it
     (scontrol(1) update State=RESUME, https://slurm.schedmd.com/scontrol.html#OPT_State_1), whatever the cause
     was, while a node that is DOWN, FAIL, INVAL or not responding Slurm re-evaluates itself (ReturnToService,
-    https://slurm.schedmd.com/slurm.conf.html#OPT_ReturnToService). Check the reason; if it no longer holds,
+    https://slurm.schedmd.com/slurm.conf.html#OPT_ReturnToService), and one in a maintenance reservation or
+    awaiting a reboot Slurm shows as held on purpose (MAINTENANCE, REBOOT_REQUESTED/ISSUED flags): none of
+    those is judged. Check the reason; if it no longer holds,
     the fix resumes the node through Slurm.
     """
 
@@ -38,7 +43,7 @@ class SchedulerNodeHeldOut(Check):
         after = ctx.settings.scheduler.held_out_after
         findings = []
         for node in found.view.nodes:
-            if "DRAIN" not in node.states or node.has(*SELF_CLEARING) or found.view.jobs_on(node.name):
+            if "DRAIN" not in node.states or node.has(*SELF_CLEARING, *ON_PURPOSE) or found.view.jobs_on(node.name):
                 continue
             instance_id = found.instance_of.get(node.name)
             instance = ctx.inventory.instance(instance_id) if instance_id else None

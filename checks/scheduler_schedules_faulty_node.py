@@ -19,7 +19,7 @@ MAX_REASON = 200
 
 def schedulable(node: SchedulerNode, kind: str) -> bool:
     if kind == KUBERNETES:
-        return "CORDONED" not in node.states and "READY" in node.states
+        return not node.has("CORDONED", "DISRUPTING") and "READY" in node.states
     return not node.has(*HELD)
 
 

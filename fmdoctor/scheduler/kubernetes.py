@@ -21,11 +21,28 @@ from fmdoctor.scheduler.model import KUBERNETES, SchedulerJob, SchedulerNode, Sc
 DEVICE_RESOURCES = re.compile(r"^(nvidia\.com/gpu|aws\.amazon\.com/neuron(core|device)?|vpc\.amazonaws\.com/efa)$")
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 # The DaemonSets the device plugins install: NVIDIA's k8s-device-plugin (and the GPU operator's), the EFA
-# plugin of aws-efa-k8s-device-plugin (EKS charts), and the Neuron device plugin.
-PLUGIN_PODS = re.compile(r"^(nvidia-device-plugin|aws-efa-k8s-device-plugin|neuron-device-plugin)")
+# plugin of aws-efa-k8s-device-plugin (EKS charts), and the Neuron device plugin. A Helm chart names them
+# release-chart unless the release already holds the chart's name (NVIDIA's README: ``helm upgrade -i nvdp
+# nvdp/nvidia-device-plugin`` gives pods ``nvdp-nvidia-device-plugin-*``), so the name may have a prefix.
+PLUGIN_PODS = re.compile(r"(?:^|-)(nvidia-device-plugin|aws-efa-k8s-device-plugin|neuron-device-plugin)")
+
+
+def plugin_of(pod_name: str) -> str | None:
+    """The device plugin a pod of that name runs (``nvdp-nvidia-device-plugin-x7k2p`` -> nvidia-device-plugin)."""
+    match = PLUGIN_PODS.search(pod_name or "")
+    return match.group(1) if match else None
 PLUGIN_FOR = {"nvidia.com/gpu": "nvidia-device-plugin", "vpc.amazonaws.com/efa": "aws-efa-k8s-device-plugin",
               "aws.amazon.com/neuron": "neuron-device-plugin", "aws.amazon.com/neuroncore": "neuron-device-plugin",
               "aws.amazon.com/neurondevice": "neuron-device-plugin"}
+# Taints an autoscaler or interruption handler puts on a node it is taking away, instead of (or before)
+# setting spec.unschedulable: Karpenter v1 karpenter.sh/disrupted and v0.32-v0.37 karpenter.sh/disruption
+# (https://karpenter.sh/docs/concepts/disruption/, Control Flow), cluster-autoscaler's
+# ToBeDeletedByClusterAutoscaler (its FAQ), aws-node-termination-handler's aws-node-termination-handler/*
+# (its README, TAINT_NODE). A node carrying one with effect NoSchedule/NoExecute gets state DISRUPTING: nothing
+# new is placed there, so it is no "still schedulable" node. Not any NoSchedule taint: GPU pools carry
+# nvidia.com/gpu:NoSchedule that GPU pods tolerate.
+DISRUPTION_TAINTS = ("karpenter.sh/disrupted", "karpenter.sh/disruption", "ToBeDeletedByClusterAutoscaler",
+                     "aws-node-termination-handler/")
 REQUEST_TIMEOUT_S = 20
 GRANT = ("give fmdoctor a kubeconfig context (scheduler.kubernetes.context; for EKS: aws eks update-kubeconfig "
          "--name CLUSTER) whose identity may get/list nodes and pods cluster-wide, or run it in-cluster with such "
@@ -60,6 +77,8 @@ def parse_node(node: Any) -> SchedulerNode:
     states = {"READY" if ready == "True" else "NOTREADY" if ready == "False" else "UNKNOWN"}
     if spec.unschedulable:
         states.add("CORDONED")
+    if any(t.key.startswith(DISRUPTION_TAINTS) and t.effect in ("NoSchedule", "NoExecute") for t in spec.taints or ()):
+        states.add("DISRUPTING")
     reason = ""
     for c in status.conditions or ():
         if c.type == "Ready" and c.status != "True":
@@ -102,9 +121,12 @@ def _job(pod: Any, now: datetime, state: str) -> SchedulerJob:
 
 
 def _unschedulable(pod: Any) -> str | None:
+    """Why the scheduler could not place the pod (PodScheduled False, reason Unschedulable); None for a pod not
+    tried yet or held on purpose (reason SchedulingGated: spec.schedulingGates, e.g. Kueue's admission gate,
+    https://kubernetes.io/docs/concepts/scheduling-eviction/pod-scheduling-readiness/)."""
     for c in pod.status.conditions or ():
-        if c.type == "PodScheduled" and c.status == "False":
-            return f"{c.reason or 'Unschedulable'}: {c.message or ''}".strip(": ")
+        if c.type == "PodScheduled" and c.status == "False" and (c.reason or "Unschedulable") == "Unschedulable":
+            return f"Unschedulable: {c.message or ''}".strip(": ")
     return None
 
 
@@ -153,7 +175,7 @@ def read(api: Any, source: str, now: datetime | None = None) -> SchedulerView:
         pods = []
     for pod in pods:
         phase = pod.status.phase or "Unknown"
-        if PLUGIN_PODS.match(pod.metadata.name or ""):
+        if plugin_of(pod.metadata.name or ""):
             plugins.append(_job(pod, now, "ready" if _ready(pod) and phase == "Running" else f"not-ready ({phase})"))
         elif phase == "Pending" and not pod.spec.node_name:
             why = _unschedulable(pod)

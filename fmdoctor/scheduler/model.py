@@ -40,7 +40,8 @@ class SchedulerNode:
     """One node as the scheduler sees it.
 
     ``states`` are upper-case words: Slurm's base state and flags (IDLE, ALLOCATED, MIXED, DOWN, DRAIN,
-    INVALID_REG, NOT_RESPONDING...), or for Kubernetes READY/NOTREADY/UNKNOWN plus CORDONED.
+    INVALID_REG, NOT_RESPONDING...), or for Kubernetes READY/NOTREADY/UNKNOWN plus CORDONED and DISRUPTING (an
+    autoscaler's or interruption handler's taint).
     """
 
     name: str

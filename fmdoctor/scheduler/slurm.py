@@ -72,8 +72,9 @@ def _words(value: Any) -> list[str]:
 def parse_gres(text: str) -> dict[str, int]:
     """``gpu:8``, ``gpu:a100:8(S:0-1)``, ``gpu:h100:4,shard:8`` -> ``{'gpu': 8, ...}`` (counts per name)."""
     out: dict[str, int] = {}
-    for item in (text or "").split(","):
-        item = re.sub(r"\(.*?\)", "", item).strip()
+    # the socket/index lists in parentheses hold commas of their own (S:0,2): drop them before splitting
+    for item in re.sub(r"\([^)]*\)", "", text or "").split(","):
+        item = item.strip()
         if not item or item in ("(null)", "N/A"):
             continue
         parts = item.split(":")
@@ -82,10 +83,20 @@ def parse_gres(text: str) -> dict[str, int]:
     return out
 
 
+# Power-save flags Slurm ranks above NOT_RESPONDING (slurm_protocol_defs.c, node_state_string: IDLE# / IDLE~ /
+# IDLE% / IDLE! before IDLE*): a cloud node powered down, being suspended or booting is silent by design, and
+# slurmctld flags one it asked to power up NOT_RESPONDING until its slurmd registers (seen in 22.05's
+# sinfo --json: ['CLOUD', 'NOT_RESPONDING', 'POWERING_UP']). One that never comes up slurmctld sets DOWN
+# ("ResumeTimeout reached"), which is read as DOWN.
+POWER_SAVE = frozenset({"POWERING_UP", "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN"})
+
+
 def parse_node(raw: Mapping[str, Any]) -> SchedulerNode:
     states = _words(raw.get("state")) + _words(raw.get("state_flags"))
     if isinstance(raw.get("state"), str) and raw.get("state", "").endswith("*"):
         states.append("NOT_RESPONDING")
+    if POWER_SAVE.intersection(states):
+        states = [s for s in states if s.rstrip("*") != "NOT_RESPONDING"]
     addresses = tuple(dict.fromkeys(a for a in (raw.get("address"), raw.get("hostname")) if isinstance(a, str) and a))
     return SchedulerNode(
         name=str(raw.get("name", "")), states=frozenset(s.rstrip("*") for s in states),

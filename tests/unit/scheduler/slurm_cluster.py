@@ -122,7 +122,14 @@ def _ensure_rest_user() -> None:
                        check=True, capture_output=True)
 
 
-def _conf(d: Path, ports: list[int]) -> str:
+# ParallelCluster-style dynamic nodes (its slurm.conf: State=CLOUD, PrivateData=cloud so sinfo lists them while
+# powered down, SuspendProgram/ResumeProgram its scripts): here the programs do nothing, so a node asked to power
+# up stays POWERING_UP (never registers) as a real one does until its instance has booted.
+CLOUD_CONF = ("PrivateData=cloud", "SuspendProgram=/bin/true", "ResumeProgram=/bin/true", "SuspendTime=600",
+              "ResumeTimeout=600")
+
+
+def _conf(d: Path, ports: list[int], cloud_nodes: str | None = None) -> str:
     ctld, rest, *node_ports = ports
     lines = [
         "ClusterName=fmdoctor-test", "SlurmctldHost=localhost(127.0.0.1)", f"SlurmctldPort={ctld}",
@@ -139,13 +146,16 @@ def _conf(d: Path, ports: list[int]) -> str:
         extra = f" Gres={gres}" if gres else ""
         lines.append(f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} CPUs=1 "
                      f"RealMemory=100{extra} State=UNKNOWN")
+    if cloud_nodes:
+        lines += [*CLOUD_CONF, f"NodeName={cloud_nodes} CPUs=1 RealMemory=100 State=CLOUD"]
     lines.append("PartitionName=train Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"
 
 
 @contextmanager
-def slurm_cluster() -> Iterator[SlurmCluster]:
-    """Start the cluster; yields it once every node has registered (the gres node INVAL, the others idle)."""
+def slurm_cluster(cloud_nodes: str | None = None) -> Iterator[SlurmCluster]:
+    """Start the cluster; yields it once every node has registered (the gres node INVAL, the others idle).
+    ``cloud_nodes`` (a host list) adds powered-down CLOUD nodes as ParallelCluster's dynamic nodes are."""
     _ensure_rest_user()
     d = Path(tempfile.mkdtemp(prefix="fmdoctor-slurm-"))
     processes: list[subprocess.Popen[bytes]] = []
@@ -159,7 +169,7 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
             (d / key).chmod(0o600)
         ports = _free_ports(2 + len(NODES))
         conf = d / "slurm.conf"
-        conf.write_text(_conf(d, ports), encoding="utf-8")
+        conf.write_text(_conf(d, ports, cloud_nodes), encoding="utf-8")
         conf.chmod(0o644)
         env = {**os.environ, "SLURM_CONF": str(conf)}
         subprocess.run([_sbin("munged"), "-f", f"--key-file={d}/munge.key", f"--socket={d}/munge.sock",

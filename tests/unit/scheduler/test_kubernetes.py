@@ -98,6 +98,7 @@ def test_pods_forbidden_is_a_gap_and_nodes_still_judged(tmp_path, world):
         report = run(world, ["k8s-node-not-ready"], **settings(write_kubeconfig(tmp_path / "kc", url)))
     assert [f.resource for f in report.findings] == ["kubernetes:" + HP]
     assert [e.code for e in report.errors] == ["SchedulerPartial"]
+    assert report.findings[0].severity is Severity.CRITICAL  # its pods unread: no proof nothing is evicted
 
 
 def test_no_kubeconfig_named_that_exists_is_not_verified(tmp_path, world):
@@ -115,3 +116,113 @@ def test_unreachable_api_server_raises_unavailable(tmp_path):
     with pytest.raises(SchedulerUnavailable) as raised:
         k8s.read(k8s.api_client("eks-test", str(kubeconfig)), "test")
     assert raised.value.code == "KubernetesUnreachable"
+
+
+BOOTING = "ip-10-0-1-31.us-west-2.compute.internal"
+
+
+def _booting_node() -> dict:
+    """A node Karpenter has just launched, as the API serves it before its CNI is up: Ready False with the
+    kubelet's KubeletNotReady "container runtime network not ready ... cni plugin not initialized" (kubelet's
+    runtime-network check; https://kubernetes.io/docs/reference/node/node-status/#condition), the
+    node.kubernetes.io/not-ready taint the node lifecycle controller adds and Karpenter's karpenter.sh/unregistered
+    (https://karpenter.sh/docs/concepts/disruption/, node registration). Only DaemonSet pods (aws-node) are bound
+    to it yet."""
+    return {
+        "metadata": {"name": BOOTING, "creationTimestamp": "2026-12-04T23:58:01Z",
+                     "labels": {"karpenter.sh/nodepool": "gpu", "node.kubernetes.io/instance-type": "p5.48xlarge",
+                                "kubernetes.io/hostname": BOOTING}},
+        "spec": {"providerID": "aws:///us-west-2a/i-0a1b2c3d4e5f60031",
+                 "taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+                            {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]},
+        "status": {"capacity": {"cpu": "192", "pods": "100"}, "allocatable": {"cpu": "191450m", "pods": "100"},
+                   "conditions": [{"type": "Ready", "status": "False", "lastHeartbeatTime": "2026-12-04T23:58:31Z",
+                                   "lastTransitionTime": "2026-12-04T23:58:21Z", "reason": "KubeletNotReady",
+                                   "message": "container runtime network not ready: NetworkReady=false "
+                                              "reason:NetworkPluginNotReady message:Network plugin returns error: "
+                                              "cni plugin not initialized"}],
+                   "addresses": [{"type": "InternalIP", "address": "10.0.1.31"}]}}
+
+
+def _daemonset_pod(name: str, node: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "kube-system",
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "aws-node",
+                                              "uid": "0d1e2f", "controller": True}]},
+            "spec": {"nodeName": node, "containers": [{"name": "aws-node", "image": "amazon-k8s-cni:v1.19.0"}]},
+            "status": {"phase": "Pending"}}
+
+
+def test_a_booting_node_with_only_daemonset_pods_is_a_warning_not_a_critical(tmp_path):
+    """A not-Ready node hurts through the pods the node controller evicts from it; one still booting, with
+    only its DaemonSet pods bound, is every scale-up and evicts nothing (Slurm's side: critical only when
+    losing jobs)."""
+    world = inventory(instance("i-0a1b2c3d4e5f60031", "10.0.1.31"))
+    with k8s_api("eks-gpu-nodes-healthy.json", "eks-gpu-pods-healthy.json") as (url, api):
+        api.nodes["items"] = [_booting_node()]
+        api.pods["items"] = [_daemonset_pod("aws-node-7hx2q", BOOTING)]
+        report = run(world, ["k8s-node-not-ready"], **settings(write_kubeconfig(tmp_path / "kc", url)))
+        assert report.errors == []
+        [finding] = report.findings
+        assert finding.severity is Severity.WARNING and "cni plugin not initialized" in finding.summary
+        assert "no workload pod" in finding.summary
+        # the same node with a training worker bound to it: that worker is what the node controller evicts
+        worker = _daemonset_pod("llama-train-worker-3", BOOTING)
+        worker["metadata"].update(namespace="training", ownerReferences=[
+            {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "llama-train", "uid": "1a2b",
+             "controller": True}])
+        worker["status"]["phase"] = "Running"
+        api.pods["items"].append(worker)
+        report = run(world, ["k8s-node-not-ready"], **settings(write_kubeconfig(tmp_path / "kc", url)))
+    [finding] = report.findings
+    assert finding.severity is Severity.CRITICAL
+
+
+def test_the_helm_charts_plugin_pods_are_known_under_their_release_prefix(tmp_path, world):
+    """NVIDIA's README installs the plugin as ``helm upgrade -i nvdp nvdp/nvidia-device-plugin``: the chart's
+    fullname is release-chart, so the DaemonSet and its pods are ``nvdp-nvidia-device-plugin-*``
+    (https://github.com/NVIDIA/k8s-device-plugin, deployments/helm). A crash-looping one must be named as the
+    cause, not reported absent."""
+    with k8s_api() as (url, api):
+        for pod in api.pods["items"]:
+            if pod["metadata"]["name"] == "nvidia-device-plugin-daemonset-m4r8d":  # the one on ip-10-0-1-22
+                pod["metadata"]["name"] = "nvdp-nvidia-device-plugin-m4r8d"
+                pod["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]
+        report = run(world, ["k8s-device-plugin-missing"], **settings(write_kubeconfig(tmp_path / "kc", url)))
+    finding = next(f for f in report.findings if f.resource == "i-0a1b2c3d4e5f60022")
+    assert [p["name"] for p in finding.evidence["device_plugins"]] == ["nvdp-nvidia-device-plugin-m4r8d"]
+    assert finding.evidence["plugins_absent"] == ["aws-efa-k8s-device-plugin"]  # the EFA one truly is absent
+    assert all(j["id"] != "kube-system/nvdp-nvidia-device-plugin-m4r8d" for j in finding.evidence["jobs"])
+
+
+def test_a_pod_held_by_a_scheduling_gate_is_queued_not_unplaceable(tmp_path, world):
+    """A pod with spec.schedulingGates (Kueue's kueue.x-k8s.io/admission for plain pods) waits by design: the
+    API reports PodScheduled False with reason SchedulingGated, "Scheduling is blocked due to non-empty
+    scheduling gates" (https://kubernetes.io/docs/concepts/scheduling-eviction/pod-scheduling-readiness/). Only
+    reason Unschedulable is the scheduler failing to place it."""
+    with k8s_api() as (url, api):
+        for pod in api.pods["items"]:
+            if pod["metadata"]["name"] == "llama-train-worker-2":
+                pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+                pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                                                "message": "Scheduling is blocked due to non-empty scheduling gates"}]
+        report = run(world, ["k8s-gpu-pods-pending"], **settings(write_kubeconfig(tmp_path / "kc", url)))
+    assert report.errors == [] and report.findings == []
+
+
+@pytest.mark.parametrize(("taint", "placeable"), [
+    # Karpenter v1 taints a node it is disrupting (Spot interruption included) before draining it, without
+    # setting spec.unschedulable (https://karpenter.sh/docs/concepts/disruption/, Control Flow)
+    ({"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}, False),
+    ({"key": "karpenter.sh/disruption", "value": "disrupting", "effect": "NoSchedule"}, False),  # v0.32-v0.37
+    # aws-node-termination-handler's taint on a Spot interruption notice (its README, taint-node option)
+    ({"key": "aws-node-termination-handler/spot-itn", "value": "1700000000", "effect": "NoSchedule"}, False),
+    # a GPU node's own taint, which GPU pods tolerate: still where they are placed
+    ({"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}, True),
+])
+def test_a_node_its_autoscaler_is_taking_away_is_not_placeable(tmp_path, taint, placeable):
+    from checks.scheduler_schedules_faulty_node import schedulable
+
+    with k8s_api("eks-gpu-nodes-healthy.json", "eks-gpu-pods-healthy.json") as (url, api):
+        api.nodes["items"][0]["spec"]["taints"] = [taint]
+        view = k8s.read(k8s.api_client("eks-test", str(write_kubeconfig(tmp_path / "kc", url))), "test")
+    assert schedulable(view.nodes[0], "kubernetes") is placeable

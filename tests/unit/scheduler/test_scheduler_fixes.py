@@ -163,3 +163,18 @@ def test_drain_a_kubernetes_node_evicts_its_pods_and_leaves_daemonsets(tmp_path)
         left = {p["metadata"]["name"] for p in api.pods["items"] if p["spec"].get("nodeName") == name}
         assert left == {"nvidia-device-plugin-daemonset-7xk2p", "aws-efa-k8s-device-plugin-daemonset-q9tbn"}
         assert change_node(settings, call.service, call.params).status == "already-present"
+
+
+def test_an_approval_for_one_node_drains_no_other(slurm: SlurmCluster, nodes, aws, tmp_path):
+    """The approval digest covers the call's NodeName: the plan edited after approval to name another node (or
+    the approval presented with another node's plan) is refused, and neither node changes."""
+    ids, queue = nodes
+    interrupt(aws, queue, ids["gpu-3"])
+    audit = AuditLog(tmp_path / "audit.jsonl")
+    d = doctor(queue)
+    plan = plan_fix(d, CLUSTER, FAULTY, audit=audit)
+    approval = Approval.grant(plan, approver="alice", channel="test")
+    plan.steps[0].params["NodeName"] = "ip-10-0-1-11"
+    with pytest.raises((ApprovalRequired, RemediationError)):
+        apply_fix(d, plan, approval, audit=audit, verify_delays=())
+    assert "drain" not in slurm.state("ip-10-0-1-11") and "drain" not in slurm.state("ip-10-0-1-13")

@@ -42,6 +42,8 @@ def test_numbers_in_each_versions_shape(value, number):
 @pytest.mark.parametrize(("gres", "counts"), [
     ("gpu:8", {"gpu": 8}), ("gpu:h100:8(S:0-1)", {"gpu": 8}), ("gpu:a100:4,gpu:v100:2", {"gpu": 6}),
     ("gpu:h100:8,shard:16", {"gpu": 8, "shard": 16}), ("", {}), ("(null)", {}), ("N/A", {}), ("gpu", {"gpu": 1}),
+    # sockets not contiguous: Slurm's bit_fmt writes them with a comma inside the parentheses (src/common/bitstring.c)
+    ("gpu:h100:4(S:0,2),gpu:h100:4(S:1,3)", {"gpu": 8}),
 ])
 def test_gres(gres, counts):
     assert slurm.parse_gres(gres) == counts
