@@ -115,6 +115,7 @@ def discover(
     if window <= RECENTLY_ACTIVE:
         base["RecentlyActive"] = "PT3H"
     budget = len(narrow_values) if narrow_dimension and narrow_values else math.inf
+    _reader(cloudwatch)
     kept: dict[Series, None] = {}
     strangers: dict[str, None] = {}
     calls = 0
@@ -276,6 +277,7 @@ class Sweep:
 
 
 _READER_ID = "fmdoctor-metric-data"
+_LISTING_READER_ID = "fmdoctor-list-metrics"
 
 
 def read_metric_data(response_dict: dict[str, Any], customized_response_dict: dict[str, Any],
@@ -287,21 +289,8 @@ def read_metric_data(response_dict: dict[str, Any], customized_response_dict: di
     values) and makes a datetime per timestamp; the series of one sweep share a few dozen period starts, so
     here each distinct timestamp becomes one datetime, shared. The body is proven whole first, as every answer
     is (fmdoctor.engine.responses); other protocols (CBOR, query) are parsed by botocore as usual."""
-    if response_dict.get("status_code") != 200:
-        return
-    headers = response_dict.get("headers") or {}
-    body = response_dict.get("body")
-    kind = str(headers.get("content-type") or headers.get("Content-Type") or "")
-    if "json" not in kind or not isinstance(body, bytes | bytearray) or not body:
-        return
-    if operation_model is not None:
-        check_response(operation_model, response_dict)
-    try:
-        raw = json.loads(body)
-    except ValueError as exc:
-        raise CorruptResponse(operation="cloudwatch.GetMetricData",
-                              problem=f"JSON that does not parse: {exc}") from None
-    if not isinstance(raw, dict):
+    raw = _json_page(response_dict, operation_model, "cloudwatch.GetMetricData")
+    if raw is None:
         return
     instants: dict[float, datetime] = {}
     results = []
@@ -316,6 +305,45 @@ def read_metric_data(response_dict: dict[str, Any], customized_response_dict: di
         result["Values"] = [float(v) for v in result.get("Values") or ()]
         results.append(result)
     customized_response_dict["MetricDataResults"] = results
+    _leave(response_dict, raw)
+
+
+def read_list_metrics(response_dict: dict[str, Any], customized_response_dict: dict[str, Any],
+                      operation_model: Any = None, **_: Any) -> None:
+    """before-parse for ListMetrics in the JSON protocol: its metrics are strings only (namespace, name,
+    dimension names and values), already in botocore's shape once ``json.loads`` has read them, so botocore's
+    model walk (16,384 series a metric name at 2,048 p4d nodes) is left only the token to parse."""
+    raw = _json_page(response_dict, operation_model, "cloudwatch.ListMetrics")
+    if raw is None:
+        return
+    metrics = raw.pop("Metrics", None) or []
+    if not isinstance(metrics, list):
+        raise CorruptResponse(operation="cloudwatch.ListMetrics", problem="Metrics that is not a list")
+    customized_response_dict["Metrics"] = metrics
+    _leave(response_dict, raw)
+
+
+def _json_page(response_dict: dict[str, Any], operation_model: Any, operation: str) -> dict[str, Any] | None:
+    """A successful JSON answer's body, proven whole and read; None for anything botocore should parse."""
+    if response_dict.get("status_code") != 200:
+        return None
+    headers = response_dict.get("headers") or {}
+    body = response_dict.get("body")
+    kind = str(headers.get("content-type") or headers.get("Content-Type") or "")
+    if "json" not in kind or not isinstance(body, bytes | bytearray) or not body:
+        return None
+    if operation_model is not None:
+        check_response(operation_model, response_dict)
+    try:
+        raw = json.loads(body)
+    except ValueError as exc:
+        raise CorruptResponse(operation=operation, problem=f"JSON that does not parse: {exc}") from None
+    return raw if isinstance(raw, dict) else None
+
+
+def _leave(response_dict: dict[str, Any], raw: dict[str, Any]) -> None:
+    """What botocore still parses: the page without the part read here, with a Content-Length that says so."""
+    headers = response_dict.get("headers") or {}
     response_dict["body"] = json.dumps(raw).encode()
     for key in [k for k in list(headers) if k.lower() == "content-length"]:
         headers[key] = str(len(response_dict["body"]))
@@ -325,6 +353,7 @@ def _reader(cloudwatch: Any) -> None:
     events = getattr(getattr(cloudwatch, "meta", None), "events", None)
     if events is not None:
         events.register("before-parse.cloudwatch.GetMetricData", read_metric_data, unique_id=_READER_ID)
+        events.register("before-parse.cloudwatch.ListMetrics", read_list_metrics, unique_id=_LISTING_READER_ID)
 
 
 def _collect(results: Iterable[dict[str, Any]], into: Fetched) -> None:
