@@ -120,7 +120,7 @@ def _with_instance_details(ec2: Any, inventory: Inventory) -> Inventory:
     with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="fmdoctor-inventory") as pool:
         futures = {name: pool.submit(_part, name, job) for name, job in jobs.items()}
         parts = {name: future.result() for name, future in futures.items()}
-    whole = tuple(vpc_ids) if isinstance(parts["subnets"], dict) and len(vpc_ids) <= FILTER_VALUES_MAX else ()
+    whole = () if isinstance(parts["subnets"], UnavailablePart) else tuple(vpc_ids)
     return dataclasses.replace(inventory, **parts, subnets_of_vpcs=whole)
 
 
