@@ -251,7 +251,8 @@ def test_get_metric_data_for_a_listing_page_starts_before_the_next_page_returns(
     assert events.count("GetMetricData") == 2 and fetched.calls == 2
     assert aws.calls.snapshot()["cloudwatch.GetMetricData"] == 2
     assert len(plan.queries) == 600 and sorted(plan.indices) == list(range(600))
-    values = {q.series.dim("InstanceId"): fetched.values[i][0][1] for q, i in zip(plan.queries, plan.indices)}
+    values = {q.series.dim("InstanceId"): fetched.values[i][0][1]
+              for q, i in zip(plan.queries, plan.indices, strict=True)}
     assert values["i-0000"] == 0.0 and values["i-0599"] == 599.0 and len(values) == 600
 
 
