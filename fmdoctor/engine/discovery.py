@@ -109,16 +109,19 @@ def _with_instance_details(ec2: Any, inventory: Inventory) -> Inventory:
     interfaces = inventory.interfaces.values()
     group_ids = sorted({g for eni in interfaces for g in eni.security_group_ids})
     subnet_ids = sorted({eni.subnet_id for eni in interfaces if eni.subnet_id})
+    vpc_ids = sorted({i.vpc_id for i in inventory.instances if i.vpc_id} | {e.vpc_id for e in interfaces if e.vpc_id})
     type_names = sorted({i.instance_type for i in inventory.instances})
 
     jobs: dict[str, Callable[[], Any]] = {
         "security_groups": lambda: fetch_security_groups(ec2, group_ids),
-        "subnets": lambda: _fetch_subnets(ec2, subnet_ids),
+        "subnets": lambda: _fetch_subnets(ec2, vpc_ids, subnet_ids),
         "instance_types": lambda: _fetch_instance_types(ec2, type_names),
     }
     with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="fmdoctor-inventory") as pool:
         futures = {name: pool.submit(_part, name, job) for name, job in jobs.items()}
-        return dataclasses.replace(inventory, **{name: future.result() for name, future in futures.items()})
+        parts = {name: future.result() for name, future in futures.items()}
+    whole = () if isinstance(parts["subnets"], UnavailablePart) else tuple(vpc_ids)
+    return dataclasses.replace(inventory, **parts, subnets_of_vpcs=whole)
 
 
 def _part(name: str, fetch: Callable[[], Any]) -> Any:
@@ -286,20 +289,30 @@ def _rule(raw: dict[str, Any]) -> SgRule:
     )
 
 
-def _fetch_subnets(ec2: Any, subnet_ids: Sequence[str]) -> dict[str, Subnet]:
+def _fetch_subnets(ec2: Any, vpc_ids: Sequence[str], subnet_ids: Sequence[str]) -> dict[str, Subnet]:
+    """Every subnet of the instances' VPCs (the topology's reachability reads them too: one DescribeSubnets for
+    both, see Inventory.subnets_for), then by id any interface's subnet outside them."""
     subnets: dict[str, Subnet] = {}
-    for batch in chunked(subnet_ids, FILTER_VALUES_MAX):
-        for page in ec2.get_paginator("describe_subnets").paginate(
-            Filters=[{"Name": "subnet-id", "Values": batch}]
-        ):
-            for raw in page.get("Subnets", []):
-                subnets[raw["SubnetId"]] = Subnet(
-                    id=raw["SubnetId"],
-                    vpc_id=raw["VpcId"],
-                    availability_zone=raw.get("AvailabilityZone", ""),
-                    cidr=raw.get("CidrBlock", ""),
-                    availability_zone_id=raw.get("AvailabilityZoneId", ""),
-                )
+    asked = [("vpc-id", batch) for batch in chunked(vpc_ids, FILTER_VALUES_MAX)]
+    for name, batch in asked:
+        subnets.update(_subnet_pages(ec2, name, batch))
+    rest = [s for s in subnet_ids if s not in subnets]
+    for batch in chunked(rest, FILTER_VALUES_MAX):
+        subnets.update(_subnet_pages(ec2, "subnet-id", batch))
+    return subnets
+
+
+def _subnet_pages(ec2: Any, name: str, values: list[str]) -> dict[str, Subnet]:
+    subnets = {}
+    for page in ec2.get_paginator("describe_subnets").paginate(Filters=[{"Name": name, "Values": values}]):
+        for raw in page.get("Subnets", []):
+            subnets[raw["SubnetId"]] = Subnet(
+                id=raw["SubnetId"],
+                vpc_id=raw["VpcId"],
+                availability_zone=raw.get("AvailabilityZone", ""),
+                cidr=raw.get("CidrBlock", ""),
+                availability_zone_id=raw.get("AvailabilityZoneId", ""),
+            )
     return subnets
 
 

@@ -5,9 +5,11 @@ element tree and then into nested dicts of every field (about 6x the XML in memo
 CPU), and a paginator keeps the page it yielded alive while it fetches the next. Here each page's XML is read
 as a stream (``before-parse``): an instance's elements are dropped as soon as the few fields discovery reads
 (:data:`INSTANCE_FIELDS`, :data:`INTERFACE_FIELDS`, under botocore's own key names) are taken from them, and
-botocore parses only the page's token. Page sizes follow interface density: a page asks for at most
-:data:`INTERFACES_PER_PAGE` interfaces' worth of instances, so p4d clusters page at AWS's 1,000 while p5
-clusters page at about 240, each response a few MB that AWS answers well inside the read timeout.
+botocore parses only the page's token. Pages ask for AWS's 1,000 instances: each page is a round trip
+one after another (NextToken), and a page of 1,000 p5 nodes (33 interfaces each, 26 MB of XML) peaks at
+41 MiB of Python allocations in this reader (bench/listing_memory.py; 11 MiB for 250), well inside the
+inventory's 300 MiB goal at 2,048 p5 nodes. Only a denser layout than p5's would page smaller: a page asks
+for at most :data:`INTERFACES_PER_PAGE` interfaces' worth of instances.
 
 Without a body to read (botocore's Stubber) the response is parsed by botocore as usual and read the same way.
 """
@@ -25,8 +27,8 @@ from fmdoctor.engine.timestamps import parse_timestamp
 
 PAGE_MAX = 1000  # DescribeInstances' MaxResults: 5 to 1,000
 PAGE_MIN = 5
-FIRST_PAGE = 250  # before the density is known: 250 p5 nodes, or a quarter of a p4d page
-INTERFACES_PER_PAGE = 8000  # 1,000 nodes of up to 8 interfaces
+FIRST_PAGE = PAGE_MAX  # before the density is known: a page of p5 nodes is measured (see above)
+INTERFACES_PER_PAGE = 33_000  # 1,000 p5 nodes of 33 interfaces
 FEED_BYTES = 1 << 16
 
 # botocore key -> XML element, for what discovery reads (EC2's query protocol names, from botocore's model).

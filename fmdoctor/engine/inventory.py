@@ -235,6 +235,7 @@ class Inventory:
     security_groups: dict[str, SecurityGroup] = field(default_factory=dict)
     subnets: dict[str, Subnet] = field(default_factory=dict)
     instance_types: dict[str, InstanceTypeInfo] = field(default_factory=dict)
+    subnets_of_vpcs: tuple[str, ...] = ()  # VPCs every subnet of which is in ``subnets`` (asked by vpc-id)
     # Found by name when no EC2 instance carries it: HyperPod's nodes are not instances of this account.
     hyperpod: HyperPodCluster | None = None
     endpoints: tuple[Endpoint, ...] = ()  # SageMaker endpoints tagged with the cluster or named in the config
@@ -286,6 +287,14 @@ class Inventory:
 
     def vpc_ids(self) -> set[str]:
         return {i.vpc_id for i in self.instances if i.vpc_id}
+
+    def subnets_for(self, vpc_ids: Iterable[str]) -> dict[str, Subnet] | None:
+        """Every subnet of ``vpc_ids`` when discovery asked for all of theirs (so a topology need not ask
+        again), else None."""
+        wanted = set(vpc_ids)
+        if not wanted or not wanted <= set(self.subnets_of_vpcs):
+            return None
+        return {k: s for k, s in self.subnets.items() if s.vpc_id in wanted}
 
 
 def chunked(items: Iterable[str], size: int) -> Iterator[list[str]]:

@@ -11,19 +11,33 @@ at a time costs at least N calls for N nodes. The first is cheaper unless the ac
 lists the namespace and switches to per-value listing only once its pages reach N, which bounds the total
 at twice the cheaper of the two. Fetching packs up to 500 queries (GetMetricData's limit, fewer when the
 100,800-datapoint limit binds) into each call: ceil(queries / per_call) calls for the whole cluster.
+
+A listing pages one NextToken after another (500 series a page: 33 pages a metric name at 2,048 p4d nodes), so
+fetching after the whole listing would add every GetMetricData round after every ListMetrics round. A
+:class:`Sweep` takes queries as each page arrives (``discover``'s ``on_page``) and sends a batch as soon as it
+holds ``per_call`` of them: the fetch of page 1 is in flight while page 2 is listed, and the run waits for the
+listing plus about one GetMetricData round, with the same number of calls.
+
+The listing itself is not skipped by guessing dimension sets from the inventory: the agent's set depends on
+its configuration (``append_dimensions``, ``host``, ``name``...), CloudWatch answers a query of a wrong set
+with no data, and no data must never read as an idle or healthy node; a listing also names the series of
+hosts nothing maps (``Listing.unmatched``), which a guess cannot.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from fmdoctor.engine.concurrency import each_at_once
+from fmdoctor.engine.errors import note_failed_call
 from fmdoctor.engine.responses import CorruptResponse, check_response
+from fmdoctor.engine.slots import waiting
 from fmdoctor.engine.timestamps import parse_timestamp
 
 GET_METRIC_DATA_MAX_QUERIES = 500
@@ -63,6 +77,9 @@ class Series:
         }
 
 
+OnPage = Callable[[list["Series"]], None]
+
+
 @dataclass(frozen=True)
 class Listing:
     """What :func:`discover` found for one metric name, and how (for evidence and call-count reasoning)."""
@@ -82,6 +99,7 @@ def discover(
     narrow_values: Sequence[str] = (),
     window: timedelta = timedelta(0),
     unmatched: Callable[[Series], str | None] | None = None,
+    on_page: OnPage | None = None,
 ) -> Listing:
     """The series of ``metric`` that ``keep`` accepts.
 
@@ -90,33 +108,41 @@ def discover(
     with one listing per value. Duplicates (ListMetrics may repeat a series across pages) are dropped.
     ``unmatched`` names a rejected series whose node could not be told (a hostname nothing maps); those
     names are kept in the listing, so a node without series can be told apart from one nobody could match.
+    ``on_page`` is handed each page's kept series as the page arrives (a :class:`Sweep` fetches them while
+    the next page is listed); a series may be handed twice (a repeat across pages, a narrowed restart).
     """
     base: dict[str, Any] = {"Namespace": namespace, "MetricName": metric}
     if window <= RECENTLY_ACTIVE:
         base["RecentlyActive"] = "PT3H"
     budget = len(narrow_values) if narrow_dimension and narrow_values else math.inf
+    _reader(cloudwatch)
     kept: dict[Series, None] = {}
     strangers: dict[str, None] = {}
     calls = 0
     narrowable = narrow_dimension is not None
     for page in cloudwatch.get_paginator("list_metrics").paginate(**base):
         calls += 1
+        fresh = []
         for raw in page.get("Metrics", []):
             series = Series.from_api(raw)
             if keep(series):
-                kept[series] = None
+                fresh.append(series)
                 narrowable = narrowable and series.dim(narrow_dimension or "") is not None
             elif unmatched is not None and (name := unmatched(series)):
                 strangers[name] = None
+        kept.update(dict.fromkeys(fresh))
+        if on_page is not None and fresh:
+            on_page(fresh)
         if calls >= budget and narrowable and kept and page.get("NextToken"):
-            listing = _discover_per_value(cloudwatch, base, keep, narrow_dimension or "", narrow_values, calls)
+            listing = _discover_per_value(cloudwatch, base, keep, narrow_dimension or "", narrow_values, calls,
+                                          on_page)
             return Listing(listing.series, listing.mode, listing.calls, tuple(strangers))
     return Listing(tuple(kept), "namespace", calls, tuple(strangers))
 
 
 def _discover_per_value(
     cloudwatch: Any, base: dict[str, Any], keep: Callable[[Series], bool], dimension: str,
-    values: Sequence[str], spent: int,
+    values: Sequence[str], spent: int, on_page: OnPage | None,
 ) -> Listing:
     kept: dict[Series, None] = {}
     calls = spent
@@ -124,7 +150,10 @@ def _discover_per_value(
     for value in values:
         for page in paginator.paginate(**base, Dimensions=[{"Name": dimension, "Value": value}]):
             calls += 1
-            kept.update((s, None) for s in map(Series.from_api, page.get("Metrics", [])) if keep(s))
+            fresh = [s for s in map(Series.from_api, page.get("Metrics", [])) if keep(s)]
+            kept.update(dict.fromkeys(fresh))
+            if on_page is not None and fresh:
+                on_page(fresh)
     return Listing(tuple(kept), f"per-{dimension}", calls)
 
 
@@ -150,40 +179,105 @@ def queries_per_call(start: datetime, end: datetime, period: timedelta) -> int:
 
 
 def fetch(cloudwatch: Any, queries: Sequence[Query], start: datetime, end: datetime, period: timedelta) -> Fetched:
-    """Every query's per-period values in ceil(len(queries) / per_call) GetMetricData calls (plus any pages).
+    """Every query's per-period values in ceil(len(queries) / per_call) GetMetricData calls (plus any pages),
+    the batches in flight together (see :class:`Sweep`)."""
+    sweep = Sweep(cloudwatch, start, end, period)
+    sweep.add(queries)
+    return sweep.close()
 
-    The batches need nothing from one another, so they are in flight together (up to GET_METRIC_DATA_IN_FLIGHT):
-    a cluster of any size waits about one GetMetricData round trip, not one per 500 queries."""
-    result = Fetched()
-    per_call = queries_per_call(start, end, period)
-    seconds = int(period.total_seconds())
-    _reader(cloudwatch)
 
-    def one(offset: int) -> list[list[dict[str, Any]]]:
-        batch = [
-            {
-                "Id": f"q{offset + i}",
-                "MetricStat": {"Metric": q.series.to_api(), "Period": seconds, "Stat": q.stat},
-                "ReturnData": True,
-            }
-            for i, q in enumerate(queries[offset: offset + per_call])
-        ]
-        pages = cloudwatch.get_paginator("get_metric_data").paginate(
-            MetricDataQueries=batch, StartTime=start, EndTime=end, ScanBy="TimestampAscending"
-        )
-        return [page.get("MetricDataResults", []) for page in pages]
+class Sweep:
+    """GetMetricData for queries that arrive over time: a batch is sent as soon as ``per_call`` queries wait,
+    the rest when the sweep is closed, so the calls are ceil(queries / per_call) whatever order the queries
+    come in, and the first batches are answered while later queries are still being listed.
 
-    offsets = range(0, len(queries), per_call)
-    for _, pages in each_at_once(one, offsets, GET_METRIC_DATA_IN_FLIGHT, "fmdoctor-metric-data"):
-        for page in pages:
-            result.calls += 1
-            _collect(page, result)
-    for points in result.values.values():
-        points.sort()
-    return result
+    The batches need nothing from one another, so up to GET_METRIC_DATA_IN_FLIGHT are in flight together
+    (threads that hold no check slot). Query ``i`` of the sweep (in the order added) is ``i`` in the
+    :class:`Fetched` that :meth:`close` returns. After a failed batch no batch not yet started is sent, and
+    :meth:`close` raises the first failure once every batch started has ended."""
+
+    def __init__(self, cloudwatch: Any, start: datetime, end: datetime, period: timedelta):
+        self.cloudwatch, self.start, self.end = cloudwatch, start, end
+        self.per_call = queries_per_call(start, end, period)
+        self.seconds = int(period.total_seconds())
+        self._lock = threading.Lock()
+        self._waiting: list[dict[str, Any]] = []
+        self._count = 0
+        self._batches: list[Future[list[list[dict[str, Any]]]]] = []
+        self._failure: BaseException | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        _reader(cloudwatch)
+
+    def add(self, queries: Iterable[Query]) -> range:
+        """Queue ``queries``; their indices in the result. Full batches are sent at once."""
+        with self._lock:
+            first = self._count
+            for q in queries:
+                self._waiting.append({
+                    "Id": f"q{self._count}",
+                    "MetricStat": {"Metric": q.series.to_api(), "Period": self.seconds, "Stat": q.stat},
+                    "ReturnData": True,
+                })
+                self._count += 1
+                if len(self._waiting) >= self.per_call:
+                    self._send()
+            return range(first, self._count)
+
+    def close(self) -> Fetched:
+        """Send what is left, wait for every batch and collect their values (each series' points by time)."""
+        with self._lock:
+            if self._waiting:
+                self._send()
+            batches = list(self._batches)
+        result = Fetched()
+        try:
+            if len(batches) > 1 or (batches and not batches[0].done()):
+                with waiting():  # a check's worker slot is free while GetMetricData is in flight
+                    wait(batches)
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+        if self._failure is not None:
+            raise self._failure
+        for batch in batches:
+            for page in batch.result():
+                result.calls += 1
+                _collect(page, result)
+        for points in result.values.values():
+            points.sort()
+        return result
+
+    def cancel(self) -> None:
+        """Send nothing more (the run failed before the sweep was closed); batches in flight end on their own."""
+        with self._lock:
+            self._waiting = []
+            self._failure = self._failure or RuntimeError("GetMetricData sweep cancelled")
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _send(self) -> None:
+        batch, self._waiting = self._waiting, []
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=GET_METRIC_DATA_IN_FLIGHT,
+                                            thread_name_prefix="fmdoctor-metric-data")
+        self._batches.append(self._pool.submit(self._call, batch))
+
+    def _call(self, batch: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        if self._failure is not None:  # a batch failed before this one started: it is not sent
+            return []
+        try:
+            pages = self.cloudwatch.get_paginator("get_metric_data").paginate(
+                MetricDataQueries=batch, StartTime=self.start, EndTime=self.end, ScanBy="TimestampAscending")
+            return [page.get("MetricDataResults", []) for page in pages]
+        except BaseException as exc:  # named by the call that failed, for the thread that reports it
+            note_failed_call(exc)
+            with self._lock:
+                self._failure = self._failure or exc
+            raise
 
 
 _READER_ID = "fmdoctor-metric-data"
+_LISTING_READER_ID = "fmdoctor-list-metrics"
 
 
 def read_metric_data(response_dict: dict[str, Any], customized_response_dict: dict[str, Any],
@@ -195,21 +289,8 @@ def read_metric_data(response_dict: dict[str, Any], customized_response_dict: di
     values) and makes a datetime per timestamp; the series of one sweep share a few dozen period starts, so
     here each distinct timestamp becomes one datetime, shared. The body is proven whole first, as every answer
     is (fmdoctor.engine.responses); other protocols (CBOR, query) are parsed by botocore as usual."""
-    if response_dict.get("status_code") != 200:
-        return
-    headers = response_dict.get("headers") or {}
-    body = response_dict.get("body")
-    kind = str(headers.get("content-type") or headers.get("Content-Type") or "")
-    if "json" not in kind or not isinstance(body, bytes | bytearray) or not body:
-        return
-    if operation_model is not None:
-        check_response(operation_model, response_dict)
-    try:
-        raw = json.loads(body)
-    except ValueError as exc:
-        raise CorruptResponse(operation="cloudwatch.GetMetricData",
-                              problem=f"JSON that does not parse: {exc}") from None
-    if not isinstance(raw, dict):
+    raw = _json_page(response_dict, operation_model, "cloudwatch.GetMetricData")
+    if raw is None:
         return
     instants: dict[float, datetime] = {}
     results = []
@@ -224,6 +305,45 @@ def read_metric_data(response_dict: dict[str, Any], customized_response_dict: di
         result["Values"] = [float(v) for v in result.get("Values") or ()]
         results.append(result)
     customized_response_dict["MetricDataResults"] = results
+    _leave(response_dict, raw)
+
+
+def read_list_metrics(response_dict: dict[str, Any], customized_response_dict: dict[str, Any],
+                      operation_model: Any = None, **_: Any) -> None:
+    """before-parse for ListMetrics in the JSON protocol: its metrics are strings only (namespace, name,
+    dimension names and values), already in botocore's shape once ``json.loads`` has read them, so botocore's
+    model walk (16,384 series a metric name at 2,048 p4d nodes) is left only the token to parse."""
+    raw = _json_page(response_dict, operation_model, "cloudwatch.ListMetrics")
+    if raw is None:
+        return
+    metrics = raw.pop("Metrics", None) or []
+    if not isinstance(metrics, list):
+        raise CorruptResponse(operation="cloudwatch.ListMetrics", problem="Metrics that is not a list")
+    customized_response_dict["Metrics"] = metrics
+    _leave(response_dict, raw)
+
+
+def _json_page(response_dict: dict[str, Any], operation_model: Any, operation: str) -> dict[str, Any] | None:
+    """A successful JSON answer's body, proven whole and read; None for anything botocore should parse."""
+    if response_dict.get("status_code") != 200:
+        return None
+    headers = response_dict.get("headers") or {}
+    body = response_dict.get("body")
+    kind = str(headers.get("content-type") or headers.get("Content-Type") or "")
+    if "json" not in kind or not isinstance(body, bytes | bytearray) or not body:
+        return None
+    if operation_model is not None:
+        check_response(operation_model, response_dict)
+    try:
+        raw = json.loads(body)
+    except ValueError as exc:
+        raise CorruptResponse(operation=operation, problem=f"JSON that does not parse: {exc}") from None
+    return raw if isinstance(raw, dict) else None
+
+
+def _leave(response_dict: dict[str, Any], raw: dict[str, Any]) -> None:
+    """What botocore still parses: the page without the part read here, with a Content-Length that says so."""
+    headers = response_dict.get("headers") or {}
     response_dict["body"] = json.dumps(raw).encode()
     for key in [k for k in list(headers) if k.lower() == "content-length"]:
         headers[key] = str(len(response_dict["body"]))
@@ -233,6 +353,7 @@ def _reader(cloudwatch: Any) -> None:
     events = getattr(getattr(cloudwatch, "meta", None), "events", None)
     if events is not None:
         events.register("before-parse.cloudwatch.GetMetricData", read_metric_data, unique_id=_READER_ID)
+        events.register("before-parse.cloudwatch.ListMetrics", read_list_metrics, unique_id=_LISTING_READER_ID)
 
 
 def _collect(results: Iterable[dict[str, Any]], into: Fetched) -> None:

@@ -1,7 +1,8 @@
 """One CloudWatch snapshot of a cluster's accelerators and EFA links, fetched once per run for every check.
 
 ListMetrics per metric name (see :mod:`fmdoctor.metrics.cloudwatch` for why), one GetMetricData sweep for
-every series of every node, then :mod:`fmdoctor.metrics.model` data the checks judge without touching AWS.
+every series of every node (its batches sent as the listing pages arrive), then :mod:`fmdoctor.metrics.model`
+data the checks judge without touching AWS.
 
 A node with no series under the configured GPU metrics is looked for under the other publishers' names
 (the CloudWatch agent's ``nvidia_smi_*``, Container Insights' ``node_gpu_*``): first their utilization only,
@@ -20,7 +21,7 @@ from typing import Any
 
 from fmdoctor.config import GpuSettings
 from fmdoctor.engine.inventory import Inventory
-from fmdoctor.metrics.cloudwatch import Fetched, Query, Series, fetch
+from fmdoctor.metrics.cloudwatch import Fetched, Query, Series, Sweep
 from fmdoctor.metrics.model import (
     EFA,
     GPU,
@@ -64,6 +65,7 @@ class _Entry:
     owner: str
     device: str
     query: Query
+    index: int  # in the sweep's Fetched
 
 
 def metric_specs(gpu: GpuSettings, kinds: set[str], with_efa: bool) -> list[MetricSpec]:
@@ -104,7 +106,8 @@ def load_cloudwatch(cloudwatch: Any, nodes: Sequence[MetricNode], efa_interfaces
         return EFA_DEVICE_DIMENSIONS if spec.kind == EFA else gpu.device_dimensions
 
     specs = metric_specs(gpu, {n.kind for n in nodes} if accelerators else set(), bool(efa_interfaces))
-    plan = plan_queries(cloudwatch, specs, owner, narrow, devices, gpu.window, lister, owners.unmatched)
+    sweep = Sweep(cloudwatch, start, end, gpu.period)
+    plan = plan_queries(cloudwatch, specs, owner, narrow, devices, gpu.window, lister, owners.unmatched, sweep)
     entries = _entries(plan)
     where = {n.id: _where(gpu_publisher(gpu) if n.kind == GPU else None, gpu) for n in nodes}
     unmatched = {label: listing.unmatched for label, listing in plan.listings.items() if listing.unmatched}
@@ -112,19 +115,19 @@ def load_cloudwatch(cloudwatch: Any, nodes: Sequence[MetricNode], efa_interfaces
     missing = {n.id for n in nodes if n.kind == GPU and accelerators} - {e.owner for e in entries
                                                                           if e.spec.role == UTILIZATION}
     for publisher in other_publishers(gpu) if missing else []:
-        found, strangers = _other_publisher(cloudwatch, publisher, missing, owners, devices, gpu)
+        found, strangers = _other_publisher(cloudwatch, publisher, missing, owners, devices, gpu, sweep)
         unmatched.update(strangers)
         entries += found
         for who in {e.owner for e in found}:
             where[who] = _where(publisher, gpu)
         missing -= {e.owner for e in found}
-    fetched = fetch(cloudwatch, [e.query for e in entries], start, end, gpu.period)
+    fetched = sweep.close()
     return _assemble(entries, fetched, nodes, where, efa_interfaces, start, end, gpu, listings, unmatched)
 
 
 def _entries(plan: QueryPlan) -> list[_Entry]:
-    return [_Entry(plan.specs[n], who, device, query)
-            for (n, who, device), query in zip(plan.keys, plan.queries, strict=True)]
+    return [_Entry(plan.specs[n], who, device, query, index)
+            for (n, who, device), query, index in zip(plan.keys, plan.queries, plan.indices, strict=True)]
 
 
 def _where(publisher: Publisher | None, gpu: GpuSettings) -> dict[str, str]:
@@ -134,7 +137,8 @@ def _where(publisher: Publisher | None, gpu: GpuSettings) -> dict[str, str]:
 
 
 def _other_publisher(cloudwatch: Any, publisher: Publisher, missing: set[str], owners: NodeOwners,
-                     devices: Any, gpu: GpuSettings) -> tuple[list[_Entry], dict[str, tuple[str, ...]]]:
+                     devices: Any, gpu: GpuSettings, sweep: Sweep
+                     ) -> tuple[list[_Entry], dict[str, tuple[str, ...]]]:
     """The series of the ``missing`` nodes under another publisher's names (its utilization listed first), and
     the names of its series that matched no node."""
     def owner(spec: MetricSpec, series: Series) -> str | None:
@@ -146,7 +150,8 @@ def _other_publisher(cloudwatch: Any, publisher: Publisher, missing: set[str], o
 
     specs = accelerator_specs(gpu, {GPU}, SNAPSHOT_STATS, publisher)
     first = [s for s in specs if s.role == UTILIZATION]
-    plan = plan_queries(cloudwatch, first, owner, narrow, devices, gpu.window, unmatched=owners.unmatched)
+    plan = plan_queries(cloudwatch, first, owner, narrow, devices, gpu.window, unmatched=owners.unmatched,
+                        sweep=sweep)
     strangers = {label: listing.unmatched for label, listing in plan.listings.items() if listing.unmatched}
     entries = _entries(plan)
     seen = {e.owner for e in entries}
@@ -158,7 +163,8 @@ def _other_publisher(cloudwatch: Any, publisher: Publisher, missing: set[str], o
         return who if who in seen else None
 
     rest = [s for s in specs if s.role != UTILIZATION]
-    return entries + _entries(plan_queries(cloudwatch, rest, seen_owner, narrow, devices, gpu.window)), strangers
+    return entries + _entries(plan_queries(cloudwatch, rest, seen_owner, narrow, devices, gpu.window,
+                                           sweep=sweep)), strangers
 
 
 def _device_order(device: str) -> tuple[int, str]:
@@ -173,8 +179,8 @@ def _assemble(entries: list[_Entry], fetched: Fetched, nodes: Sequence[MetricNod
     efa_totals: dict[str, dict[str, float]] = {}
     efa_points: Counter[str] = Counter()
     efa_device: dict[str, str] = {}
-    for index, entry in enumerate(entries):
-        spec, who, device = entry.spec, entry.owner, entry.device
+    for entry in entries:
+        spec, who, device, index = entry.spec, entry.owner, entry.device, entry.index
         if index in fetched.failed:
             failed[who] += 1
             continue

@@ -9,6 +9,7 @@ queries in one batched sweep.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -17,7 +18,7 @@ from typing import Any
 from fmdoctor.config import ClusterSettings, GpuSettings
 from fmdoctor.engine.concurrency import all_at_once
 from fmdoctor.engine.inventory import COMPUTE, INFERENCE, Instance, InstanceTypeInfo, Inventory
-from fmdoctor.metrics.cloudwatch import Listing, Query, Series, discover
+from fmdoctor.metrics.cloudwatch import Listing, OnPage, Query, Series, Sweep, discover
 from fmdoctor.metrics.identity import NodeIdentity
 from fmdoctor.metrics.model import EFA, GPU, NEURON
 from fmdoctor.metrics.series import NodeResolver, instance_identity, select_series
@@ -25,7 +26,8 @@ from fmdoctor.metrics.series import NodeResolver, instance_identity, select_seri
 __all__ = ["EFA", "GPU", "NEURON"]
 # Every metric name is listed at once (5 GPU names, 8 EFA counters): ListMetrics allows 25 requests a second.
 LISTING_IN_FLIGHT = 16
-Lister = Callable[["MetricSpec"], "Listing | None"]  # a listing for this spec, or None to discover one here
+# A listing for this spec, or None to discover one here; the OnPage is handed the pages of a listing it makes.
+Lister = Callable[["MetricSpec", "OnPage | None"], "Listing | None"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ class QueryPlan:
     keys: tuple[tuple[int, str, str], ...]  # (spec index, owner, device)
     queries: tuple[Query, ...]
     listings: dict[str, Listing]  # by spec label
+    indices: tuple[int, ...] = ()  # with a sweep: each query's index in it (same order as ``queries``)
 
     @property
     def list_calls(self) -> int:
@@ -160,29 +163,57 @@ def plan_queries(
     window: timedelta,
     lister: Lister | None = None,
     unmatched: Callable[[Series], str | None] | None = None,
+    sweep: Sweep | None = None,
 ) -> QueryPlan:
     """List every distinct metric of ``specs`` once (concurrently), then one query per owned series and stat.
 
     ``lister`` may hand over a listing made for the whole run (see :func:`shared_lister`); series in it that
     ``owner`` does not claim are left out. ``unmatched`` is passed to :func:`discover`.
+
+    With a ``sweep``, every owned series is queued on it as its listing page arrives, so GetMetricData runs
+    while the listing goes on; the plan's ``indices`` say where each chosen query's values will be. Which of
+    a node's dimension sets is chosen (:func:`select_series`) is known only once its listing ends, so a node
+    that publishes under two sets has the other set's series fetched too, and set aside.
     """
     firsts: dict[tuple[str, str, str], MetricSpec] = {}
     for spec in specs:
         firsts.setdefault((spec.kind, spec.namespace, spec.metric), spec)
+    sharing = {key: [(n, spec) for n, spec in enumerate(specs) if (spec.kind, spec.namespace, spec.metric) == key]
+               for key in firsts}
+    queued: dict[tuple[int, Series], int] = {}  # (spec index, series) -> index in the sweep
+    lock = threading.Lock()
 
-    def list_one(spec: MetricSpec) -> Listing:
-        listing = lister(spec) if lister else None
-        if listing is not None:
-            return listing
-        dimension, values = narrow(spec)
-        return discover(cloudwatch, spec.namespace, spec.metric, lambda s: owner(spec, s) is not None,
-                        dimension, values, window, unmatched)
+    def queue(key: tuple[str, str, str], series: Iterable[Series]) -> None:
+        assert sweep is not None
+        with lock:
+            fresh = [(n, s, spec) for s in series for n, spec in sharing[key]
+                     if (n, s) not in queued and owner(spec, s) is not None]
+            for (n, s, _), index in zip(fresh, sweep.add(Query(s, spec.stat) for _, s, spec in fresh), strict=True):
+                queued[(n, s)] = index
 
-    found = dict(zip(firsts, all_at_once(list_one, list(firsts.values()), LISTING_IN_FLIGHT, "fmdoctor-metrics"),
-                     strict=True))
+    def list_one(key: tuple[str, str, str]) -> Listing:
+        spec = firsts[key]
+        on_page = (lambda page: queue(key, page)) if sweep is not None else None
+        listing = lister(spec, on_page) if lister else None
+        if listing is None:
+            dimension, values = narrow(spec)
+            listing = discover(cloudwatch, spec.namespace, spec.metric, lambda s: owner(spec, s) is not None,
+                               dimension, values, window, unmatched, on_page)
+        if sweep is not None:
+            queue(key, listing.series)  # a listing made elsewhere (shared) or pages not handed over
+        return listing
+
+    try:
+        found = dict(zip(firsts, all_at_once(list_one, list(firsts), LISTING_IN_FLIGHT, "fmdoctor-metrics"),
+                         strict=True))
+    except BaseException:
+        if sweep is not None:
+            sweep.cancel()
+        raise
 
     keys: list[tuple[int, str, str]] = []
     queries: list[Query] = []
+    indices: list[int] = []
     for n, spec in enumerate(specs):
         by_owner: dict[str, list[Series]] = {}
         for s in found[(spec.kind, spec.namespace, spec.metric)].series:
@@ -194,8 +225,10 @@ def plan_queries(
                 for s in members:
                     keys.append((n, who, device))
                     queries.append(Query(s, spec.stat))
+                    if sweep is not None:
+                        indices.append(queued[(n, s)])
     listings = {first.label: found[key] for key, first in firsts.items()}
-    return QueryPlan(tuple(specs), tuple(keys), tuple(queries), listings)
+    return QueryPlan(tuple(specs), tuple(keys), tuple(queries), listings, tuple(indices))
 
 
 def shared_lister(cloudwatch: Any, inventory: Inventory, settings: ClusterSettings,
@@ -209,14 +242,14 @@ def shared_lister(cloudwatch: Any, inventory: Inventory, settings: ClusterSettin
                         settings.gpu)
     window = max(settings.gpu.window, settings.inference.window)
 
-    def lister(spec: MetricSpec) -> Listing | None:
+    def lister(spec: MetricSpec, on_page: OnPage | None = None) -> Listing | None:
         if spec.kind == EFA:
             return None
 
-        def load() -> Listing:
+        def load() -> Listing:  # made by the first asker: its pages go to that asker's ``on_page``
             dimension, values = owners.narrow(spec)
             return discover(cloudwatch, spec.namespace, spec.metric, lambda s: owners.owner(spec, s) is not None,
-                            dimension, values, window, owners.unmatched)
+                            dimension, values, window, owners.unmatched, on_page)
 
         return memo(f"cloudwatch.listing:{spec.kind}:{spec.label}", load)
 

@@ -7,7 +7,7 @@ the lists a rule or route names, plus the region's S3 list.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -55,9 +55,11 @@ def _vpc_filter(name: str, vpc_ids: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def fetch_topology(ec2: Any, region: str, vpc_ids: Sequence[str],
-                   security_groups: Iterable[SecurityGroup] = ()) -> Topology:
+                   security_groups: Iterable[SecurityGroup] = (),
+                   subnets: Mapping[str, Subnet] | None = None) -> Topology:
     """Subnets, ACLs, route tables, gateways, endpoints (with interface endpoints' ENIs and groups) and the
-    prefix lists they and ``security_groups`` name."""
+    prefix lists they and ``security_groups`` name. ``subnets``: every subnet of ``vpc_ids``, already fetched
+    (the inventory's, Inventory.subnets_for), so DescribeSubnets is not asked twice."""
     security_groups = list(security_groups)
     vpc_ids = sorted(set(vpc_ids))
     if not vpc_ids:
@@ -65,7 +67,7 @@ def fetch_topology(ec2: Any, region: str, vpc_ids: Sequence[str],
     if len(vpc_ids) > FILTER_VALUES_MAX:
         raise ValueError("more VPCs than one EC2 filter accepts")
     jobs: dict[str, Callable[[], Any]] = {
-        "subnets": lambda: _subnets(ec2, vpc_ids),
+        "subnets": (lambda: dict(subnets)) if subnets is not None else (lambda: _subnets(ec2, vpc_ids)),
         "acls": lambda: _network_acls(ec2, vpc_ids),
         "tables": lambda: _route_tables(ec2, vpc_ids),
         "igws": lambda: _internet_gateways(ec2, vpc_ids),

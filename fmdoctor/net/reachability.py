@@ -121,7 +121,9 @@ def why_not(doctor: Doctor, cluster: str | None, source: str, destination: str, 
     inventory = doctor.inventory(name, aws, parts={INSTANCES})
     try:
         ec2 = aws.client("ec2")
-        topology = fetch_topology(ec2, aws.region, sorted(inventory.vpc_ids()), inventory.security_groups.values())
+        vpcs = sorted(inventory.vpc_ids())
+        topology = fetch_topology(ec2, aws.region, vpcs, inventory.security_groups.values(),
+                                  inventory.subnets_for(vpcs))
         clients = {"ec2": ec2, "fsx": aws.client("fsx"), "s3": aws.client("s3")}
         resolver = Resolver(Network.build(inventory, topology), inventory, clients)
         return analyze(resolver.network, source, destination, protocol, port, resolver)
@@ -142,8 +144,9 @@ def load_network(ctx: CheckContext, extra_vpcs: Iterable[str | None] = ()) -> Ne
     inventory = ctx.inventory
 
     def load() -> Network:
-        topology = fetch_topology(ctx.client("ec2"), ctx.region, sorted(inventory.vpc_ids()),
-                                  inventory.security_groups.values())
+        vpcs = sorted(inventory.vpc_ids())
+        topology = fetch_topology(ctx.client("ec2"), ctx.region, vpcs, inventory.security_groups.values(),
+                                  inventory.subnets_for(vpcs))
         return Network.build(inventory, topology)
 
     network = ctx.shared("net.network", load)

@@ -1,5 +1,6 @@
 """The concurrency a run's round trips depend on (issue 39): a check waiting for shared data frees its worker,
-GetMetricData batches are in flight together, and throttled calls back off and are retried, never lost."""
+GetMetricData batches are in flight together and start as each ListMetrics page arrives, and throttled calls
+back off and are retried, never lost."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from fmdoctor.engine.context import RunScope, SharedData
 from fmdoctor.engine.inventory import Inventory
 from fmdoctor.engine.model import Severity
 from fmdoctor.engine.runner import run_checks
-from fmdoctor.metrics.cloudwatch import Query, Series, fetch, queries_per_call
+from fmdoctor.metrics.cloudwatch import Query, Series, Sweep, fetch, queries_per_call
+from fmdoctor.metrics.nodes import GPU, MetricSpec, plan_queries
 
 NOW = datetime(2026, 12, 5, tzinfo=UTC)
 
@@ -210,3 +212,66 @@ def test_settle_all_hands_each_call_its_own_outcome():
     assert ok() == 7
     with pytest.raises(ValueError, match="denied"):
         failed()
+
+
+def test_get_metric_data_for_a_listing_page_starts_before_the_next_page_returns(cloudwatch):
+    """600 series of one metric name list in two ListMetrics pages (500 a page, NextToken-chained). The second
+    page's answer is held back 300 ms: the GetMetricData batch of the first page's 500 series must already be
+    on its way, and the sweep must still make ceil(600 / 500) = 2 calls and keep every series' value."""
+    aws, client = cloudwatch
+    start, end, period = _window()
+    client.put_metric_data(Namespace="CWAgent", MetricData=[
+        {"MetricName": "nvidia_smi_power_draw",
+         "Dimensions": [{"Name": "InstanceId", "Value": f"i-{n:04d}"}, {"Name": "index", "Value": "0"}],
+         "Timestamp": start + timedelta(minutes=5), "Value": float(n)} for n in range(600)])
+    events: list[str] = []
+    lock = threading.Lock()
+
+    def before_list(params, **_):
+        if "NextToken" in params:
+            time.sleep(0.3)
+
+    def after_list(parsed, **_):
+        with lock:
+            events.append("ListMetrics" + (" (more)" if parsed.get("NextToken") else " (last)"))
+
+    def before_data(**_):
+        with lock:
+            events.append("GetMetricData")
+
+    client.meta.events.register("before-parameter-build.cloudwatch.ListMetrics", before_list)
+    client.meta.events.register("after-call.cloudwatch.ListMetrics", after_list)
+    client.meta.events.register("before-call.cloudwatch.GetMetricData", before_data)
+    spec = MetricSpec(GPU, "utilization", "CWAgent", "nvidia_smi_power_draw", "Average")
+    sweep = Sweep(client, start, end, period)
+    plan = plan_queries(client, [spec], lambda _, s: s.dim("InstanceId"), lambda _: ("InstanceId", []),
+                        lambda _: ("index",), end - start, sweep=sweep)
+    fetched = sweep.close()
+    assert events[:3] == ["ListMetrics (more)", "GetMetricData", "ListMetrics (last)"]
+    assert events.count("GetMetricData") == 2 and fetched.calls == 2
+    assert aws.calls.snapshot()["cloudwatch.GetMetricData"] == 2
+    assert len(plan.queries) == 600 and sorted(plan.indices) == list(range(600))
+    values = {q.series.dim("InstanceId"): fetched.values[i][0][1]
+              for q, i in zip(plan.queries, plan.indices, strict=True)}
+    assert values["i-0000"] == 0.0 and values["i-0599"] == 599.0 and len(values) == 600
+
+
+def test_a_node_with_two_dimension_sets_fetches_both_and_keeps_the_chosen_one(cloudwatch):
+    """The chosen set (per GPU, ``index``) is known only once the listing ends, so the other set's series was
+    already queued: it is fetched and set aside, never mixed into the node's devices."""
+    _, client = cloudwatch
+    start, end, period = _window()
+    stamp = start + timedelta(minutes=5)
+    client.put_metric_data(Namespace="CWAgent", MetricData=[
+        {"MetricName": "nvidia_smi_utilization_gpu", "Timestamp": stamp, "Value": 90.0,
+         "Dimensions": [{"Name": "InstanceId", "Value": "i-two"}, {"Name": "index", "Value": "0"}]},
+        {"MetricName": "nvidia_smi_utilization_gpu", "Timestamp": stamp, "Value": 1.0,
+         "Dimensions": [{"Name": "InstanceId", "Value": "i-two"}]}])
+    spec = MetricSpec(GPU, "utilization", "CWAgent", "nvidia_smi_utilization_gpu", "Average")
+    sweep = Sweep(client, start, end, period)
+    plan = plan_queries(client, [spec], lambda _, s: s.dim("InstanceId") if s.dim("InstanceId") == "i-two" else None,
+                        lambda _: ("InstanceId", []), lambda _: ("index",), end - start, sweep=sweep)
+    fetched = sweep.close()
+    assert plan.keys == ((0, "i-two", "0"),)
+    assert [v for _, v in fetched.values[plan.indices[0]]] == [90.0]
+    assert len(fetched.values) == 2  # the instance-level series was fetched, and is not in the plan

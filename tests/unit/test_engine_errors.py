@@ -99,14 +99,13 @@ def test_api_calls_are_counted_and_batched(healthy_efa_cluster, run_checks):
     report = run_checks()  # a full run: every inventory part is discovered
     calls = report.stats.api_calls
     # 4 instances, 97 interfaces: still one call per describe, never one per instance or interface. The
-    # network topology (subnets again, VPC-wide) is read once for every network check; prefix-list entries
-    # only for S3's list; no FSx file system, so no interfaces beyond the inventory.
+    # network topology is read once for every network check, its subnets the inventory's (asked VPC-wide
+    # once); prefix-list entries only for S3's list; no FSx file system, so no interfaces beyond the inventory.
     assert calls == {
         **EFA_RUN_CALLS,
         # The GPU checks' snapshot too: one listing per EFA counter (4) and GPU metric name (5), and Container
         # Insights' utilization for the GPU nodes that publish none under the agent's names.
         "cloudwatch.ListMetrics": 10,
-        "ec2.DescribeSubnets": 2,  # the inventory's subnets, then the VPC-wide topology's
         "ec2.DescribeNetworkAcls": 1,
         "ec2.DescribeRouteTables": 1,
         "ec2.DescribeInternetGateways": 1,

@@ -75,9 +75,12 @@ def test_a_p5_world_reads_the_same_either_way(monkeypatch, p5_world):
 
 
 def test_page_size_follows_interface_density():
-    assert FIRST_PAGE == 250
-    assert page_size(250, 250 * 5) == PAGE_MAX  # p4d: 4 EFA interfaces and a primary
-    assert page_size(250, 250 * 33) == 242  # p5: 33 interfaces, about 8,000 a page
+    """AWS's 1,000 a page for p4d and p5 alike (a 1,000-node p5 page peaks at 41 MiB in the reader:
+    bench/listing_memory.py); only a layout denser than p5's 33 interfaces pages smaller."""
+    assert FIRST_PAGE == PAGE_MAX == 1000
+    assert page_size(1000, 1000 * 5) == PAGE_MAX  # p4d: 4 EFA interfaces and a primary
+    assert page_size(1000, 1000 * 33) == PAGE_MAX  # p5: 33 interfaces
+    assert page_size(10, 10 * 66) == 500  # twice p5's density: half a page
     assert page_size(0, 0) == PAGE_MAX
 
 

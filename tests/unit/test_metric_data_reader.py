@@ -1,8 +1,9 @@
-"""GetMetricData pages read with json.loads (fmdoctor.metrics.cloudwatch.read_metric_data) give what botocore's
+"""GetMetricData and ListMetrics pages read with json.loads (fmdoctor.metrics.cloudwatch) give what botocore's
 own parser gives, with one datetime per distinct timestamp, and a page cut short is an error, never less data."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,7 +12,7 @@ from moto import mock_aws
 from fmdoctor.engine.api import new_aws
 from fmdoctor.engine.aws import AwsOptions
 from fmdoctor.engine.responses import CorruptResponse
-from fmdoctor.metrics.cloudwatch import Query, Series, fetch, read_metric_data
+from fmdoctor.metrics.cloudwatch import Query, Series, discover, fetch, read_list_metrics, read_metric_data
 
 NOW = datetime.now(UTC).replace(second=0, microsecond=0)
 
@@ -63,3 +64,35 @@ def test_an_error_answer_is_left_to_botocore():
     customized: dict = {}
     read_metric_data(response, customized)
     assert customized == {} and response["body"] == b"{}"
+
+
+def test_the_listing_reader_gives_what_botocore_gives(cloudwatch):
+    """ListMetrics pages read with json.loads: the same series, token and paging as botocore's own parse."""
+    cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=[
+        {"MetricName": "nvidia_smi_power_draw", "Timestamp": NOW, "Value": 1.0,
+         "Dimensions": [{"Name": "InstanceId", "Value": f"i-{n:04d}"}, {"Name": "index", "Value": str(n % 8)}]}
+        for n in range(600)])
+    bodies: list[bytes] = []
+    cloudwatch.meta.events.register("before-parse.cloudwatch.ListMetrics",
+                                    lambda response_dict, **_: bodies.append(bytes(response_dict["body"])))
+    expected = [page for page in cloudwatch.get_paginator("list_metrics").paginate(
+        Namespace="CWAgent", MetricName="nvidia_smi_power_draw")]  # before discover() puts the reader on
+    response = {"status_code": 200, "headers": {"content-type": "application/x-amz-json-1.0"}, "body": bodies[0]}
+    customized: dict = {}
+    read_list_metrics(response, customized)
+    assert customized["Metrics"] == expected[0]["Metrics"] and len(customized["Metrics"]) == 500
+    assert json.loads(response["body"]) == {"NextToken": expected[0]["NextToken"]}  # left to botocore: the token
+    read: list[list[dict]] = []
+    cloudwatch.meta.events.register("after-call.cloudwatch.ListMetrics",
+                                    lambda parsed, **_: read.append(parsed["Metrics"]))
+    listing = discover(cloudwatch, "CWAgent", "nvidia_smi_power_draw", lambda s: True)
+    assert listing.calls == len(expected) == 2 and len(listing.series) == 600
+    assert read == [page["Metrics"] for page in expected]  # page by page, the shapes botocore gives
+    assert set(listing.series) == {Series.from_api(m) for page in expected for m in page["Metrics"]}
+
+
+def test_a_listing_page_that_does_not_parse_is_an_error():
+    response = {"status_code": 200, "headers": {"content-type": "application/x-amz-json-1.0"},
+                "body": b'{"Metrics": [{"Namespace": "CWAgent", "Metr'}
+    with pytest.raises(CorruptResponse):
+        read_list_metrics(response, {})
