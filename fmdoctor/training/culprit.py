@@ -139,7 +139,7 @@ def read_evidence(events: list[LogEvent], streams: dict[str, tuple[str | None, s
         if (watchdog := parse_watchdog(event.text, key, event.time)) is not None:
             found.watchdogs.append(watchdog)
             timed_out_kinds.add(stream_kind(event.stream))
-            found.map_rank(watchdog.rank, key, "its watchdog timeout")
+            found.map_rank(watchdog.global_rank, key, "its watchdog timeout")
         elif (signal := parse_dump_signal(event.text, key, event.time)) is not None:
             found.signals.append(signal)
         elif (peer := parse_peer_error(event.text, event.instance_id or event.host, event.time)) is not None:

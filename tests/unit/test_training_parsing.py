@@ -270,3 +270,25 @@ def test_a_rank_whose_own_line_says_it_never_enqueued_the_collective_is_behind()
     other_group = events[:2] + [dataclasses.replace(events[2], text=events[2].text.replace(
         "PG GUID 0(default_pg)", "PG GUID 1(fsdp_shard)"))]
     assert "nccl-watchdog" not in answer(read_evidence(other_group, {}), []).named  # another group's counter
+
+
+def test_a_sub_groups_rank_is_no_global_rank():
+    """Without torchrun's ``[rankN]:`` prefix, the watchdog's ``Rank N`` of a group other than PG ID 0 is the rank
+    within that group (pytorch/pytorch ProcessGroupNCCL.cpp ``createLogPrefix``: ``[PG ID %d PG GUID %s(%s) Rank
+    %d]`` with the group's own ``rank_``): gpu-5's tensor-parallel group (global ranks 4-7) calls them 0-3. Mapping
+    them as global ranks 0-3 would put the flight recorder's laggard (global rank 1, on gpu-4) on gpu-5."""
+    from fmdoctor.training.flight_recorder import find_laggards
+
+    tp = ("[E0501 10:31:07.4 ProcessGroupNCCL.cpp:685] [PG ID 1 PG GUID 1(tp) Rank {r}] Watchdog caught collective "
+          "operation timeout: WorkNCCL(SeqNum=88, OpType=ALLGATHER, NumelIn=1, NumelOut=4, Timeout(ms)=600000) ran "
+          "for 600100 milliseconds before timing out.")
+    dp = tp.replace("PG ID 1 PG GUID 1(tp)", "PG ID 0 PG GUID 0(default_pg)").replace("SeqNum=88", "SeqNum=5210")
+    b = ("ip-10-0-0-5.i-00000000000000005.training", "ip-10-0-0-5", "i-00000000000000005")
+    a = ("ip-10-0-0-4.i-00000000000000004.training", "ip-10-0-0-4", "i-00000000000000004")
+    events = [LogEvent("g", b[0], NOW, tp.format(r=r), b[1], b[2]) for r in range(4)]  # gpu-5 logs first
+    events += [LogEvent("g", a[0], NOW, dp.format(r=r), a[1], a[2]) for r in (0, 2, 3)]  # rank 1 never times out
+    evidence = read_evidence(events, {})
+    assert all(evidence.rank_hosts.get(r) != "i-00000000000000005" for r in range(4))
+    dumps = [_progress(r, 5212 if r != 1 else 5209, 5209) for r in range(4)]
+    found = answer(evidence, find_laggards(dumps, {"default_pg": 5210}))
+    assert "i-00000000000000005" not in found.culprits
