@@ -93,6 +93,8 @@ class Evidence:
     job_hosts: set[str] = field(default_factory=set)  # hosts with a stream like those that logged a timeout
     gpu_faults: dict[str, list[LogEvent]] = field(default_factory=dict)  # host key -> CUDA error / grave Xid lines
     keys: NodeKeys = field(default_factory=NodeKeys)
+    run_since: datetime | None = None  # where the run that hung begins to time out (None: no watchdog line)
+    _mappings: list[tuple[datetime | None, int, str, str]] = field(default_factory=list)
 
     @property
     def failures(self) -> bool:
@@ -111,10 +113,21 @@ class Evidence:
                 points[w.pg] = max(points.get(w.pg, 0), w.seq)
         return points
 
-    def map_rank(self, rank: int | None, host: str | None, how: str) -> None:
-        if rank is not None and host and rank not in self.rank_hosts:
-            self.rank_hosts[rank] = host
-            self.rank_sources[rank] = how
+    def map_rank(self, rank: int | None, host: str | None, how: str, time: datetime | None = None) -> None:
+        if rank is not None and host:
+            self._mappings.append((time, rank, host, how))
+
+    def _settle_ranks(self, since: datetime | None, early: datetime | None) -> None:
+        """Each rank's host: the first line of the run that hung that maps it (from ``since`` on), else the first
+        from the timeout before it (``early``: the same run's earlier lines); an earlier run's lines map nothing."""
+        tiers = [[m for m in self._mappings if since is None or (m[0] is not None and m[0] >= since)]]
+        if since is not None and early is not None:
+            tiers.append([m for m in self._mappings if m[0] is not None and early <= m[0] < since])
+        for tier in tiers:
+            for _, rank, host, how in tier:
+                if rank not in self.rank_hosts:
+                    self.rank_hosts[rank] = host
+                    self.rank_sources[rank] = how
 
 
 def read_evidence(events: list[LogEvent], streams: dict[str, tuple[str | None, str | None]],
@@ -135,11 +148,11 @@ def read_evidence(events: list[LogEvent], streams: dict[str, tuple[str | None, s
         if key:
             found.hosts.setdefault(key, event.instance_id)
         by_stream[(event.group, event.stream)].append(event)
-        found.map_rank(line_rank(event.text), key, "its own lines")
+        found.map_rank(line_rank(event.text), key, "its own lines", event.time)
         if (watchdog := parse_watchdog(event.text, key, event.time)) is not None:
             found.watchdogs.append(watchdog)
             timed_out_kinds.add(stream_kind(event.stream))
-            found.map_rank(watchdog.global_rank, key, "its watchdog timeout")
+            found.map_rank(watchdog.global_rank, key, "its watchdog timeout", event.time)
         elif (signal := parse_dump_signal(event.text, key, event.time)) is not None:
             found.signals.append(signal)
         elif (peer := parse_peer_error(event.text, event.instance_id or event.host, event.time)) is not None:
@@ -152,10 +165,37 @@ def read_evidence(events: list[LogEvent], streams: dict[str, tuple[str | None, s
         reporter = keys.of(stream_events[0])
         for entry in parse_root_causes([(e.time, e.text) for e in stream_events], reporter):
             (found.root_causes if entry.root else found.other_failures).append(entry)
-            found.map_rank(entry.rank, keys(entry.host), "torchrun's report")
+            found.map_rank(entry.rank, keys(entry.host), "torchrun's report", entry.time)
+    _keep_the_run_that_hung(found)
     found.job_hosts = {key for stream, (host, instance) in streams.items()
                        if stream_kind(stream) in timed_out_kinds and (key := keys(instance) or keys(host))}
     return found
+
+
+def _keep_the_run_that_hung(found: Evidence) -> None:
+    """Drop an earlier run's lines (a torch elastic restart, a requeued job, HyperPod's auto-resume onto a new
+    node): other collective counters (SeqNum starts again at 0) and another placement of ranks on nodes.
+
+    The run that hung is the newest watchdog's: each rank times out one ``Timeout(ms)`` after it enqueued the
+    collective, and the first timeout tears the job down, so every timeout of one hang falls within one timeout
+    before the newest, and a later run's first timeout comes a whole timeout after it started, after the earlier
+    run's lines. Timeouts, dump signals and torchrun's reports count from there; a GPU fault, a peer error and a
+    rank's placement may come up to one more timeout earlier (the fault that hung the rank, the steps before)."""
+    if not found.watchdogs:
+        found._settle_ranks(None, None)
+        return
+    newest = max(found.watchdogs, key=lambda w: w.time)
+    span = timedelta(milliseconds=newest.timeout_ms)
+    since, early = newest.time - span, newest.time - 2 * span
+    found.run_since = since
+    found.watchdogs = [w for w in found.watchdogs if w.time >= since]
+    found.signals = [s for s in found.signals if s.time >= since]
+    found.root_causes = [r for r in found.root_causes if r.time >= since]
+    found.other_failures = [r for r in found.other_failures if r.time >= since]
+    found.peer_errors = [p for p in found.peer_errors if p.time >= early]
+    found.gpu_faults = {host: kept for host, lines in found.gpu_faults.items()
+                        if (kept := [e for e in lines if e.time >= early])}
+    found._settle_ranks(since, early)
 
 
 @dataclass

@@ -292,3 +292,35 @@ def test_a_sub_groups_rank_is_no_global_rank():
     dumps = [_progress(r, 5212 if r != 1 else 5209, 5209) for r in range(4)]
     found = answer(evidence, find_laggards(dumps, {"default_pg": 5210}))
     assert "i-00000000000000005" not in found.culprits
+
+
+def test_an_earlier_run_of_the_job_neither_maps_ranks_nor_names_the_culprit():
+    """torch elastic restarts the workers (``--max-restarts``), Slurm requeues the job, HyperPod's auto-resume
+    replaces a node: the same log group then holds an earlier run's hang, with its own rank placement and its own
+    collective counters (SeqNum restarts at 0 in a new process group). Run 1 hung 2 hours ago on nodes 4 and 5
+    (rank 5 silent at collective 5210); run 2, placed on nodes 6 and 7, hangs now at collective 300, its rank 2 on
+    node 6 never enqueuing it (its own dump-signal line, the format of ``getNCCLWatchdogTimeoutErrorMsg``)."""
+    from datetime import timedelta
+
+    from fmdoctor.training.flight_recorder import find_laggards
+
+    wd = ("[rank{r}]:[E0501 10:31:07.4 ProcessGroupNCCL.cpp:685] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Watchdog "
+          "caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+          "Timeout(ms)=600000) ran for 600100 milliseconds before timing out.")
+
+    def node(n):
+        return f"ip-10-0-0-{n}.i-0000000000000000{n}.training", f"ip-10-0-0-{n}", f"i-0000000000000000{n}"
+
+    def line(minutes_ago, n, text):
+        stream, host, instance = node(n)
+        return LogEvent("g", stream, NOW - timedelta(minutes=minutes_ago), text, host, instance)
+
+    run1 = [line(120, 4 if r < 4 else 5, wd.format(r=r, seq=5210)) for r in range(8) if r != 5]
+    run2 = [line(3, 6 if r < 4 else 7, wd.format(r=r, seq=300)) for r in range(8) if r != 2]
+    run2.append(line(3, 6, SIGNAL.replace("rank13", "rank2").replace("Rank 13", "Rank 2").replace("5209", "299")))
+    evidence = read_evidence(run1 + run2, {})
+    assert evidence.rank_hosts[2] == "i-00000000000000006"
+    dumps = [_progress(r, 300 if r != 2 else 299, 299) for r in range(4)]
+    found = answer(evidence, find_laggards(dumps, evidence.waiting_points()))
+    assert found.culprits == ["i-00000000000000006"] and not found.conflicts, (found.named, found.said)
+    assert found.named["nccl-watchdog"] == ["i-00000000000000006"]
