@@ -57,10 +57,7 @@ class NodeKeys:
                  streams: Mapping[str, tuple[str | None, str | None]] | None = None):
         self.identities = identities
         self.links: dict[str, str] = {}
-        for host, instance in (streams or {}).values():
-            host_form, node = canonical(host), self(instance)
-            if host_form and node and host_form != node:
-                self.links.setdefault(host_form, node)
+        self.links = _links(self, streams or {})
 
     def __call__(self, name: str | None) -> str | None:
         if not name or not name.strip():
@@ -75,6 +72,24 @@ class NodeKeys:
     def of(self, event: LogEvent) -> str | None:
         """The node that wrote a line: the instance id its stream carries decides over its host name."""
         return self(event.instance_id) or self(event.host)
+
+
+def _links(keys: NodeKeys, streams: Mapping[str, tuple[str | None, str | None]]) -> dict[str, str]:
+    """Host name -> the node its streams tie it to. A name several instances' streams carry (ParallelCluster
+    replaces a static node under the same Slurm name; the old instance's streams stay) is the one the inventory
+    lists; where it lists none or several of them, the name stays a name rather than one picked at random."""
+    candidates: dict[str, set[str]] = {}
+    for host, instance in streams.values():
+        host_form, node = canonical(host), keys(instance)
+        if host_form and node and host_form != node:
+            candidates.setdefault(host_form, set()).add(node)
+    known = keys.identities.nodes if keys.identities is not None else {}
+    links = {}
+    for host_form, nodes in candidates.items():
+        live = {n for n in nodes if n in known} if len(nodes) > 1 else nodes
+        if len(live) == 1:
+            links[host_form] = next(iter(live))
+    return links
 
 
 @dataclass

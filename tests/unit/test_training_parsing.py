@@ -324,3 +324,22 @@ def test_an_earlier_run_of_the_job_neither_maps_ranks_nor_names_the_culprit():
     found = answer(evidence, find_laggards(dumps, evidence.waiting_points()))
     assert found.culprits == ["i-00000000000000006"] and not found.conflicts, (found.named, found.said)
     assert found.named["nccl-watchdog"] == ["i-00000000000000006"]
+
+
+def test_a_slurm_hostname_kept_by_a_replacement_node_is_the_live_node():
+    """ParallelCluster replaces an unhealthy static node under the same Slurm node name (aws-parallelcluster-node
+    ``slurm_plugin``: NodeName ``{queue}-st-{compute resource}-{n}`` is fixed, the instance behind it changes), so
+    the log group keeps the old instance's streams ``queue1-st-p5-2.<old id>.<log>`` beside the new one's. torchrun's
+    ``host      : queue1-st-p5-2`` is the node running now, not the terminated one."""
+    from fmdoctor.engine.identity import NodeIdentities
+    from fmdoctor.engine.inventory import Instance, Inventory
+    from fmdoctor.training.culprit import NodeKeys
+
+    new = Instance("i-0bbbbbbbbbbbbbbb2", "p5.48xlarge", "running", None, None, None, private_ip="10.0.0.7",
+                   private_dns="ip-10-0-0-7.us-west-2.compute.internal")
+    ids = NodeIdentities.of(Inventory("c", "us-west-2", (new,)))
+    streams = {"queue1-st-p5-2.i-0aaaaaaaaaaaaaaa1.training": ("queue1-st-p5-2", "i-0aaaaaaaaaaaaaaa1"),  # replaced
+               "queue1-st-p5-2.i-0bbbbbbbbbbbbbbb2.training": ("queue1-st-p5-2", "i-0bbbbbbbbbbbbbbb2")}
+    assert NodeKeys(ids, streams)("queue1-st-p5-2") == "i-0bbbbbbbbbbbbbbb2"
+    # with no inventory to tell the live one, the name stays a name: neither instance is picked at random
+    assert NodeKeys(None, streams)("queue1-st-p5-2") == "queue1-st-p5-2"
