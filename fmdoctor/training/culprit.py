@@ -105,7 +105,7 @@ class Evidence:
     rank_hosts: dict[int, str] = field(default_factory=dict)
     rank_sources: dict[int, str] = field(default_factory=dict)  # rank -> the line that mapped it to its host
     hosts: dict[str, str | None] = field(default_factory=dict)  # host key -> instance id, where a stream says
-    job_hosts: set[str] = field(default_factory=set)  # hosts with a stream like those that logged a timeout
+    job_hosts: set[str] = field(default_factory=set)  # hosts with a stream like those that logged a timeout (not proof)
     gpu_faults: dict[str, list[LogEvent]] = field(default_factory=dict)  # host key -> CUDA error / grave Xid lines
     keys: NodeKeys = field(default_factory=NodeKeys)
     run_since: datetime | None = None  # where the run that hung begins to time out (None: no watchdog line)
@@ -290,7 +290,7 @@ def _from_watchdogs(evidence: Evidence, result: Answer, starts: list[datetime],
                     label: Callable[[str], str]) -> None:
     """Ranks that timed out at an earlier collective than the others of their group; ranks whose own dump-signal
     line says their last enqueued collective is below the one the group timed out in (they never reached it);
-    else a host whose ranks all stayed silent while the others' timed out."""
+    else a host whose ranks (mapped by this run's lines) all stayed silent while the others' timed out."""
     if not evidence.watchdogs:
         return
     latest: dict[tuple[str | None, int], Watchdog] = {}
@@ -321,7 +321,10 @@ def _from_watchdogs(evidence: Evidence, result: Answer, starts: list[datetime],
         result.named[WATCHDOG] = sorted(dict.fromkeys(host or f"rank {rank}" for rank, host, _ in behind))
         result.said[WATCHDOG] = waited + "; behind them: " + ", ".join(text for _, _, text in sorted(behind))
         return
-    silent = sorted((set(evidence.rank_hosts.values()) | evidence.job_hosts) - reporting)
+    # A host is in the job when a line of this run maps one of its ranks; a stream like the job's is no proof (another
+    # job's nodes log to the same log identifier), so such hosts are only counted, never named.
+    silent = sorted(set(evidence.rank_hosts.values()) - reporting)
+    unproven = evidence.job_hosts - reporting - set(silent)
     if silent and len(silent) < len(reporting):
         for rank, host in evidence.rank_hosts.items():
             if host in silent:
@@ -330,7 +333,9 @@ def _from_watchdogs(evidence: Evidence, result: Answer, starts: list[datetime],
         result.said[WATCHDOG] = waited + f"; no rank on {', '.join(label(h) for h in silent)} timed out: it never " \
                                          "joined"
     else:
-        result.said[WATCHDOG] = waited + "; the logs do not show which rank never joined"
+        result.said[WATCHDOG] = waited + "; the logs do not show which rank never joined" + (
+            f" ({len(unproven)} other host(s) with streams like the job's logged no timeout, but no line ties them "
+            "to this job)" if unproven else "")
 
 
 def _from_peer_errors(evidence: Evidence, result: Answer, starts: list[datetime],

@@ -343,3 +343,21 @@ def test_a_slurm_hostname_kept_by_a_replacement_node_is_the_live_node():
     assert NodeKeys(ids, streams)("queue1-st-p5-2") == "i-0bbbbbbbbbbbbbbb2"
     # with no inventory to tell the live one, the name stays a name: neither instance is picked at random
     assert NodeKeys(None, streams)("queue1-st-p5-2") == "queue1-st-p5-2"
+
+
+def test_a_node_of_another_job_is_not_the_silent_culprit():
+    """Two jobs share the cluster and its ParallelCluster log group (``{hostname}.{instance_id}.{logIdentifier}``:
+    the same log identifier on every node that runs the training script). Job 1 hangs on nodes 1-6, every rank of
+    it timing out (the hung one on node 1 never times out but writes its dump-signal line); nodes 7 and 8 run a
+    healthy job 2 whose streams hold no failure line. A stream of the same kind is no proof a node is in job 1:
+    nodes 7 and 8 must not be named as the nodes that never joined."""
+    wd = ("[rank{r}]:[E0501 10:31:07.4 ProcessGroupNCCL.cpp:685] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Watchdog "
+          "caught collective operation timeout: WorkNCCL(SeqNum=5210, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+          "Timeout(ms)=600000) ran for 600100 milliseconds before timing out.")
+    streams = {f"ip-10-0-0-{n}.i-0000000000000000{n}.training": (f"ip-10-0-0-{n}", f"i-0000000000000000{n}")
+               for n in range(1, 9)}
+    events = [LogEvent("g", f"ip-10-0-0-{1 + r // 8}.i-0000000000000000{1 + r // 8}.training", NOW, wd.format(r=r),
+                       f"ip-10-0-0-{1 + r // 8}", f"i-0000000000000000{1 + r // 8}") for r in range(48) if r != 5]
+    found = answer(read_evidence(events, streams), [])
+    named = found.named.get("nccl-watchdog", [])
+    assert "i-00000000000000007" not in named and "i-00000000000000008" not in named, found.said
