@@ -121,7 +121,11 @@ class TrainingStalled(Check):
         suspects = []
         for key in found.culprits:  # host keys: the instance id wherever a name resolved to one
             instance = ctx.inventory.instance(key)  # an EC2 instance of the account (not a HyperPod node)
-            hyperpod_id = key if key.startswith("i-") and instance is None else None
+            # a HyperPod node only when ListClusterNodes lists it: an id the logs name (an EFA peer) may be a node
+            # HyperPod already replaced or another cluster's, and HyperPod's fix goes to the cluster's nodes only
+            listed = identities.nodes.get(key)
+            hyperpod_id = key if instance is None and listed is not None and listed.tags.get(HYPERPOD_GROUP_TAG) \
+                else None
             suspects.append((key, instance, hyperpod_id))
         facts, not_checked = cross_reference(ctx, [i for _, i, _ in suspects if i],
                                              [h for _, _, h in suspects if h])
@@ -273,7 +277,7 @@ def _label(identities: NodeIdentities, key: str) -> str:
         return f"HyperPod node {key}"
     if node is not None:
         return identities.label(key)
-    return f"HyperPod node {key}" if key.startswith("i-") else key
+    return f"{key} (no node of this cluster's inventory or HyperPod node list)" if key.startswith("i-") else key
 
 
 def _read_next(found: Answer, conflicts: dict[str, list[str]], logs: JobLogs, dumps: int) -> list[str]:

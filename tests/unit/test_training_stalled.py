@@ -586,3 +586,30 @@ def test_a_hyperpod_slurm_node_is_one_node_by_stream_id_and_hostname(aws, run_ch
     assert [c["instance"] for c in evidence["culprits"]] == [ids[1]] and evidence["named_by"] == "nccl-watchdog"
     assert "torchrun" in evidence["corroborated_by"] and not evidence["conflicting"]
     assert evidence["fix"] == [{"action": "replace-hyperpod-node", "cluster_name": name, "node_id": ids[1]}]
+
+
+def test_a_peer_id_that_is_no_node_of_the_hyperpod_cluster_gets_no_hyperpod_fix(aws, run_checks):
+    """aws-ofi-nccl's ``Peer host id: i-...`` (libfabric EFA's ``fi_cq_strerror`` text) can name an instance
+    ListClusterNodes does not list (a node HyperPod already replaced, another cluster's node on the same EFA
+    fabric). It is named as the logs say, but a HyperPod replace/reboot goes only to a node of the cluster."""
+    from .test_hyperpod import create_hyperpod, node_ids
+
+    name = create_hyperpod(aws)
+    ids = node_ids(aws, name)
+    arn = aws.client("sagemaker").describe_cluster(ClusterName=name)["ClusterArn"]
+    group = f"/aws/sagemaker/Clusters/{name}/{arn.rsplit('/', 1)[-1]}"
+    logs = aws.client("logs")
+    logs.create_log_group(logGroupName=group)
+    now = datetime.now(UTC)
+    gone = "i-0fedcba9876543210"
+    for node in ids:
+        put_lines(logs, group, f"training/workers/{node}", [(now - timedelta(minutes=5), (
+            "ip-10-1-0-12:194:710 [0] int cm_req_handle_error_entry(nccl_net_ofi_context_t*, fid_cq*, "
+            "fi_cq_err_entry*, uint16_t):46 NCCL WARN NET/OFI Request 0x7f456c222f60 completed with error. RC: 103. "
+            "Error: 4124 (Unresponsive receiver (connection previously established) My EFA addr: "
+            f"fi_addr_efa://[fe80::c55:2eff:fe44:db5]:0:142160333 My host id: {node} Peer EFA addr: "
+            f"fi_addr_efa://[fe80::8ff:a9ff:fe2c:61d]:0:1795162389 Peer host id: {gone}). Completed length: 0"))])
+    report = run_checks(ONLY, cluster=name)
+    [finding] = report.findings
+    assert [c["instance"] for c in finding.evidence["culprits"]] in ([], [None]), finding.evidence["culprits"]
+    assert "fix" not in finding.evidence and all(c.get("take_out") is None for c in finding.evidence["culprits"])
