@@ -12,7 +12,7 @@ from fmdoctor.engine.identity import HYPERPOD_GROUP_TAG, NodeIdentities, canonic
 from fmdoctor.engine.inventory import HYPERPOD, INSTANCES, Instance
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.training.culprit import READABLE, Answer, Evidence, NodeKeys, answer, read_evidence
-from fmdoctor.training.flight_recorder import find_laggards
+from fmdoctor.training.flight_recorder import find_laggards, of_the_run
 from fmdoctor.training.logs import JobLogs, discover_groups, is_signature, read_job_logs
 
 from ._training import (
@@ -85,6 +85,7 @@ class TrainingStalled(Check):
         dump_gaps.report(ctx)
         identities = _identities(ctx, hyperpod)
         evidence = read_evidence(logs.events, logs.streams, NodeKeys(identities, logs.streams))
+        dumps, earlier_dumps = of_the_run(dumps, evidence.run_since)  # another hang's dumps under the same prefix
         laggards = find_laggards(dumps, evidence.waiting_points())
         # Without logs a fresh checkpoint (and no rank behind in the dumps) still proves the job makes progress;
         # the logs are missed only where a stall needs its culprit named or nothing else shows progress.
@@ -112,11 +113,11 @@ class TrainingStalled(Check):
             return []
         found = answer(evidence, laggards, lambda key: _label(identities, key))
         return [self._finding(ctx, progress, logs, evidence, found, len(dumps), talking,
-                              activity if gpus_decide else job_activity(ctx), identities)]
+                              activity if gpus_decide else job_activity(ctx), identities, earlier_dumps)]
 
     def _finding(self, ctx: CheckContext, progress: Progress | None, logs: JobLogs, evidence: Evidence,
                  found: Answer, dumps: int, talking: list[Any], activity: Activity | None,
-                 identities: NodeIdentities) -> Finding:
+                 identities: NodeIdentities, earlier_dumps: int = 0) -> Finding:
         xids = node_xids(logs.events, ctx.now, evidence.keys)
         suspects = []
         for key in found.culprits:  # host keys: the instance id wherever a name resolved to one
@@ -167,7 +168,8 @@ class TrainingStalled(Check):
             "checkpoint": progress.evidence() if progress else None,
             "logs": {"groups": logs.groups, "failure_lines": len(logs.events), "lines_in_silence_window": len(talking),
                      "silence": format_duration(ctx.settings.training.silence), "truncated": logs.truncated},
-            "flight_recorder": {"dumps": dumps, "prefixes": list(ctx.settings.training.flight_recorder)},
+            "flight_recorder": {"dumps": dumps, "prefixes": list(ctx.settings.training.flight_recorder),
+                                "earlier_dumps_left_out": earlier_dumps},
             "gpu_activity": activity.evidence() if activity else None,
             "not_checked": not_checked,
         }

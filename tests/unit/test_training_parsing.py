@@ -361,3 +361,29 @@ def test_a_node_of_another_job_is_not_the_silent_culprit():
     found = answer(read_evidence(events, streams), [])
     named = found.named.get("nccl-watchdog", [])
     assert "i-00000000000000007" not in named and "i-00000000000000008" not in named, found.said
+
+
+def test_dumps_of_an_earlier_hang_under_the_same_prefix_are_not_this_runs():
+    """A prefix covering every job's directory (``s3://bucket/fr/`` over ``fr/<job id>/nccl_trace_rank_<rank>``, the
+    layout the README suggests) or a fixed ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` keeps an earlier hang's dumps.
+    PyTorch writes a rank's dump when its watchdog times out, so a dump written before the run that hung began to
+    time out is another hang's; a rank dumped twice is its newest dump. Here the earlier hang's rank 2 lags at
+    collective 100 while in the hang being judged every rank reached 5210 but rank 1."""
+    from datetime import timedelta
+
+    from fmdoctor.training.flight_recorder import find_laggards, of_the_run
+
+    def at(rank, enqueued, completed, minutes_ago, job):
+        d = _progress(rank, enqueued, completed)
+        d.source, d.written = f"s3://b/fr/{job}/nccl_trace_rank_{rank}", NOW - timedelta(minutes=minutes_ago)
+        return d
+
+    old = [at(r, 101 if r != 2 else 100, 100, 300, "job-76") for r in range(4)]
+    new = [at(r, 5210 if r != 1 else 5209, 5209, 2, "job-77") for r in range(4)]
+    kept, stale = of_the_run(old + new, NOW - timedelta(minutes=12))
+    assert sorted(d.source for d in kept) == sorted(d.source for d in new) and stale == 4
+    [group] = find_laggards(kept, {"default_pg": 5210})
+    assert group.behind == {1: 5209}
+    # without a run to date them by, each rank's newest dump still decides
+    kept, stale = of_the_run(old[2:] + new, None)
+    assert sorted(d.source for d in kept) == sorted(d.source for d in new) and stale == 2
