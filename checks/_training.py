@@ -168,13 +168,14 @@ def flight_recorder_dumps(ctx: CheckContext, gaps: Gaps) -> list[RankDump]:
         file_prefix = key_prefix.rsplit("/", 1)[-1] or "nccl_trace_rank_"
         with gaps.guard(f"the NCCL flight recorder dumps under {uri}"):
             s3 = ctx.client("s3")
-            listed = [(obj["Key"], int(obj.get("Size") or 0))
+            listed = [(obj["Key"], int(obj.get("Size") or 0), obj.get("LastModified"))
                       for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key_prefix)
                       for obj in page.get("Contents", []) if is_dump_name(obj["Key"], file_prefix)]
             budget = BoundedReader(MAX_DUMP_BYTES, MAX_DUMPS_TOTAL_BYTES)
-            for key, size in listed[:MAX_DUMPS]:
+            for key, size, written in listed[:MAX_DUMPS]:
                 dump = _read_dump(s3, bucket, key, size, file_prefix, budget, gaps)
                 if dump is not None:
+                    dump.written = written if isinstance(written, datetime) else None
                     dumps.append(dump)
     return dumps
 

@@ -13,7 +13,7 @@ from fmdoctor.engine.identity import HYPERPOD_GROUP_TAG, NodeIdentities, canonic
 from fmdoctor.engine.inventory import HYPERPOD, INSTANCES, Instance
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.training.culprit import READABLE, Answer, Evidence, NodeKeys, answer, read_evidence
-from fmdoctor.training.flight_recorder import find_laggards
+from fmdoctor.training.flight_recorder import find_laggards, of_the_run
 from fmdoctor.training.logs import JobLogs, discover_groups, is_signature, read_job_logs
 
 from ._scheduler import map_ranks_by_job
@@ -88,6 +88,7 @@ class TrainingStalled(Check):
         dump_gaps.report(ctx)
         identities = _identities(ctx, hyperpod)
         evidence = read_evidence(logs.events, logs.streams, NodeKeys(identities, logs.streams))
+        dumps, earlier_dumps = of_the_run(dumps, evidence.run_since)  # another hang's dumps under the same prefix
         laggards = find_laggards(dumps, evidence.waiting_points())
         # Ranks no log line places, placed by the Slurm job's node list where that layout is proven (scheduler).
         named = {w.rank for w in evidence.watchdogs} | {s.rank for s in evidence.signals} | {
@@ -120,16 +121,20 @@ class TrainingStalled(Check):
             return []
         found = answer(evidence, laggards, lambda key: _label(identities, key))
         return [self._finding(ctx, progress, logs, evidence, found, len(dumps), talking,
-                              activity if gpus_decide else job_activity(ctx), identities)]
+                              activity if gpus_decide else job_activity(ctx), identities, earlier_dumps)]
 
     def _finding(self, ctx: CheckContext, progress: Progress | None, logs: JobLogs, evidence: Evidence,
                  found: Answer, dumps: int, talking: list[Any], activity: Activity | None,
-                 identities: NodeIdentities) -> Finding:
+                 identities: NodeIdentities, earlier_dumps: int = 0) -> Finding:
         xids = node_xids(logs.events, ctx.now, evidence.keys)
         suspects = []
         for key in found.culprits:  # host keys: the instance id wherever a name resolved to one
             instance = ctx.inventory.instance(key)  # an EC2 instance of the account (not a HyperPod node)
-            hyperpod_id = key if key.startswith("i-") and instance is None else None
+            # a HyperPod node only when ListClusterNodes lists it: an id the logs name (an EFA peer) may be a node
+            # HyperPod already replaced or another cluster's, and HyperPod's fix goes to the cluster's nodes only
+            listed = identities.nodes.get(key)
+            hyperpod_id = key if instance is None and listed is not None and listed.tags.get(HYPERPOD_GROUP_TAG) \
+                else None
             suspects.append((key, instance, hyperpod_id))
         facts, not_checked = cross_reference(ctx, [i for _, i, _ in suspects if i],
                                              [h for _, _, h in suspects if h])
@@ -171,7 +176,8 @@ class TrainingStalled(Check):
             "checkpoint": progress.evidence() if progress else None,
             "logs": {"groups": logs.groups, "failure_lines": len(logs.events), "lines_in_silence_window": len(talking),
                      "silence": format_duration(ctx.settings.training.silence), "truncated": logs.truncated},
-            "flight_recorder": {"dumps": dumps, "prefixes": list(ctx.settings.training.flight_recorder)},
+            "flight_recorder": {"dumps": dumps, "prefixes": list(ctx.settings.training.flight_recorder),
+                                "earlier_dumps_left_out": earlier_dumps},
             "gpu_activity": activity.evidence() if activity else None,
             "not_checked": not_checked,
         }
@@ -281,7 +287,7 @@ def _label(identities: NodeIdentities, key: str) -> str:
         return f"HyperPod node {key}"
     if node is not None:
         return identities.label(key)
-    return f"HyperPod node {key}" if key.startswith("i-") else key
+    return f"{key} (no node of this cluster's inventory or HyperPod node list)" if key.startswith("i-") else key
 
 
 def _read_next(found: Answer, conflicts: dict[str, list[str]], logs: JobLogs, dumps: int) -> list[str]:

@@ -15,7 +15,10 @@ alert's labels, a training log's host) resolves it here, so a node is one node w
   DCGM exporter's ``Hostname`` and Prometheus's ``instance`` (``host:port``), log streams whose name carries the
   instance id (ParallelCluster's ``<host>.<instance-id>.<log>``).
 
-A name two nodes share resolves to both as candidates, never to one of them; a name that resolves to nothing
+A node's own names (its id, addresses, DNS names, interfaces) are EC2's and decide over labels (tags, aliases),
+which anyone with CreateTags writes: a label spelling another node's identity (a Name tag holding the id of the node
+it replaced, an address) is no name of either node. A name two nodes share resolves to both as candidates, never to
+one of them; a name that resolves to nothing
 comes back with the close names. A name in the form of an instance id or a private address that is not one of
 ours is *foreign* (another node's), which metrics tell from a name nothing knows. ``localhost`` and loopback
 addresses name every node, so they name none.
@@ -47,6 +50,9 @@ _SHORT = re.compile(r"^ip-(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})(?=$|\.)")
 _HOST_PORT = re.compile(r"^(?:\[(?P<v6>[0-9a-f:.]+)\]|(?P<host>[^:\[\]]+)):\d{1,5}$")
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 _FOREIGN_FORMS = frozenset({INSTANCE_ID, IPV4, IPV6, SHORT_DNS, HYPERPOD_NODE, LOG_STREAM, DCGM_INSTANCE})
+# Names EC2 (or HyperPod) gives a node; a tag or alias is a label anyone with CreateTags can write
+_IDENTITY_FORMS = frozenset({INSTANCE_ID, PRIVATE_DNS, SHORT_DNS, IPV4, IPV6, INTERFACE_ID, PUBLIC_IP, HYPERPOD_NODE})
+_INTERFACE = re.compile(r"^eni-[0-9a-f]{8,17}$")
 _MAX_NAME = 512  # longer is no name: matched against nothing, suggested nothing
 
 
@@ -122,8 +128,8 @@ class NodeIdentities:
             interfaces, unreadable = {}, ("network interfaces",)
         instances = list(instances)
         for instance in instances:
-            names = _names_of(instance, [interfaces[e] for e in instance.interface_ids if e in interfaces],
-                              hostname_tags)
+            names = _own_labels(_names_of(
+                instance, [interfaces[e] for e in instance.interface_ids if e in interfaces], hostname_tags))
             for name, via in names:
                 table.setdefault(name.lower(), {}).setdefault(instance.id, via)
             shown[instance.id] = _shown(instance, hostname_tags)
@@ -152,10 +158,17 @@ class NodeIdentities:
         table = {k: dict(v) for k, v in self._table.items()}
         shown = dict(self._shown)
         skipped = []
+        own: dict[str, set[str]] = {}
+        for key, owners in self._table.items():
+            for node, form in owners.items():
+                if form in _IDENTITY_FORMS:
+                    own.setdefault(node, set()).add(key)
         for name, target in aliases.items():
             match = self.resolve(target)
-            if match.instance is None or not name.strip():
-                skipped.append(name)
+            spelled = _spelled_identity(name)
+            if match.instance is None or not name.strip() or (
+                    spelled is not None and spelled not in own.get(match.instance.id, ())):
+                skipped.append(name)  # names no single node, or spells another node's identity
                 continue
             table.setdefault(name.strip().lower(), {}).setdefault(match.instance.id, via)
             shown[match.instance.id] = tuple(dict.fromkeys((*shown.get(match.instance.id, ()), name.strip())))
@@ -267,6 +280,8 @@ class NodeIdentities:
             yield first, None
 
     def _match(self, query: str, owners: Mapping[str, str], via: str | None) -> NodeMatch:
+        # a node's own id, address or DNS name decides over another's label that spells the same
+        owners = {i: v for i, v in owners.items() if v in _IDENTITY_FORMS} or owners
         found = tuple(self.nodes[i] for i in owners if i in self.nodes)
         how = via or next(iter(owners.values()))
         if len(found) == 1:
@@ -302,6 +317,29 @@ def _names_of(instance: Instance, interfaces: list[NetworkInterface], hostname_t
     if instance.public_ip:
         names.append((instance.public_ip, PUBLIC_IP))
     return names
+
+
+def _own_labels(names: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``names`` less the labels (Name tag, hostname tags) spelling an identity that is not this node's: a tag
+    holding another node's id or address (a launch template copying the node it replaced) names neither node."""
+    own = {name.lower() for name, via in names if via in _IDENTITY_FORMS}
+    return [(name, via) for name, via in names
+            if via in _IDENTITY_FORMS or (spelled := _spelled_identity(name)) is None or spelled in own]
+
+
+def _spelled_identity(name: str) -> str | None:
+    """The table key of the identity ``name`` spells (an instance id, ``hyperpod-<id>``, an interface id, an
+    address, ``ip-a-b-c-d`` under any domain), else None (a label free to be anything)."""
+    lowered = name.strip().lower().rstrip(".")
+    if hyperpod := _HYPERPOD_ID.match(lowered):
+        return hyperpod.group(1)
+    if _INSTANCE_ID.match(lowered) or _INTERFACE.match(lowered):
+        return lowered
+    if _is_ip(lowered):
+        return _canonical_v6(lowered) if ":" in lowered else lowered
+    if short := _SHORT.match(lowered):
+        return ".".join(short.groups())
+    return None
 
 
 def _classify(name: str) -> list[tuple[str, str]]:

@@ -57,10 +57,7 @@ class NodeKeys:
                  streams: Mapping[str, tuple[str | None, str | None]] | None = None):
         self.identities = identities
         self.links: dict[str, str] = {}
-        for host, instance in (streams or {}).values():
-            host_form, node = canonical(host), self(instance)
-            if host_form and node and host_form != node:
-                self.links.setdefault(host_form, node)
+        self.links = _links(self, streams or {})
 
     def __call__(self, name: str | None) -> str | None:
         if not name or not name.strip():
@@ -77,6 +74,24 @@ class NodeKeys:
         return self(event.instance_id) or self(event.host)
 
 
+def _links(keys: NodeKeys, streams: Mapping[str, tuple[str | None, str | None]]) -> dict[str, str]:
+    """Host name -> the node its streams tie it to. A name several instances' streams carry (ParallelCluster
+    replaces a static node under the same Slurm name; the old instance's streams stay) is the one the inventory
+    lists; where it lists none or several of them, the name stays a name rather than one picked at random."""
+    candidates: dict[str, set[str]] = {}
+    for host, instance in streams.values():
+        host_form, node = canonical(host), keys(instance)
+        if host_form and node and host_form != node:
+            candidates.setdefault(host_form, set()).add(node)
+    known = keys.identities.nodes if keys.identities is not None else {}
+    links = {}
+    for host_form, nodes in candidates.items():
+        live = {n for n in nodes if n in known} if len(nodes) > 1 else nodes
+        if len(live) == 1:
+            links[host_form] = next(iter(live))
+    return links
+
+
 @dataclass
 class Evidence:
     """What the logs said, parsed once; every host in it is a :class:`NodeKeys` key."""
@@ -90,9 +105,11 @@ class Evidence:
     rank_hosts: dict[int, str] = field(default_factory=dict)
     rank_sources: dict[int, str] = field(default_factory=dict)  # rank -> the line that mapped it to its host
     hosts: dict[str, str | None] = field(default_factory=dict)  # host key -> instance id, where a stream says
-    job_hosts: set[str] = field(default_factory=set)  # hosts with a stream like those that logged a timeout
+    job_hosts: set[str] = field(default_factory=set)  # hosts with a stream like those that logged a timeout (not proof)
     gpu_faults: dict[str, list[LogEvent]] = field(default_factory=dict)  # host key -> CUDA error / grave Xid lines
     keys: NodeKeys = field(default_factory=NodeKeys)
+    run_since: datetime | None = None  # where the run that hung begins to time out (None: no watchdog line)
+    _mappings: list[tuple[datetime | None, int, str, str]] = field(default_factory=list)
 
     @property
     def failures(self) -> bool:
@@ -111,10 +128,21 @@ class Evidence:
                 points[w.pg] = max(points.get(w.pg, 0), w.seq)
         return points
 
-    def map_rank(self, rank: int | None, host: str | None, how: str) -> None:
-        if rank is not None and host and rank not in self.rank_hosts:
-            self.rank_hosts[rank] = host
-            self.rank_sources[rank] = how
+    def map_rank(self, rank: int | None, host: str | None, how: str, time: datetime | None = None) -> None:
+        if rank is not None and host:
+            self._mappings.append((time, rank, host, how))
+
+    def _settle_ranks(self, since: datetime | None, early: datetime | None) -> None:
+        """Each rank's host: the first line of the run that hung that maps it (from ``since`` on), else the first
+        from the timeout before it (``early``: the same run's earlier lines); an earlier run's lines map nothing."""
+        tiers = [[m for m in self._mappings if since is None or (m[0] is not None and m[0] >= since)]]
+        if since is not None and early is not None:
+            tiers.append([m for m in self._mappings if m[0] is not None and early <= m[0] < since])
+        for tier in tiers:
+            for _, rank, host, how in tier:
+                if rank not in self.rank_hosts:
+                    self.rank_hosts[rank] = host
+                    self.rank_sources[rank] = how
 
 
 def read_evidence(events: list[LogEvent], streams: dict[str, tuple[str | None, str | None]],
@@ -135,11 +163,11 @@ def read_evidence(events: list[LogEvent], streams: dict[str, tuple[str | None, s
         if key:
             found.hosts.setdefault(key, event.instance_id)
         by_stream[(event.group, event.stream)].append(event)
-        found.map_rank(line_rank(event.text), key, "its own lines")
+        found.map_rank(line_rank(event.text), key, "its own lines", event.time)
         if (watchdog := parse_watchdog(event.text, key, event.time)) is not None:
             found.watchdogs.append(watchdog)
             timed_out_kinds.add(stream_kind(event.stream))
-            found.map_rank(watchdog.rank, key, "its watchdog timeout")
+            found.map_rank(watchdog.global_rank, key, "its watchdog timeout", event.time)
         elif (signal := parse_dump_signal(event.text, key, event.time)) is not None:
             found.signals.append(signal)
         elif (peer := parse_peer_error(event.text, event.instance_id or event.host, event.time)) is not None:
@@ -152,10 +180,37 @@ def read_evidence(events: list[LogEvent], streams: dict[str, tuple[str | None, s
         reporter = keys.of(stream_events[0])
         for entry in parse_root_causes([(e.time, e.text) for e in stream_events], reporter):
             (found.root_causes if entry.root else found.other_failures).append(entry)
-            found.map_rank(entry.rank, keys(entry.host), "torchrun's report")
+            found.map_rank(entry.rank, keys(entry.host), "torchrun's report", entry.time)
+    _keep_the_run_that_hung(found)
     found.job_hosts = {key for stream, (host, instance) in streams.items()
                        if stream_kind(stream) in timed_out_kinds and (key := keys(instance) or keys(host))}
     return found
+
+
+def _keep_the_run_that_hung(found: Evidence) -> None:
+    """Drop an earlier run's lines (a torch elastic restart, a requeued job, HyperPod's auto-resume onto a new
+    node): other collective counters (SeqNum starts again at 0) and another placement of ranks on nodes.
+
+    The run that hung is the newest watchdog's: each rank times out one ``Timeout(ms)`` after it enqueued the
+    collective, and the first timeout tears the job down, so every timeout of one hang falls within one timeout
+    before the newest, and a later run's first timeout comes a whole timeout after it started, after the earlier
+    run's lines. Timeouts, dump signals and torchrun's reports count from there; a GPU fault, a peer error and a
+    rank's placement may come up to one more timeout earlier (the fault that hung the rank, the steps before)."""
+    if not found.watchdogs:
+        found._settle_ranks(None, None)
+        return
+    newest = max(found.watchdogs, key=lambda w: w.time)
+    span = timedelta(milliseconds=newest.timeout_ms)
+    since, early = newest.time - span, newest.time - 2 * span
+    found.run_since = since
+    found.watchdogs = [w for w in found.watchdogs if w.time >= since]
+    found.signals = [s for s in found.signals if s.time >= since]
+    found.root_causes = [r for r in found.root_causes if r.time >= since]
+    found.other_failures = [r for r in found.other_failures if r.time >= since]
+    found.peer_errors = [p for p in found.peer_errors if p.time >= early]
+    found.gpu_faults = {host: kept for host, lines in found.gpu_faults.items()
+                        if (kept := [e for e in lines if e.time >= early])}
+    found._settle_ranks(since, early)
 
 
 @dataclass
@@ -235,7 +290,7 @@ def _from_watchdogs(evidence: Evidence, result: Answer, starts: list[datetime],
                     label: Callable[[str], str]) -> None:
     """Ranks that timed out at an earlier collective than the others of their group; ranks whose own dump-signal
     line says their last enqueued collective is below the one the group timed out in (they never reached it);
-    else a host whose ranks all stayed silent while the others' timed out."""
+    else a host whose ranks (mapped by this run's lines) all stayed silent while the others' timed out."""
     if not evidence.watchdogs:
         return
     latest: dict[tuple[str | None, int], Watchdog] = {}
@@ -266,7 +321,10 @@ def _from_watchdogs(evidence: Evidence, result: Answer, starts: list[datetime],
         result.named[WATCHDOG] = sorted(dict.fromkeys(host or f"rank {rank}" for rank, host, _ in behind))
         result.said[WATCHDOG] = waited + "; behind them: " + ", ".join(text for _, _, text in sorted(behind))
         return
-    silent = sorted((set(evidence.rank_hosts.values()) | evidence.job_hosts) - reporting)
+    # A host is in the job when a line of this run maps one of its ranks; a stream like the job's is no proof (another
+    # job's nodes log to the same log identifier), so such hosts are only counted, never named.
+    silent = sorted(set(evidence.rank_hosts.values()) - reporting)
+    unproven = evidence.job_hosts - reporting - set(silent)
     if silent and len(silent) < len(reporting):
         for rank, host in evidence.rank_hosts.items():
             if host in silent:
@@ -275,7 +333,9 @@ def _from_watchdogs(evidence: Evidence, result: Answer, starts: list[datetime],
         result.said[WATCHDOG] = waited + f"; no rank on {', '.join(label(h) for h in silent)} timed out: it never " \
                                          "joined"
     else:
-        result.said[WATCHDOG] = waited + "; the logs do not show which rank never joined"
+        result.said[WATCHDOG] = waited + "; the logs do not show which rank never joined" + (
+            f" ({len(unproven)} other host(s) with streams like the job's logged no timeout, but no line ties them "
+            "to this job)" if unproven else "")
 
 
 def _from_peer_errors(evidence: Evidence, result: Answer, starts: list[datetime],

@@ -25,6 +25,7 @@ import pickle
 import pickletools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 DEFAULT_PREFIX = "nccl_trace_rank_"
@@ -148,6 +149,21 @@ class RankDump:
     members: dict[str, list[int]] = field(default_factory=dict)  # group -> global ranks (pg_config)
     descs: dict[str, str] = field(default_factory=dict)  # group name -> its description ('default_pg')
     ops: dict[str, dict[int, Op]] = field(default_factory=dict)  # group -> collective_seq_id -> the entry
+    written: datetime | None = None  # when the object was stored (S3 LastModified)
+
+
+def of_the_run(dumps: list[RankDump], since: datetime | None) -> tuple[list[RankDump], int]:
+    """The dumps of the hang being judged, and how many others were left out: per rank its newest dump (a prefix
+    over several jobs' directories, a rank dumped twice), none stored before ``since`` (where the run that hung
+    began to time out: PyTorch writes a rank's dump on its watchdog's timeout, so an older one is another hang's)."""
+    newest: dict[int, RankDump] = {}
+    for dump in dumps:
+        if since is not None and dump.written is not None and dump.written < since:
+            continue
+        kept = newest.get(dump.rank)
+        if kept is None or (dump.written is not None and (kept.written is None or dump.written >= kept.written)):
+            newest[dump.rank] = dump
+    return list(newest.values()), len(dumps) - len(newest)
 
 
 def parse_dump(rank: int, source: str, dump: dict[str, Any]) -> RankDump:

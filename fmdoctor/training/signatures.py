@@ -81,6 +81,7 @@ class Watchdog:
     host: str | None
     time: datetime
     line: str
+    global_rank: int | None = None  # the job's rank, where the line tells it (not a sub-group's rank)
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,8 @@ def parse_watchdog(text: str, host: str | None, time: datetime) -> Watchdog | No
     if not match:
         return None
     return Watchdog(_global_rank(text, match), int(match["seq"]), match["op"], int(match["timeout_ms"]),
-                    int(match["ran_ms"]), match["pg_desc"] or match["pg_guid"], host, time, text.strip()[-400:])
+                    int(match["ran_ms"]), match["pg_desc"] or match["pg_guid"], host, time, text.strip()[-400:],
+                    _job_rank(text, match))
 
 
 def parse_dump_signal(text: str, host: str | None, time: datetime) -> DumpSignal | None:
@@ -140,13 +142,18 @@ def parse_dump_signal(text: str, host: str | None, time: datetime) -> DumpSignal
 def line_rank(text: str) -> int | None:
     """The global rank a line of the job names as its writer: the ``[rank13]:`` prefix PyTorch puts on each rank's
     stderr, else the ``Rank 13`` of a default-group c10d line (the heartbeat monitor's), else None."""
+    match = RANK_LINE.search(text) or DUMP_SIGNAL.search(text)
+    return _job_rank(text, match) if match else rank_prefix(text)
+
+
+def _job_rank(text: str, match: re.Match[str]) -> int | None:
+    """The job's (global) rank a c10d line names: the ``[rankN]:`` prefix, else its ``Rank N`` when the prefix
+    names the default group (PG ID 0) or no group (older releases). Another group's ``Rank N`` is the rank within
+    that group (``createLogPrefix`` prints the group's own rank), so it names no global rank."""
     prefixed = rank_prefix(text)
     if prefixed is not None:
         return prefixed
-    match = RANK_LINE.search(text) or DUMP_SIGNAL.search(text)
-    if match and (match["pg_id"] in (None, "0")):
-        return int(match["rank"])
-    return None
+    return int(match["rank"]) if match["pg_id"] in (None, "0") else None
 
 
 def _global_rank(text: str, match: re.Match[str]) -> int:

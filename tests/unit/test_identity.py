@@ -207,3 +207,61 @@ def test_a_data_source_can_skip_close_names(ids: NodeIdentities) -> None:
     """Metrics and logs match many labels nobody reads the close names of."""
     assert ids.resolve("gpu-node-9").close and ids.resolve("gpu-node-9", suggest_close=False).close == ()
     assert ids.resolve("gpu-node-1", suggest_close=False).instance is not None
+
+
+def _tagged(tags_of: dict[str, dict[str, str]]) -> NodeIdentities:
+    inventory = _inventory()
+    nodes = tuple(Instance(**{**i.__dict__, "tags": tags_of[i.id]}) if i.id in tags_of else i
+                  for i in inventory.instances)
+    return NodeIdentities.of(Inventory("c", "us-west-2", nodes, inventory.interfaces), ("slurm:hostname",))
+
+
+@pytest.mark.parametrize("tag, name", [
+    (A, A),  # a replacement node whose launch template copied the old node's id into Name
+    ("ip-10-0-1-12", "ip-10-0-1-12"),  # a Name tag spelling another node's hostname
+    ("ip-10-0-1-12", "ip-10-0-1-12.ec2.internal"),
+    ("10.0.1.12", "10.0.1.12"),  # ... or its address
+    ("10.0.1.12", "10.0.1.12:9400"),  # DCGM exporter's instance label
+    (f"hyperpod-{A}", f"hyperpod-{A}"),
+    ("eni-0aaaaaaaaaaaaaaa2", "eni-0aaaaaaaaaaaaaaa2"),
+])
+def test_a_tag_cannot_take_another_nodes_own_name(tag: str, name: str) -> None:
+    """EC2 lets anyone with CreateTags write any Name; an instance's own id, addresses and DNS names are EC2's.
+    A tag spelling another node's identity must not make that identity ambiguous or take it over."""
+    for key in ("Name", "slurm:hostname"):
+        ids = _tagged({B: {key: tag}})
+        match = ids.resolve(name)
+        assert match.instance is not None and match.instance.id == A, (key, match)
+
+
+@pytest.mark.parametrize("name", ["i-0dddddddddddddddd", "ip-10-0-1-99.i-0dddddddddddddddd.slurmd",
+                                  "10.9.9.9", "ip-10-9-9-9.ec2.internal", "hyperpod-i-0dddddddddddddddd"])
+def test_a_tag_spelling_a_foreign_identity_names_no_node(name: str) -> None:
+    """A Name tag holding a gone node's id (or an address no node has) does not make that node's log streams,
+    alerts and metrics the tagged node's: they stay foreign."""
+    ids = _tagged({B: {"Name": "i-0dddddddddddddddd"}, C: {"Name": "10.9.9.9"},
+                   A: {"Name": "ip-10-9-9-9", "slurm:hostname": "hyperpod-i-0dddddddddddddddd"}})
+    match = ids.resolve(name)
+    assert match.instance is None and match.foreign, match
+
+
+def test_a_tag_spelling_its_own_nodes_identity_still_names_it() -> None:
+    ids = _tagged({A: {"Name": A.upper()}, B: {"Name": "ip-10-0-1-13", "slurm:hostname": "10.0.1.13"}})
+    assert ids.resolve(A).instance == ids.nodes[A] and ids.resolve("ip-10-0-1-13").instance == ids.nodes[B]
+    assert ids.label(A) == f"{A.upper()} ({A})"
+
+
+def test_an_alias_cannot_take_another_nodes_identity(ids: NodeIdentities) -> None:
+    slurm = ids.with_aliases({A: B, "10.0.1.12": B, "i-0dddddddddddddddd": B, "ip-10-0-1-13": B}, via="slurm-node")
+    assert slurm.resolve(A).instance == ids.nodes[A] and slurm.resolve("10.0.1.12").instance == ids.nodes[A]
+    assert slurm.resolve("i-0dddddddddddddddd").foreign
+    assert slurm.resolve("ip-10-0-1-13").instance == ids.nodes[B]  # its own hostname
+
+
+def test_a_hyperpod_node_keeps_its_id_when_an_ec2_tag_spells_it() -> None:
+    node = HyperPodNode("i-0eeeeeeeeeeeeeee5", "workers", "ml.p5.48xlarge", "Running",
+                        private_dns="ip-10-1-2-3.us-west-2.compute.internal")
+    ids = _tagged({B: {"Name": node.node_id}}).with_hyperpod_nodes([node])
+    for name in (node.node_id, f"LifecycleConfig/workers/{node.node_id}"):
+        match = ids.resolve(name)
+        assert match.instance is not None and match.instance.id == node.node_id, match

@@ -270,3 +270,120 @@ def test_a_rank_whose_own_line_says_it_never_enqueued_the_collective_is_behind()
     other_group = events[:2] + [dataclasses.replace(events[2], text=events[2].text.replace(
         "PG GUID 0(default_pg)", "PG GUID 1(fsdp_shard)"))]
     assert "nccl-watchdog" not in answer(read_evidence(other_group, {}), []).named  # another group's counter
+
+
+def test_a_sub_groups_rank_is_no_global_rank():
+    """Without torchrun's ``[rankN]:`` prefix, the watchdog's ``Rank N`` of a group other than PG ID 0 is the rank
+    within that group (pytorch/pytorch ProcessGroupNCCL.cpp ``createLogPrefix``: ``[PG ID %d PG GUID %s(%s) Rank
+    %d]`` with the group's own ``rank_``): gpu-5's tensor-parallel group (global ranks 4-7) calls them 0-3. Mapping
+    them as global ranks 0-3 would put the flight recorder's laggard (global rank 1, on gpu-4) on gpu-5."""
+    from fmdoctor.training.flight_recorder import find_laggards
+
+    tp = ("[E0501 10:31:07.4 ProcessGroupNCCL.cpp:685] [PG ID 1 PG GUID 1(tp) Rank {r}] Watchdog caught collective "
+          "operation timeout: WorkNCCL(SeqNum=88, OpType=ALLGATHER, NumelIn=1, NumelOut=4, Timeout(ms)=600000) ran "
+          "for 600100 milliseconds before timing out.")
+    dp = tp.replace("PG ID 1 PG GUID 1(tp)", "PG ID 0 PG GUID 0(default_pg)").replace("SeqNum=88", "SeqNum=5210")
+    b = ("ip-10-0-0-5.i-00000000000000005.training", "ip-10-0-0-5", "i-00000000000000005")
+    a = ("ip-10-0-0-4.i-00000000000000004.training", "ip-10-0-0-4", "i-00000000000000004")
+    events = [LogEvent("g", b[0], NOW, tp.format(r=r), b[1], b[2]) for r in range(4)]  # gpu-5 logs first
+    events += [LogEvent("g", a[0], NOW, dp.format(r=r), a[1], a[2]) for r in (0, 2, 3)]  # rank 1 never times out
+    evidence = read_evidence(events, {})
+    assert all(evidence.rank_hosts.get(r) != "i-00000000000000005" for r in range(4))
+    dumps = [_progress(r, 5212 if r != 1 else 5209, 5209) for r in range(4)]
+    found = answer(evidence, find_laggards(dumps, {"default_pg": 5210}))
+    assert "i-00000000000000005" not in found.culprits
+
+
+def test_an_earlier_run_of_the_job_neither_maps_ranks_nor_names_the_culprit():
+    """torch elastic restarts the workers (``--max-restarts``), Slurm requeues the job, HyperPod's auto-resume
+    replaces a node: the same log group then holds an earlier run's hang, with its own rank placement and its own
+    collective counters (SeqNum restarts at 0 in a new process group). Run 1 hung 2 hours ago on nodes 4 and 5
+    (rank 5 silent at collective 5210); run 2, placed on nodes 6 and 7, hangs now at collective 300, its rank 2 on
+    node 6 never enqueuing it (its own dump-signal line, the format of ``getNCCLWatchdogTimeoutErrorMsg``)."""
+    from datetime import timedelta
+
+    from fmdoctor.training.flight_recorder import find_laggards
+
+    wd = ("[rank{r}]:[E0501 10:31:07.4 ProcessGroupNCCL.cpp:685] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Watchdog "
+          "caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+          "Timeout(ms)=600000) ran for 600100 milliseconds before timing out.")
+
+    def node(n):
+        return f"ip-10-0-0-{n}.i-0000000000000000{n}.training", f"ip-10-0-0-{n}", f"i-0000000000000000{n}"
+
+    def line(minutes_ago, n, text):
+        stream, host, instance = node(n)
+        return LogEvent("g", stream, NOW - timedelta(minutes=minutes_ago), text, host, instance)
+
+    run1 = [line(120, 4 if r < 4 else 5, wd.format(r=r, seq=5210)) for r in range(8) if r != 5]
+    run2 = [line(3, 6 if r < 4 else 7, wd.format(r=r, seq=300)) for r in range(8) if r != 2]
+    run2.append(line(3, 6, SIGNAL.replace("rank13", "rank2").replace("Rank 13", "Rank 2").replace("5209", "299")))
+    evidence = read_evidence(run1 + run2, {})
+    assert evidence.rank_hosts[2] == "i-00000000000000006"
+    dumps = [_progress(r, 300 if r != 2 else 299, 299) for r in range(4)]
+    found = answer(evidence, find_laggards(dumps, evidence.waiting_points()))
+    assert found.culprits == ["i-00000000000000006"] and not found.conflicts, (found.named, found.said)
+    assert found.named["nccl-watchdog"] == ["i-00000000000000006"]
+
+
+def test_a_slurm_hostname_kept_by_a_replacement_node_is_the_live_node():
+    """ParallelCluster replaces an unhealthy static node under the same Slurm node name (aws-parallelcluster-node
+    ``slurm_plugin``: NodeName ``{queue}-st-{compute resource}-{n}`` is fixed, the instance behind it changes), so
+    the log group keeps the old instance's streams ``queue1-st-p5-2.<old id>.<log>`` beside the new one's. torchrun's
+    ``host      : queue1-st-p5-2`` is the node running now, not the terminated one."""
+    from fmdoctor.engine.identity import NodeIdentities
+    from fmdoctor.engine.inventory import Instance, Inventory
+    from fmdoctor.training.culprit import NodeKeys
+
+    new = Instance("i-0bbbbbbbbbbbbbbb2", "p5.48xlarge", "running", None, None, None, private_ip="10.0.0.7",
+                   private_dns="ip-10-0-0-7.us-west-2.compute.internal")
+    ids = NodeIdentities.of(Inventory("c", "us-west-2", (new,)))
+    streams = {"queue1-st-p5-2.i-0aaaaaaaaaaaaaaa1.training": ("queue1-st-p5-2", "i-0aaaaaaaaaaaaaaa1"),  # replaced
+               "queue1-st-p5-2.i-0bbbbbbbbbbbbbbb2.training": ("queue1-st-p5-2", "i-0bbbbbbbbbbbbbbb2")}
+    assert NodeKeys(ids, streams)("queue1-st-p5-2") == "i-0bbbbbbbbbbbbbbb2"
+    # with no inventory to tell the live one, the name stays a name: neither instance is picked at random
+    assert NodeKeys(None, streams)("queue1-st-p5-2") == "queue1-st-p5-2"
+
+
+def test_a_node_of_another_job_is_not_the_silent_culprit():
+    """Two jobs share the cluster and its ParallelCluster log group (``{hostname}.{instance_id}.{logIdentifier}``:
+    the same log identifier on every node that runs the training script). Job 1 hangs on nodes 1-6, every rank of
+    it timing out (the hung one on node 1 never times out but writes its dump-signal line); nodes 7 and 8 run a
+    healthy job 2 whose streams hold no failure line. A stream of the same kind is no proof a node is in job 1:
+    nodes 7 and 8 must not be named as the nodes that never joined."""
+    wd = ("[rank{r}]:[E0501 10:31:07.4 ProcessGroupNCCL.cpp:685] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Watchdog "
+          "caught collective operation timeout: WorkNCCL(SeqNum=5210, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+          "Timeout(ms)=600000) ran for 600100 milliseconds before timing out.")
+    streams = {f"ip-10-0-0-{n}.i-0000000000000000{n}.training": (f"ip-10-0-0-{n}", f"i-0000000000000000{n}")
+               for n in range(1, 9)}
+    events = [LogEvent("g", f"ip-10-0-0-{1 + r // 8}.i-0000000000000000{1 + r // 8}.training", NOW, wd.format(r=r),
+                       f"ip-10-0-0-{1 + r // 8}", f"i-0000000000000000{1 + r // 8}") for r in range(48) if r != 5]
+    found = answer(read_evidence(events, streams), [])
+    named = found.named.get("nccl-watchdog", [])
+    assert "i-00000000000000007" not in named and "i-00000000000000008" not in named, found.said
+
+
+def test_dumps_of_an_earlier_hang_under_the_same_prefix_are_not_this_runs():
+    """A prefix covering every job's directory (``s3://bucket/fr/`` over ``fr/<job id>/nccl_trace_rank_<rank>``, the
+    layout the README suggests) or a fixed ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` keeps an earlier hang's dumps.
+    PyTorch writes a rank's dump when its watchdog times out, so a dump written before the run that hung began to
+    time out is another hang's; a rank dumped twice is its newest dump. Here the earlier hang's rank 2 lags at
+    collective 100 while in the hang being judged every rank reached 5210 but rank 1."""
+    from datetime import timedelta
+
+    from fmdoctor.training.flight_recorder import find_laggards, of_the_run
+
+    def at(rank, enqueued, completed, minutes_ago, job):
+        d = _progress(rank, enqueued, completed)
+        d.source, d.written = f"s3://b/fr/{job}/nccl_trace_rank_{rank}", NOW - timedelta(minutes=minutes_ago)
+        return d
+
+    old = [at(r, 101 if r != 2 else 100, 100, 300, "job-76") for r in range(4)]
+    new = [at(r, 5210 if r != 1 else 5209, 5209, 2, "job-77") for r in range(4)]
+    kept, stale = of_the_run(old + new, NOW - timedelta(minutes=12))
+    assert sorted(d.source for d in kept) == sorted(d.source for d in new) and stale == 4
+    [group] = find_laggards(kept, {"default_pg": 5210})
+    assert group.behind == {1: 5209}
+    # without a run to date them by, each rank's newest dump still decides
+    kept, stale = of_the_run(old[2:] + new, None)
+    assert sorted(d.source for d in kept) == sorted(d.source for d in new) and stale == 2

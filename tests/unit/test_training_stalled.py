@@ -230,7 +230,9 @@ def test_a_hyperpod_culprit_gets_the_gated_hyperpod_fix_its_xid_calls_for(aws, r
     report = run_checks(ONLY, cluster=name)
     [finding] = report.findings
     [culprit] = finding.evidence["culprits"]
-    assert culprit["instance"] == ids[1] and finding.evidence["named_by"] == "nccl-watchdog"
+    # PyTorch before 2.3 has no heartbeat-monitor line for the hung ranks: only the Xid 79 names their node (a
+    # stream that merely exists, like the job's, ties no node to the job: another job's nodes log there too)
+    assert culprit["instance"] == ids[1] and finding.evidence["named_by"] == "gpu-faults"
     assert culprit["explained_by"].startswith("Xid 79")
     assert finding.evidence["fix"] == [{"action": "reboot-hyperpod-node", "cluster_name": name, "node_id": ids[1]}]
     assert finding.evidence["logs"]["groups"] == [group]
@@ -484,7 +486,8 @@ def test_discovery_finds_the_container_insights_group_of_a_hyperpod_eks_cluster(
 
 def test_a_hyperpod_eks_culprit_from_fluent_bit_records(aws, run_checks):
     """HyperPod on EKS: Fluent Bit streams and records name each node 'hyperpod-<instance id>' (no EC2 instance of
-    the account behind it); the node whose pods never timed out is the HyperPod node, fixed through HyperPod."""
+    the account behind it); the node whose ranks' own dump-signal lines say they never enqueued the collective the
+    others timed out in is the HyperPod node, fixed through HyperPod."""
     import json as _json
 
     from .test_hyperpod import create_hyperpod, node_ids
@@ -499,7 +502,13 @@ def test_a_hyperpod_eks_culprit_from_fluent_bit_records(aws, run_checks):
         stream = (f"hyperpod-{node}-application.var.log.containers.llama-worker-{index}_training_pytorch-"
                   "9b2f7e1c4d3a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0c.log")
         lines = [(now - timedelta(minutes=40), f"[rank{index * 8}]:step 900 loss 2.01")]
-        if index != 1:
+        if index == 1:  # the hung ranks' own heartbeat monitor (getNCCLWatchdogTimeoutErrorMsg): never enqueued 901
+            lines += [(now - timedelta(minutes=10), (
+                f"[rank{r}]:[E1204 05:01:08.0 ProcessGroupNCCL.cpp:1746] [PG ID 0 PG GUID 0(default_pg) Rank {r}] "
+                "Received a dump signal due to a collective timeout from  rank 0 and we will try our best to dump "
+                "the debug info. Last enqueued NCCL work: 900, last completed NCCL work: 900.This is most likely "
+                "caused by incorrect usages of collectives")) for r in range(8, 16)]
+        else:
             lines += [(now - timedelta(minutes=10), (
                 f"[rank{r}]:[E1204 05:01:07.426415540 ProcessGroupNCCL.cpp:685] [PG ID 0 PG GUID 0(default_pg) "
                 f"Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=901, OpType=ALLREDUCE, "
@@ -577,3 +586,30 @@ def test_a_hyperpod_slurm_node_is_one_node_by_stream_id_and_hostname(aws, run_ch
     assert [c["instance"] for c in evidence["culprits"]] == [ids[1]] and evidence["named_by"] == "nccl-watchdog"
     assert "torchrun" in evidence["corroborated_by"] and not evidence["conflicting"]
     assert evidence["fix"] == [{"action": "replace-hyperpod-node", "cluster_name": name, "node_id": ids[1]}]
+
+
+def test_a_peer_id_that_is_no_node_of_the_hyperpod_cluster_gets_no_hyperpod_fix(aws, run_checks):
+    """aws-ofi-nccl's ``Peer host id: i-...`` (libfabric EFA's ``fi_cq_strerror`` text) can name an instance
+    ListClusterNodes does not list (a node HyperPod already replaced, another cluster's node on the same EFA
+    fabric). It is named as the logs say, but a HyperPod replace/reboot goes only to a node of the cluster."""
+    from .test_hyperpod import create_hyperpod, node_ids
+
+    name = create_hyperpod(aws)
+    ids = node_ids(aws, name)
+    arn = aws.client("sagemaker").describe_cluster(ClusterName=name)["ClusterArn"]
+    group = f"/aws/sagemaker/Clusters/{name}/{arn.rsplit('/', 1)[-1]}"
+    logs = aws.client("logs")
+    logs.create_log_group(logGroupName=group)
+    now = datetime.now(UTC)
+    gone = "i-0fedcba9876543210"
+    for node in ids:
+        put_lines(logs, group, f"training/workers/{node}", [(now - timedelta(minutes=5), (
+            "ip-10-1-0-12:194:710 [0] int cm_req_handle_error_entry(nccl_net_ofi_context_t*, fid_cq*, "
+            "fi_cq_err_entry*, uint16_t):46 NCCL WARN NET/OFI Request 0x7f456c222f60 completed with error. RC: 103. "
+            "Error: 4124 (Unresponsive receiver (connection previously established) My EFA addr: "
+            f"fi_addr_efa://[fe80::c55:2eff:fe44:db5]:0:142160333 My host id: {node} Peer EFA addr: "
+            f"fi_addr_efa://[fe80::8ff:a9ff:fe2c:61d]:0:1795162389 Peer host id: {gone}). Completed length: 0"))])
+    report = run_checks(ONLY, cluster=name)
+    [finding] = report.findings
+    assert [c["instance"] for c in finding.evidence["culprits"]] in ([], [None]), finding.evidence["culprits"]
+    assert "fix" not in finding.evidence and all(c.get("take_out") is None for c in finding.evidence["culprits"])
