@@ -19,7 +19,8 @@ work on that node it will lose). An **incident** is every finding whose cause si
   the most urgent.
 * **urgency** is the time until harm: an incident with a deadline in its evidence (a Spot ``action_time``, a
   Capacity Block's ``terminations_begin``) comes first, soonest first, because that loss can be prevented only
-  until then; next harm under way now (:data:`HARM_NOW`: a job losing work, an endpoint failing or slow
+  until then (a deadline already passed, whose loss has happened, comes after those still ahead and after
+  harm under way); next harm under way now (:data:`HARM_NOW`: a job losing work, an endpoint failing or slow
   requests), whose cost grows at the same rate whichever is fixed first; then the rest. Severity ranks above
   urgency (a warning's deadline does not outrank a critical), **impact** (jobs, endpoints, nodes) breaks ties.
 * **the id** is a hash of the cause's check and resource, so the same cause keeps its id across runs.
@@ -203,10 +204,15 @@ def build_incidents(findings: Iterable[Finding], *, now: datetime | None = None,
 
 
 def rank_key(incident: Incident, now: datetime) -> tuple[Any, ...]:
-    """Severity, then urgency (deadline soonest first, then harm under way), then impact; the id keeps it total."""
+    """Severity, then urgency (deadline soonest first, then harm under way), then impact; the id keeps it total.
+
+    A deadline already passed ranks after every one still ahead and after harm under way (the most recently
+    passed first), before the rest: its loss has happened and can no longer be prevented, while a coming
+    deadline's loss still can and harm under way still grows, so a stale notice never pushes those down."""
     seconds = (incident.deadline - now).total_seconds() if incident.deadline else 0.0
+    order = _URGENCY_ORDER[incident.urgency] + (1.5 if incident.urgency == DEADLINE and seconds < 0 else 0)
     impact = incident.impact
-    return (-_SEVERITY_RANK.get(incident.severity, 0), _URGENCY_ORDER[incident.urgency], seconds,
+    return (-_SEVERITY_RANK.get(incident.severity, 0), order, abs(seconds),
             -impact.jobs, -impact.endpoints, -impact.nodes, -len(incident.findings), incident.id)
 
 
@@ -386,8 +392,10 @@ def fix_command(finding: Finding, cluster: str | None = None, region: str | None
 
 
 def _has_fix(finding: Finding) -> bool:
-    fix = finding.evidence.get("fix")
-    return isinstance(fix, list) and any(isinstance(a, dict) and a.get("action") for a in fix)
+    # Imported here: the remediation package imports the report model, which imports this module.
+    from fmdoctor.remediation.actions import has_automated_fix
+
+    return has_automated_fix(finding.evidence)
 
 
 def _first_time(evidence: Mapping[str, Any], keys: tuple[str, ...]) -> datetime | None:
