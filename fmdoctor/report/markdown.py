@@ -14,9 +14,15 @@ from fmdoctor.engine.model import Report, Severity
 from fmdoctor.safety.text import dumps_json, visible
 from fmdoctor.words import plural
 
+# Every character that starts Markdown markup in untrusted text (CommonMark lets any ASCII punctuation be
+# backslash-escaped): links and images ``[..](..)``, raw HTML and autolinks ``<..>``, entities ``&#8238;`` (which
+# would render a hidden character :func:`visible` escaped), code spans, emphasis, strikethrough, table pipes.
+_MARKUP = re.compile(r"([\\`*_\[\]<>&|~])")
+
 
 def _cell(text: Any) -> str:
-    return visible(text, lines=False).replace("|", "\\|")
+    """Untrusted text as Markdown that shows it as it is: hidden characters escaped, no markup active."""
+    return _MARKUP.sub(r"\\\1", visible(text, lines=False))
 
 
 def code_span(text: Any) -> str:
