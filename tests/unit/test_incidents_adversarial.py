@@ -1,0 +1,140 @@
+"""Incidents under attack: fix commands offered only where fmdoctor has the action, deadlines already passed,
+markup in titles, and evidence of every shape (the grouping must hold whatever a check or a dump puts there)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fmdoctor.engine.incidents import build_incidents
+from fmdoctor.engine.model import Finding, Report, RunStats, Severity, Status
+from fmdoctor.remediation.actions import ACTIONS
+from fmdoctor.report.markdown import render_markdown
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+NODE = "i-0123456789abcdef0"
+
+
+def finding(check: str, resource: str, severity: str = "critical", summary: str = "a fault", **evidence) -> Finding:
+    return Finding(check=check, severity=Severity(severity), resource=resource, summary=summary,
+                   evidence=evidence, runbook=check)
+
+
+# --- next.fix: only where `fmdoctor fix` can act --------------------------------------------------------------
+
+def test_a_fix_hint_of_an_action_fmdoctor_does_not_have_offers_the_runbook_not_a_fix_command():
+    # build_call leaves an unknown action to the runbook, so `fmdoctor fix` would plan nothing for it.
+    unknown = finding("efa-errors", NODE, fix=[{"action": "restart-the-world"}])
+    [incident] = build_incidents([unknown], now=NOW)
+    assert incident.next.fix is None
+    assert incident.next_words() == "fmdoctor runbook show efa-errors"
+
+
+def test_a_fix_hint_of_a_known_action_offers_the_fix_command_quoted():
+    action = next(iter(ACTIONS))
+    known = finding("efa-sg-self-reference", "sg-1; $(id)", fix=[{"action": "bogus"}, {"action": action}])
+    [incident] = build_incidents([known], now=NOW, cluster="c'x", region="us-west-2")
+    assert incident.next.fix == ("fmdoctor fix --cluster 'c'\"'\"'x' --region us-west-2 "
+                                 "--check efa-sg-self-reference --resource 'sg-1; $(id)'")
+
+
+def test_slack_serve_and_incidents_agree_on_what_has_a_fix():
+    from fmdoctor.serve.investigate import Result
+    from fmdoctor.slack.blocks import fixable
+
+    for hints, expected in (([{"action": "restart-the-world"}], False), ([{"action": next(iter(ACTIONS))}], True),
+                            ("create-route", False), ([None, "x"], False)):
+        f = finding("efa-errors", NODE, fix=hints)
+        [incident] = build_incidents([f], now=NOW)
+        assert (incident.next.fix is not None) == fixable(f) == expected
+        assert Result.__dict__["fixable"].fget(type("R", (), {"cause": f})()) == expected
+
+
+# --- ranking: a deadline already passed -----------------------------------------------------------------------
+
+def test_a_passed_deadline_ranks_after_a_coming_one_and_after_harm_under_way():
+    passed = finding("spot-interruption", NODE, action_time=(NOW - timedelta(hours=5)).isoformat())
+    coming = finding("spot-interruption", "i-0123456789abcdef1", action_time=(NOW + timedelta(hours=2)).isoformat())
+    stalled = finding("training-stalled", "i-0123456789abcdef2")
+    broken = finding("efa-sg-self-reference", "sg-0123456789abcdef0")
+    for order in ([passed, coming, stalled, broken], [broken, stalled, coming, passed]):
+        ranked = [i.cause.resource for i in build_incidents(order, now=NOW)]
+        assert ranked == ["i-0123456789abcdef1", "i-0123456789abcdef2", NODE, "sg-0123456789abcdef0"]
+
+
+def test_of_two_passed_deadlines_the_more_recent_comes_first():
+    old = finding("spot-interruption", NODE, action_time=(NOW - timedelta(days=2)).isoformat())
+    recent = finding("spot-interruption", "i-0123456789abcdef1", action_time=(NOW - timedelta(minutes=1)).isoformat())
+    assert [i.cause.resource for i in build_incidents([old, recent], now=NOW)] == ["i-0123456789abcdef1", NODE]
+
+
+# --- titles are data in every format ---------------------------------------------------------------------------
+
+HOSTILE = ("Checkpoint [click](https://evil.example) ![x](https://evil.example/t.png) <img src=x> "
+           "&#8238; *bold* _it_ ~~gone~~ `tick` | pipe")
+
+
+def test_markup_in_an_incident_title_and_a_summary_is_shown_not_obeyed_in_markdown():
+    report = Report(cluster="c", region="us-west-2", generated_at=NOW, status=Status.WARNING,
+                    findings=[finding("checkpoint-stale", "s3://b/x/", "warning", HOSTILE)],
+                    stats=RunStats(checks_run=["checkpoint-stale"]))
+    text = render_markdown(report)
+    unescaped = re.compile(r"(?<!\\)(\[click\]\(|\[x\]\(|<img|&#8238|\*bold|_it_|~~gone|\| pipe)")
+    assert unescaped.findall(text) == []
+    assert "\\[click\\](https://evil.example)" in text and "\\<img src=x\\>" in text and "\\&#8238;" in text
+
+
+def test_slack_act_first_neutralises_mentions_and_links_in_titles():
+    from fmdoctor.slack.blocks import act_first_blocks
+
+    report = Report(cluster="c", region="us-west-2", generated_at=NOW, status=Status.WARNING,
+                    findings=[finding("checkpoint-stale", "s3://b/x/", "warning",
+                                      "Run <!channel> <https://evil.example|click> stale")],
+                    stats=RunStats(checks_run=["checkpoint-stale"]))
+    text = "".join(b["text"]["text"] for b in act_first_blocks(report))
+    assert "<!channel>" not in text and "<https://" not in text and "&lt;!channel&gt;" in text
+
+
+# --- every finding in exactly one incident, whatever the evidence holds -----------------------------------------
+
+JUNK = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)
+                    | st.sampled_from(["i-0123456789abcdef0", "ip-10-0-0-1", "sg-01", "2026-01-01T00:00:00Z",
+                                       "not a time", "", "node/"]),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+                        st.sampled_from(["host", "instance", "location", "job", "action_time"]), inner, max_size=3),
+                    max_leaves=12)
+KEYS = ["blocking_resource", "culprits", "instance_id", "location", "endpoint", "jobs", "job", "checkpoint",
+        "minutes_lost", "fix", "action_time", "terminations_begin", "end_date", "stall_start", "status_since"]
+RESOURCES = ["i-0123456789abcdef0", "node/ip-10-0-0-1", "node/", "node/i-0123456789abcdef0.ec2.internal",
+             "endpoint/e/variant/v", "endpoint/", "s3://b/run/", "sg-01", "", "ROUTE/x/y"]
+
+
+@st.composite
+def hostile_findings(draw):
+    made = []
+    for _ in range(draw(st.integers(0, 10))):
+        evidence = draw(st.dictionaries(st.sampled_from(KEYS), JUNK, max_size=5))
+        if draw(st.booleans()):  # a huge list of culprits: it must join only what it names
+            evidence["culprits"] = [{"host": f"ip-10-0-{n // 250}-{n % 250}"} for n in range(draw(st.integers(0, 600)))]
+        made.append(Finding(check=draw(st.sampled_from(["training-stalled", "gpu-xid", "spot-interruption",
+                                                         "efa-sg-self-reference", "efa-peer-unreachable", "x"])),
+                            severity=draw(st.sampled_from(list(Severity))), resource=draw(st.sampled_from(RESOURCES)),
+                            summary=draw(st.text(max_size=40)), evidence=evidence, runbook="r"))
+    return made
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(hostile_findings(), st.randoms())
+def test_every_finding_is_in_exactly_one_incident_whatever_its_evidence_holds(found, rnd):
+    incidents = build_incidents(found, now=NOW, node_of=lambda host: None)
+    listed = sorted((f.check, f.resource) for i in incidents for f in i.findings)
+    assert listed == sorted((f.check, f.resource) for f in found)
+    assert all(i.cause == i.findings[0] and i.id.startswith("inc-") for i in incidents)
+    shuffled = list(found)
+    rnd.shuffle(shuffled)
+    assert [i.id for i in build_incidents(shuffled, now=NOW)] == [i.id for i in incidents]
+    report = Report(cluster="c", region="us-west-2", generated_at=NOW, status="critical", findings=found)
+    assert len(report.to_json_dict()["incidents"]) == len(incidents)
