@@ -220,7 +220,7 @@ def cause_keys(finding: Finding, node_of: Callable[[str], str | None] | None = N
     """The things a finding's evidence names as at fault (see the module): findings sharing one share a cause."""
     evidence = finding.evidence
     resource = finding.resource
-    keys = {_thing(finding)}
+    keys = {_thing(finding), f"resource:{resource}"}  # the same resource is the same thing, whatever else it names
     blocking = evidence.get("blocking_resource")
     if isinstance(blocking, str) and blocking:
         keys.add(blocking)

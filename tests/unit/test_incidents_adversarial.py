@@ -98,6 +98,15 @@ def test_slack_act_first_neutralises_mentions_and_links_in_titles():
     assert "<!channel>" not in text and "<https://" not in text and "&lt;!channel&gt;" in text
 
 
+def test_two_findings_on_one_resource_are_one_incident_whatever_else_their_evidence_names():
+    # An S3 finding joins by the checkpoint location it was listed under; the resource itself is still the
+    # thing, so the same check on the same object never becomes two incidents with one id.
+    a = finding("checkpoint-stale", "s3://b/run/", location="s3://b/run/")
+    b = finding("checkpoint-stale", "s3://b/run/", location="s3://b/other/")
+    [incident] = build_incidents([a, b], now=NOW)
+    assert len(incident.findings) == 2
+
+
 # --- every finding in exactly one incident, whatever the evidence holds -----------------------------------------
 
 JUNK = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)
@@ -133,6 +142,7 @@ def test_every_finding_is_in_exactly_one_incident_whatever_its_evidence_holds(fo
     listed = sorted((f.check, f.resource) for i in incidents for f in i.findings)
     assert listed == sorted((f.check, f.resource) for f in found)
     assert all(i.cause == i.findings[0] and i.id.startswith("inc-") for i in incidents)
+    assert len({i.id for i in incidents}) == len(incidents)  # an id names one incident
     shuffled = list(found)
     rnd.shuffle(shuffled)
     assert [i.id for i in build_incidents(shuffled, now=NOW)] == [i.id for i in incidents]
