@@ -11,10 +11,10 @@ import contextlib
 import io
 import os
 import sys
-import textwrap
 from collections.abc import Iterable
 from typing import TextIO
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.text import Text
@@ -154,7 +154,29 @@ def _indented(console: Console, text: str, indent: int, style: str = "") -> int:
     """Print ``text`` wrapped under ``indent``; the number of lines it took."""
     width = max(20, console.width - indent)
     text = visible(text, lines=False)  # measured as it will be shown
-    lines = textwrap.wrap(text, width=width, break_long_words=True, break_on_hyphens=False) or [""]
+    lines = _wrap(text, width)
     for line in lines:
         console.print(Text(" " * indent + line, style=style), overflow="crop", no_wrap=True)
     return len(lines)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` terminal cells, at spaces where a word fits, else through the word.
+    Measured in cells, not characters: a wide (CJK) character takes two, and a line counted in characters is
+    cropped at the screen's edge, silently losing the end of what it says (the end of a command)."""
+    lines: list[str] = []
+    line = ""
+    for word in text.strip(" ").split(" "):  # runs of spaces inside a line stay (aligned evidence)
+        candidate = f"{line} {word}" if line else word
+        if cell_len(candidate) <= width:
+            line = candidate
+            continue
+        if line:
+            lines.append(line.rstrip(" "))
+        line = ""
+        for char in word:  # a word wider than the line is cut where it must be
+            if line and cell_len(line + char) > width:
+                lines.append(line)
+                line = ""
+            line += char
+    return [*lines, line] if line or not lines else lines

@@ -148,3 +148,21 @@ def test_every_finding_is_in_exactly_one_incident_whatever_its_evidence_holds(fo
     assert [i.id for i in build_incidents(shuffled, now=NOW)] == [i.id for i in incidents]
     report = Report(cluster="c", region="us-west-2", generated_at=NOW, status="critical", findings=found)
     assert len(report.to_json_dict()["incidents"]) == len(incidents)
+
+
+def test_a_next_command_with_wide_characters_wraps_within_80_cells_and_keeps_its_end():
+    from rich.cells import cell_len
+
+    from fmdoctor.report.text import render_text
+
+    resource = "sg-" + "訓練" * 30 + "-end"  # 63 characters, 123 cells: counted in characters it fit a line
+    report = Report(cluster="c", region="us-west-2", generated_at=NOW, status=Status.CRITICAL,
+                    findings=[finding("efa-sg-self-reference", resource, summary="SG " + "訓" * 50 + " tail",
+                                      fix=[{"action": "authorize-security-group-ingress"}])],
+                    stats=RunStats(checks_run=["efa-sg-self-reference"]))
+    lines = render_text(report, color=False).splitlines()
+    assert max(cell_len(line) for line in lines) <= 80
+    act = lines[lines.index(next(line for line in lines if line.startswith("ACT FIRST"))):]
+    command = "".join(line.strip() for line in act[3:7])
+    assert command.endswith("--resource" + "'" + resource + "'")
+    assert any(line.strip().endswith("tail") for line in lines)  # a finding's summary is not cropped either
