@@ -166,3 +166,23 @@ def test_a_next_command_with_wide_characters_wraps_within_80_cells_and_keeps_its
     command = "".join(line.strip() for line in act[3:7])
     assert command.endswith("--resource" + "'" + resource + "'")
     assert any(line.strip().endswith("tail") for line in lines)  # a finding's summary is not cropped either
+
+
+def test_act_first_stays_within_its_lines_when_the_last_incidents_fix_command_wraps():
+    from fmdoctor.report.text import ACT_FIRST_LINES, render_text
+
+    # A long cluster name wraps each fix command over four lines: the fourth (last) incident used to be printed
+    # in full whatever room was left (25 lines).
+    for count in range(1, 9):
+        found = [finding("efa-sg-self-reference", f"sg-0123456789abcde{n:02d}", summary="SG broken",
+                         fix=[{"action": "authorize-security-group-ingress"}]) for n in range(count)]
+        report = Report(cluster="prod-llama-405b-pretraining-cluster-us-west-2-team-foundation-models",
+                        region="us-west-2", generated_at=NOW, status=Status.CRITICAL, findings=found,
+                        stats=RunStats(checks_run=["efa-sg-self-reference"]))
+        lines = render_text(report, color=False).splitlines()
+        start = next(n for n, line in enumerate(lines) if line.startswith("ACT FIRST"))
+        end = lines.index("", start)
+        assert end - start <= ACT_FIRST_LINES, count
+        shown = sum(1 for line in lines[start:end] if re.match(r"\s*\d+ ✗", line))
+        more = re.search(r"\+ (\d+) more incident", "\n".join(lines[start:end]))
+        assert shown + (int(more.group(1)) if more else 0) == count  # every incident is shown or counted
