@@ -16,7 +16,7 @@ work on that node it will lose). An **incident** is every finding whose cause si
 * **the cause** is the finding no other finding of the incident explains (:data:`EXPLAINS`: a missing
   security-group rule explains the unreachable EFA peers, a Spot notice the unprotected work, a GPU's Xid the
   stalled job, an endpoint at its scaling maximum its saturation and its latency), then the most severe and
-  the most urgent.
+  the most urgent, then the one that explains the most of the others.
 * **urgency** is the time until harm: an incident with a deadline in its evidence (a Spot ``action_time``, a
   Capacity Block's ``terminations_begin``) comes first, soonest first, because that loss can be prevented only
   until then (a deadline already passed, whose loss has happened, comes after those still ahead and after
@@ -289,7 +289,9 @@ def _incident(group: list[Finding], cluster: str | None, region: str | None) -> 
 
 
 def _cause(group: list[Finding]) -> Finding:
-    """The finding no other one of the group explains; among those the most severe, then the most urgent."""
+    """The finding no other one of the group explains; among those the most severe, then the most urgent, then
+    the one that explains the most of the others (two faults on a stalled job's node: the Xid that explains the
+    stall, not an EFA counter that explains nothing there), the check id only to break what is left."""
     checks = {f.check for f in group}
     unexplained = [f for f in group
                    if not any(f.check in EXPLAINS.get(other, ()) for other in checks if other != f.check)]
@@ -297,8 +299,9 @@ def _cause(group: list[Finding]) -> Finding:
 
     def order(f: Finding) -> tuple[Any, ...]:
         deadline = _first_time(f.evidence, DEADLINE_KEYS)
+        explains = sum(1 for other in group if other.check != f.check and other.check in EXPLAINS.get(f.check, ()))
         return (-_SEVERITY_RANK.get(f.severity.value, 0), deadline is None,
-                deadline.timestamp() if deadline else 0.0, f.check not in HARM_NOW, f.check, f.resource)
+                deadline.timestamp() if deadline else 0.0, -explains, f.check not in HARM_NOW, f.check, f.resource)
 
     return min(candidates, key=order)
 
