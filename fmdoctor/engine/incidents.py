@@ -199,7 +199,7 @@ def build_incidents(findings: Iterable[Finding], *, now: datetime | None = None,
     for index, finding in enumerate(found):
         groups.setdefault(root(index), []).append(finding)
     moment = now or datetime.now(UTC)
-    incidents = [_incident(group, cluster, region) for group in groups.values()]
+    incidents = [_incident(group, cluster, region, moment) for group in groups.values()]
     return sorted(incidents, key=lambda incident: rank_key(incident, moment))
 
 
@@ -262,8 +262,8 @@ def _host_key(host: str) -> str:
     return name if _INSTANCE.fullmatch(name) else f"host:{name}"
 
 
-def _incident(group: list[Finding], cluster: str | None, region: str | None) -> Incident:
-    cause = _cause(group)
+def _incident(group: list[Finding], cluster: str | None, region: str | None, now: datetime) -> Incident:
+    cause = _cause(group, now)
     members = (cause, *(f for f in group if f is not cause))
     severity = max((f.severity.value for f in group), key=lambda s: _SEVERITY_RANK.get(s, 0))
     deadlines = [d for d in (_first_time(f.evidence, DEADLINE_KEYS) for f in group) if d]
@@ -275,7 +275,7 @@ def _incident(group: list[Finding], cluster: str | None, region: str | None) -> 
         id=incident_id(cause),
         title=title_of(cause),
         severity=severity,
-        deadline=min(deadlines) if deadlines else None,
+        deadline=_deadline(deadlines, now),
         impact=impact_of(group),
         resources=tuple(dict.fromkeys(f.resource for f in members)),
         findings=tuple(FindingRef(f.check, f.resource) for f in members),
@@ -288,8 +288,15 @@ def _incident(group: list[Finding], cluster: str | None, region: str | None) -> 
     )
 
 
-def _cause(group: list[Finding]) -> Finding:
-    """The finding no other one of the group explains; among those the most severe, then the most urgent, then
+def _deadline(deadlines: list[datetime], now: datetime) -> datetime | None:
+    """The soonest deadline still ahead (its loss can still be prevented), else the one passed last."""
+    ahead = [d for d in deadlines if d >= now]
+    return min(ahead) if ahead else max(deadlines, default=None)
+
+
+def _cause(group: list[Finding], now: datetime) -> Finding:
+    """The finding no other one of the group explains; among those the most severe, then the most urgent (a
+    deadline still ahead before one passed, as in :func:`rank_key`), then
     the one that explains the most of the others (two faults on a stalled job's node: the Xid that explains the
     stall, not an EFA counter that explains nothing there), the check id only to break what is left."""
     checks = {f.check for f in group}
@@ -299,9 +306,10 @@ def _cause(group: list[Finding]) -> Finding:
 
     def order(f: Finding) -> tuple[Any, ...]:
         deadline = _first_time(f.evidence, DEADLINE_KEYS)
+        seconds = (deadline - now).total_seconds() if deadline else 0.0
         explains = sum(1 for other in group if other.check != f.check and other.check in EXPLAINS.get(f.check, ()))
-        return (-_SEVERITY_RANK.get(f.severity.value, 0), deadline is None,
-                deadline.timestamp() if deadline else 0.0, -explains, f.check not in HARM_NOW, f.check, f.resource)
+        return (-_SEVERITY_RANK.get(f.severity.value, 0), deadline is None, seconds < 0, abs(seconds), -explains,
+                f.check not in HARM_NOW, f.check, f.resource)
 
     return min(candidates, key=order)
 

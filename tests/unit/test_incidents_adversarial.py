@@ -216,3 +216,14 @@ def test_two_nodes_behind_one_security_group_are_one_incident_and_two_groups_are
     assert len(build_incidents(same, now=NOW)) == 1
     apart = [same[0], finding("ssh-unreachable", "i-0123456789abcdef1", blocking_resource="sg-0aaaaaaaaaaaaaaa2")]
     assert len(build_incidents(apart, now=NOW)) == 2
+
+
+def test_an_incident_with_a_passed_and_a_coming_deadline_is_ranked_and_shown_by_the_coming_one():
+    # One node: a Spot notice whose time has passed and a Capacity Block it runs in that ends in an hour.
+    stale = finding("spot-interruption", NODE, action_time=(NOW - timedelta(hours=3)).isoformat())
+    block = finding("capacity-block-expiring", NODE, terminations_begin=(NOW + timedelta(hours=1)).isoformat())
+    stalled = finding("training-stalled", "i-0123456789abcdef2")
+    incidents = build_incidents([stalled, stale, block], now=NOW)
+    assert incidents[0].deadline == NOW + timedelta(hours=1) and incidents[0].contains(stale)
+    assert incidents[0].cause.check == "capacity-block-expiring"  # the loss that can still be prevented
+    assert incidents[0].when(NOW).startswith("deadline 01:00 UTC (in ")
