@@ -227,3 +227,13 @@ def test_an_incident_with_a_passed_and_a_coming_deadline_is_ranked_and_shown_by_
     assert incidents[0].deadline == NOW + timedelta(hours=1) and incidents[0].contains(stale)
     assert incidents[0].cause.check == "capacity-block-expiring"  # the loss that can still be prevented
     assert incidents[0].when(NOW).startswith("deadline 01:00 UTC (in ")
+
+
+def test_the_markdown_next_command_is_the_command_itself_even_with_a_pipe_in_a_value():
+    # Outside a table a backslash in a code span is literal: an escaped pipe would change the cluster copied.
+    report = Report(cluster="team|a", region="us-west-2", generated_at=NOW, status=Status.CRITICAL,
+                    findings=[finding("efa-sg-self-reference", "sg-0123456789abcdef0",
+                                      fix=[{"action": "authorize-security-group-ingress"}])],
+                    stats=RunStats(checks_run=["efa-sg-self-reference"]))
+    [item] = [line for line in render_markdown(report).splitlines() if line.startswith("1. ")]
+    assert "`fmdoctor fix --cluster 'team|a' --region us-west-2 --check efa-sg-self-reference" in item
