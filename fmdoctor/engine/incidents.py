@@ -16,10 +16,11 @@ work on that node it will lose). An **incident** is every finding whose cause si
 * **the cause** is the finding no other finding of the incident explains (:data:`EXPLAINS`: a missing
   security-group rule explains the unreachable EFA peers, a Spot notice the unprotected work, a GPU's Xid the
   stalled job, an endpoint at its scaling maximum its saturation and its latency), then the most severe and
-  the most urgent.
+  the most urgent, then the one that explains the most of the others.
 * **urgency** is the time until harm: an incident with a deadline in its evidence (a Spot ``action_time``, a
   Capacity Block's ``terminations_begin``) comes first, soonest first, because that loss can be prevented only
-  until then; next harm under way now (:data:`HARM_NOW`: a job losing work, an endpoint failing or slow
+  until then (a deadline already passed, whose loss has happened, comes after those still ahead and after
+  harm under way); next harm under way now (:data:`HARM_NOW`: a job losing work, an endpoint failing or slow
   requests), whose cost grows at the same rate whichever is fixed first; then the rest. Severity ranks above
   urgency (a warning's deadline does not outrank a critical), **impact** (jobs, endpoints, nodes) breaks ties.
 * **the id** is a hash of the cause's check and resource, so the same cause keeps its id across runs.
@@ -200,15 +201,20 @@ def build_incidents(findings: Iterable[Finding], *, now: datetime | None = None,
     for index, finding in enumerate(found):
         groups.setdefault(root(index), []).append(finding)
     moment = now or datetime.now(UTC)
-    incidents = [_incident(group, cluster, region) for group in groups.values()]
+    incidents = [_incident(group, cluster, region, moment) for group in groups.values()]
     return sorted(incidents, key=lambda incident: rank_key(incident, moment))
 
 
 def rank_key(incident: Incident, now: datetime) -> tuple[Any, ...]:
-    """Severity, then urgency (deadline soonest first, then harm under way), then impact; the id keeps it total."""
+    """Severity, then urgency (deadline soonest first, then harm under way), then impact; the id keeps it total.
+
+    A deadline already passed ranks after every one still ahead and after harm under way (the most recently
+    passed first), before the rest: its loss has happened and can no longer be prevented, while a coming
+    deadline's loss still can and harm under way still grows, so a stale notice never pushes those down."""
     seconds = (incident.deadline - now).total_seconds() if incident.deadline else 0.0
+    order = _URGENCY_ORDER[incident.urgency] + (1.5 if incident.urgency == DEADLINE and seconds < 0 else 0)
     impact = incident.impact
-    return (-_SEVERITY_RANK.get(incident.severity, 0), _URGENCY_ORDER[incident.urgency], seconds,
+    return (-_SEVERITY_RANK.get(incident.severity, 0), order, abs(seconds),
             -impact.jobs, -impact.endpoints, -impact.nodes, -len(incident.findings), incident.id)
 
 
@@ -216,7 +222,7 @@ def cause_keys(finding: Finding, node_of: Callable[[str], str | None] | None = N
     """The things a finding's evidence names as at fault (see the module): findings sharing one share a cause."""
     evidence = finding.evidence
     resource = finding.resource
-    keys = {_thing(finding)}
+    keys = {_thing(finding), f"resource:{resource}"}  # the same resource is the same thing, whatever else it names
     blocking = evidence.get("blocking_resource")
     if isinstance(blocking, str) and blocking:
         keys.add(blocking)
@@ -258,8 +264,8 @@ def _host_key(host: str) -> str:
     return name if _INSTANCE.fullmatch(name) else f"host:{name}"
 
 
-def _incident(group: list[Finding], cluster: str | None, region: str | None) -> Incident:
-    cause = _cause(group)
+def _incident(group: list[Finding], cluster: str | None, region: str | None, now: datetime) -> Incident:
+    cause = _cause(group, now)
     members = (cause, *(f for f in group if f is not cause))
     severity = max((f.severity.value for f in group), key=lambda s: _SEVERITY_RANK.get(s, 0))
     deadlines = [d for d in (_first_time(f.evidence, DEADLINE_KEYS) for f in group) if d]
@@ -271,7 +277,7 @@ def _incident(group: list[Finding], cluster: str | None, region: str | None) -> 
         id=incident_id(cause),
         title=title_of(cause),
         severity=severity,
-        deadline=min(deadlines) if deadlines else None,
+        deadline=_deadline(deadlines, now),
         impact=impact_of(group),
         resources=tuple(dict.fromkeys(f.resource for f in members)),
         findings=tuple(FindingRef(f.check, f.resource) for f in members),
@@ -284,8 +290,17 @@ def _incident(group: list[Finding], cluster: str | None, region: str | None) -> 
     )
 
 
-def _cause(group: list[Finding]) -> Finding:
-    """The finding no other one of the group explains; among those the most severe, then the most urgent."""
+def _deadline(deadlines: list[datetime], now: datetime) -> datetime | None:
+    """The soonest deadline still ahead (its loss can still be prevented), else the one passed last."""
+    ahead = [d for d in deadlines if d >= now]
+    return min(ahead) if ahead else max(deadlines, default=None)
+
+
+def _cause(group: list[Finding], now: datetime) -> Finding:
+    """The finding no other one of the group explains; among those the most severe, then the most urgent (a
+    deadline still ahead before one passed, as in :func:`rank_key`), then
+    the one that explains the most of the others (two faults on a stalled job's node: the Xid that explains the
+    stall, not an EFA counter that explains nothing there), the check id only to break what is left."""
     checks = {f.check for f in group}
     unexplained = [f for f in group
                    if not any(f.check in EXPLAINS.get(other, ()) for other in checks if other != f.check)]
@@ -293,8 +308,10 @@ def _cause(group: list[Finding]) -> Finding:
 
     def order(f: Finding) -> tuple[Any, ...]:
         deadline = _first_time(f.evidence, DEADLINE_KEYS)
-        return (-_SEVERITY_RANK.get(f.severity.value, 0), deadline is None,
-                deadline.timestamp() if deadline else 0.0, f.check not in HARM_NOW, f.check, f.resource)
+        seconds = (deadline - now).total_seconds() if deadline else 0.0
+        explains = sum(1 for other in group if other.check != f.check and other.check in EXPLAINS.get(f.check, ()))
+        return (-_SEVERITY_RANK.get(f.severity.value, 0), deadline is None, seconds < 0, abs(seconds), -explains,
+                f.check not in HARM_NOW, f.check, f.resource)
 
     return min(candidates, key=order)
 
@@ -388,8 +405,10 @@ def fix_command(finding: Finding, cluster: str | None = None, region: str | None
 
 
 def _has_fix(finding: Finding) -> bool:
-    fix = finding.evidence.get("fix")
-    return isinstance(fix, list) and any(isinstance(a, dict) and a.get("action") for a in fix)
+    # Imported here: the remediation package imports the report model, which imports this module.
+    from fmdoctor.remediation.actions import has_automated_fix
+
+    return has_automated_fix(finding.evidence)
 
 
 def _first_time(evidence: Mapping[str, Any], keys: tuple[str, ...]) -> datetime | None:

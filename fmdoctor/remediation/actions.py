@@ -346,3 +346,11 @@ def build_call(hint: Mapping[str, Any], check_id: str, finding_id: str) -> Plann
         return None
     call = spec.build(hint, check_id)
     return PlannedCall(call.service, call.operation, call.params, call.action, call.summary, (finding_id,))
+
+
+def has_automated_fix(evidence: Mapping[str, Any]) -> bool:
+    """Whether a finding's evidence carries a fix hint of an action this fmdoctor can take (:data:`ACTIONS`):
+    the one test of "offer ``fmdoctor fix``" every front end and the incidents use. A hint of an unknown action
+    is left to the runbook by :func:`build_call`, so it offers no fix."""
+    hints = evidence.get("fix")
+    return isinstance(hints, list) and any(isinstance(h, Mapping) and h.get("action") in ACTIONS for h in hints)

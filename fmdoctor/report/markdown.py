@@ -14,14 +14,23 @@ from fmdoctor.engine.model import Report, Severity
 from fmdoctor.safety.text import dumps_json, visible
 from fmdoctor.words import plural
 
+# Every character that starts Markdown markup in untrusted text (CommonMark lets any ASCII punctuation be
+# backslash-escaped): links and images ``[..](..)``, raw HTML and autolinks ``<..>``, entities ``&#8238;`` (which
+# would render a hidden character :func:`visible` escaped), code spans, emphasis, strikethrough, table pipes.
+_MARKUP = re.compile(r"([\\`*_\[\]<>&|~])")
+
 
 def _cell(text: Any) -> str:
-    return visible(text, lines=False).replace("|", "\\|")
+    """Untrusted text as Markdown that shows it as it is: hidden characters escaped, no markup active."""
+    return _MARKUP.sub(r"\\\1", visible(text, lines=False))
 
 
-def code_span(text: Any) -> str:
-    """A code span for a value, wider than any run of backticks in it (so none of them can end it early)."""
-    shown = visible(text, lines=False).replace("|", "\\|")
+def code_span(text: Any, table: bool = True) -> str:
+    """A code span for a value, wider than any run of backticks in it (so none of them can end it early).
+    ``table``: it sits in a table cell, where a pipe must be escaped; elsewhere a backslash in a code span is
+    shown as it is, so escaping would change a command a person copies."""
+    shown = visible(text, lines=False)
+    shown = shown.replace("|", "\\|") if table else shown
     ticks = "`" * (max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
     return f"{ticks} {shown} {ticks}" if len(ticks) > 1 else f"`{shown}`"
 
@@ -39,7 +48,7 @@ def act_first(report: Report, limit: int = 8) -> list[str]:
             facts.append(plural(len(incident.findings), "finding"))
         shown = " · ".join(_cell(f) for f in facts if f)
         out.append(f"{number}. **{incident.severity}** {_cell(incident.title)}" + (f" — {shown}" if shown else "")
-                   + f" — next: {code_span(incident.next_words())}")
+                   + f" — next: {code_span(incident.next_words(), table=False)}")
     if len(incidents) > limit:
         out.append(f"\n{plural(len(incidents) - limit, 'more incident')}: every finding is below.")
     return out + [""]

@@ -11,10 +11,10 @@ import contextlib
 import io
 import os
 import sys
-import textwrap
 from collections.abc import Iterable
 from typing import TextIO
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.text import Text
@@ -125,9 +125,15 @@ def write_act_first(console: Console, incidents: list[Incident], report: Report)
                        style="bold"), overflow="ellipsis", no_wrap=True)
     lines, shown = 1, 0
     for number, incident in enumerate(incidents, 1):
-        detailed = number <= ACT_FIRST_DETAILED
-        needed = 3 if detailed else 1
-        if lines + needed > ACT_FIRST_LINES - 1 and number < len(incidents):
+        facts = [incident.when(report.generated_at), incident.impact.words()]
+        if len(incident.findings) > 1:
+            facts.append(plural(len(incident.findings), "finding"))
+        said = " · ".join(f for f in facts if f) or "no deadline in the evidence"
+        # Counted as printed (a long fix command wraps), with a line kept for "+ N more" unless this is the last.
+        room = ACT_FIRST_LINES - lines - (1 if number < len(incidents) else 0)
+        detailed = number <= ACT_FIRST_DETAILED and 1 + sum(
+            len(_wrap(visible(t, lines=False), _indent_width(console, 5))) for t in (said, _next(incident))) <= room
+        if not detailed and room < 1:
             break
         severity = Severity(incident.severity)
         head = Text(f"{number:>2} ")
@@ -137,12 +143,8 @@ def write_act_first(console: Console, incidents: list[Incident], report: Report)
         lines, shown = lines + 1, number
         if not detailed:
             continue
-        facts = [incident.when(report.generated_at), incident.impact.words()]
-        if len(incident.findings) > 1:
-            facts.append(plural(len(incident.findings), "finding"))
-        lines += _indented(console, " · ".join(f for f in facts if f) or "no deadline in the evidence", 5,
-                           style="dim")
-        lines += _indented(console, f"next: {incident.next_words()}", 5)
+        lines += _indented(console, said, 5, style="dim")
+        lines += _indented(console, _next(incident), 5)
     if shown < len(incidents):
         rest = incidents[shown:]
         critical = sum(1 for i in rest if i.severity == Severity.CRITICAL.value)
@@ -150,11 +152,41 @@ def write_act_first(console: Console, incidents: list[Incident], report: Report)
         console.print(f"   + {plural(len(rest), 'more incident')}{more}: every finding is below", style="dim")
 
 
+def _next(incident: Incident) -> str:
+    return f"next: {incident.next_words()}"
+
+
+def _indent_width(console: Console, indent: int) -> int:
+    return max(20, console.width - indent)
+
+
 def _indented(console: Console, text: str, indent: int, style: str = "") -> int:
     """Print ``text`` wrapped under ``indent``; the number of lines it took."""
-    width = max(20, console.width - indent)
+    width = _indent_width(console, indent)
     text = visible(text, lines=False)  # measured as it will be shown
-    lines = textwrap.wrap(text, width=width, break_long_words=True, break_on_hyphens=False) or [""]
+    lines = _wrap(text, width)
     for line in lines:
         console.print(Text(" " * indent + line, style=style), overflow="crop", no_wrap=True)
     return len(lines)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` terminal cells, at spaces where a word fits, else through the word.
+    Measured in cells, not characters: a wide (CJK) character takes two, and a line counted in characters is
+    cropped at the screen's edge, silently losing the end of what it says (the end of a command)."""
+    lines: list[str] = []
+    line = ""
+    for word in text.strip(" ").split(" "):  # runs of spaces inside a line stay (aligned evidence)
+        candidate = f"{line} {word}" if line else word
+        if cell_len(candidate) <= width:
+            line = candidate
+            continue
+        if line:
+            lines.append(line.rstrip(" "))
+        line = ""
+        for char in word:  # a word wider than the line is cut where it must be
+            if line and cell_len(line + char) > width:
+                lines.append(line)
+                line = ""
+            line += char
+    return [*lines, line] if line or not lines else lines

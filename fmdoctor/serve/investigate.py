@@ -25,7 +25,7 @@ from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.engine.incidents import Incident, build_incidents
 from fmdoctor.engine.model import Finding, Report, Severity
-from fmdoctor.remediation.actions import ACTIONS
+from fmdoctor.remediation.actions import has_automated_fix
 from fmdoctor.serve.events import Event
 from fmdoctor.serve.routing import Route
 
@@ -56,8 +56,7 @@ class Result:
 
     @property
     def fixable(self) -> bool:
-        hints = self.cause.evidence.get("fix") if self.cause else None
-        return isinstance(hints, list) and any(isinstance(h, dict) and h.get("action") in ACTIONS for h in hints)
+        return bool(self.cause) and has_automated_fix(self.cause.evidence)
 
     @property
     def status(self) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from fmdoctor.engine.model import Finding, Report, Severity
-from fmdoctor.remediation.actions import ACTIONS
+from fmdoctor.remediation.actions import has_automated_fix
 from fmdoctor.report.evidence import evidence_lines
 from fmdoctor.safety.text import visible
 
@@ -72,8 +72,7 @@ def code_sections(text: str) -> list[Block]:
 
 def fixable(finding: Finding) -> bool:
     """Whether fmdoctor has an automated fix for the finding (a fix hint of a known action)."""
-    hints = finding.evidence.get("fix") or []
-    return isinstance(hints, list) and any(isinstance(h, dict) and h.get("action") in ACTIONS for h in hints)
+    return has_automated_fix(finding.evidence)
 
 
 def finding_blocks(finding: Finding, cluster: str, index: int) -> list[Block]:
