@@ -139,43 +139,101 @@ class RankDump:
 
 
 def parse_dump(rank: int, source: str, dump: dict[str, Any]) -> RankDump:
+    """The progress one rank's dump records. The dump is plain data of any shape its writer chose: every value
+    read here is checked for the type c10d writes (a mapping, an int64 counter, a short name), and one that is
+    not makes the whole dump a :class:`DumpError` (one unreadable dump, never an error of the check)."""
     out = RankDump(rank, source)
-    for name, config in (dump.get("pg_config") or {}).items():
+    for name, config in _mapping(dump.get("pg_config"), "pg_config").items():
         ranks = config.get("ranks") if isinstance(config, dict) else None
         try:
-            out.members[str(name)] = [int(r) for r in (json.loads(ranks) if isinstance(ranks, str) else ranks or [])]
-        except (ValueError, TypeError):
+            listed = json.loads(ranks) if isinstance(ranks, str) else ranks or []
+            out.members[_name(name, "pg_config")] = [_counter(r, "a rank") for r in _sequence(listed, "ranks")]
+        except (ValueError, RecursionError, DumpError):
             continue
     names: dict[str, str] = {}  # pg_id -> group name, from the entries
     latest: dict[str, dict[str, Any]] = {}
-    for entry in dump.get("entries") or []:
-        if not isinstance(entry, dict) or entry.get("is_p2p"):
+    for entry in _sequence(dump.get("entries"), "entries"):
+        if not isinstance(entry, dict) or entry.get("is_p2p") is True:
             continue
         group = entry.get("process_group")
-        name = str(group[0]) if isinstance(group, (list, tuple)) and group else str(entry.get("pg_id", "0"))
-        names[str(entry.get("pg_id", name))] = name
-        if int(entry.get("collective_seq_id") or 0) >= int(latest.get(name, {}).get("collective_seq_id") or 0):
+        pg_id = _name(entry.get("pg_id", 0), "pg_id")
+        name = _name(group[0], "process_group") if isinstance(group, (list, tuple)) and group else pg_id
+        names[pg_id] = name
+        if _seq(entry) >= (_seq(latest[name]) if name in latest else 0):
             latest[name] = entry
-    status = dump.get("pg_status") or {}
-    for pg_id, values in status.items():
+    for pg_id, values in _mapping(dump.get("pg_status"), "pg_status").items():
         if not isinstance(values, dict):
             continue
-        name = names.get(str(pg_id), str(pg_id))
-        out.groups[name] = _progress(int(values.get("last_enqueued_collective", -1)),
-                                     int(values.get("last_completed_collective", -1)), latest.get(name))
+        name = names.get(_name(pg_id, "pg_status"), _name(pg_id, "pg_status"))
+        out.groups[name] = _progress(_counter(values.get("last_enqueued_collective", -1), "last_enqueued_collective"),
+                                     _counter(values.get("last_completed_collective", -1),
+                                              "last_completed_collective"), latest.get(name))
     for name, entry in latest.items():  # dumps older than pg_status (version < 2.4): the entries alone
         if name not in out.groups:
-            seq = int(entry.get("collective_seq_id") or 0)
+            seq = _seq(entry)
             completed = seq if entry.get("state") == "completed" else seq - 1
             out.groups[name] = _progress(seq, completed, entry)
     return out
 
 
 def _progress(enqueued: int, completed: int, entry: dict[str, Any] | None) -> GroupProgress:
-    if entry is None or int(entry.get("collective_seq_id") or -1) != enqueued:
+    if entry is None or _seq(entry, -1) != enqueued:
         return GroupProgress(enqueued, completed)
-    return GroupProgress(enqueued, completed, entry.get("profiling_name"), entry.get("state"),
-                         entry.get("time_created_ns"))
+    created = entry.get("time_created_ns")
+    return GroupProgress(enqueued, completed, _short_text(entry.get("profiling_name"), "profiling_name"),
+                         _short_text(entry.get("state"), "state"),
+                         None if created is None else _counter(created, "time_created_ns"))
+
+
+_INT64 = 1 << 63
+MAX_NAME_CHARS = 256
+
+
+def _counter(value: Any, what: str) -> int:
+    """c10d's counters and ranks are int64 (a JSON dump may write them as decimal strings)."""
+    if isinstance(value, str) and value.lstrip("-").isascii() and value.lstrip("-").isdigit() and len(value) <= 20:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not -_INT64 <= value < _INT64:
+        raise DumpError(f"{what} is not a 64-bit integer ({type(value).__name__})")
+    return value
+
+
+def _seq(entry: dict[str, Any], default: int = 0) -> int:
+    """An entry's collective_seq_id; ``default`` for none (or 0, which c10d writes for a p2p entry)."""
+    value = entry.get("collective_seq_id")
+    return default if value is None else _counter(value, "collective_seq_id") or default
+
+
+def _name(value: Any, what: str) -> str:
+    """A process group's name or id: a short string or an int64."""
+    if isinstance(value, str) and len(value) <= MAX_NAME_CHARS:
+        return value
+    return str(_counter(value, f"{what} name"))
+
+
+def _short_text(value: Any, what: str) -> str | None:
+    """An operation's name or state, as the report will quote it (c10d writes a string or nothing)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise DumpError(f"{what} is a {type(value).__name__}, not a string")
+    return value[:MAX_NAME_CHARS]
+
+
+def _mapping(value: Any, what: str) -> dict[Any, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise DumpError(f"{what} is a {type(value).__name__}, not a mapping")
+    return value
+
+
+def _sequence(value: Any, what: str) -> list[Any] | tuple[Any, ...]:
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise DumpError(f"{what} is a {type(value).__name__}, not a list")
+    return value
 
 
 @dataclass(frozen=True)

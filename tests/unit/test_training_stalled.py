@@ -12,6 +12,7 @@ import pytest
 from fmdoctor.demo.seed_health import dcp_files, write_checkpoint
 from fmdoctor.demo.seed_training import put_lines
 from fmdoctor.engine.model import Severity
+from fmdoctor.report import render_json
 
 from ..conftest import CLUSTER, REGION
 
@@ -345,3 +346,49 @@ def test_a_dump_whose_name_has_no_numeric_rank_is_one_unreadable_dump(job, run_c
     [(what, why)] = unreadable(report).items()
     assert "gives no rank" in why and not [e for e in report.errors if e.code == "InternalError"]
     assert report.findings[0].evidence["culprits"][0]["ranks"] == [13]
+
+
+def _nested(depth: int) -> bytes:
+    """A profiling_name nested ``depth`` tuples deep in a few bytes a level: TUPLE1 keeps the stack one slot deep."""
+    head = pickle.dumps({"entries": [{"pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": 5210,
+                                      "state": "started", "profiling_name": None}],
+                         "pg_status": {"0": {"last_enqueued_collective": 5210, "last_completed_collective": 5209}}},
+                        protocol=2)
+    marker = pickle.dumps(None, protocol=2)[2:-1]  # N
+    assert head.count(marker) == 1
+    return head.replace(marker, b"N" + b"\x85" * depth)  # TUPLE1 each level
+
+
+# Adversarial review: shapes a hostile dump may have once it is plain data. Each is one unreadable dump; the
+# other 24 still name the culprit, and nothing becomes an internal error or a traceback in the report.
+HOSTILE_SHAPES = {
+    "seq-is-a-list": pickle.dumps({"entries": [{"pg_id": 0, "collective_seq_id": [1]}]}, protocol=2),
+    "status-is-a-list": pickle.dumps({"entries": [], "pg_status": ["0"]}, protocol=2),
+    "config-is-a-list": pickle.dumps({"entries": [], "pg_config": ["0"]}, protocol=2),
+    "ranks-infinite": pickle.dumps({"entries": [], "pg_config": {"0": {"ranks": "[1e400]"}}}, protocol=2),
+    "enqueued-infinite": pickle.dumps({"entries": [], "pg_status": {"0": {"last_enqueued_collective": float("inf")}}},
+                                      protocol=2),
+    "enqueued-huge": pickle.dumps({"entries": [], "pg_status": {"0": {"last_enqueued_collective": 10 ** 20000,
+                                                                      "last_completed_collective": 0}}}, protocol=2),
+    "op-nested-deep": _nested(200_000),
+    "op-is-a-dict": pickle.dumps({"entries": [{"pg_id": 0, "process_group": ("0", "x"), "collective_seq_id": 5210,
+                                               "state": {"a": 1}, "profiling_name": {"x": [1] * 1000},
+                                               "time_created_ns": "soon"}],
+                                  "pg_status": {"0": {"last_enqueued_collective": 5210,
+                                                      "last_completed_collective": 5209}}}, protocol=2),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(HOSTILE_SHAPES))
+def test_a_dump_of_hostile_shape_is_one_unreadable_dump(job, run_checks, shape):
+    aws, nodes = job
+    hang_with(aws, nodes, {"nccl_trace_rank_24": HOSTILE_SHAPES[shape]})
+    report = run_hang(run_checks)
+    assert not [e for e in report.errors if e.code == "InternalError"], report.errors
+    if shape == "ranks-infinite":  # a pg_config whose ranks cannot be read is skipped, as before: no members
+        assert not unreadable(report)
+    else:
+        [(what, _)] = unreadable(report).items()
+        assert "nccl_trace_rank_24" in what
+    assert report.findings[0].evidence["culprits"][0]["ranks"] == [13]
+    render_json(report)  # the report renders (no recursion, no over-long integer)
