@@ -14,7 +14,10 @@ strings, numbers and None: it is loaded with an unpickler that refuses every glo
 Before it is loaded its opcodes are walked once (:func:`check_opcodes`), bounding what the C unpickler would
 allocate: a memo index must be one a pickler would write (at most the number of memo entries so far: a 9-byte
 pickle naming index 2^25 would otherwise cost 510 MiB), the stack (nesting and marks) at most ``MAX_STACK``
-deep, and the container items at most ``MAX_ITEMS`` in all. JSON dumps (``dump_json``) are read as JSON.
+deep, the container items at most ``MAX_ITEMS`` in all, and the objects created at most ``MAX_OBJECTS`` (each
+kept alive by the memo: 3 bytes of ``}\x940`` would otherwise build a 64-byte dict, a 64 MiB file 1.4 GiB of
+them). Sets, which neither c10d nor a dict of plain data holds (216 bytes for 3), are refused. JSON dumps
+(``dump_json``) are read as JSON.
 """
 
 from __future__ import annotations
@@ -31,7 +34,11 @@ MAX_DUMP_BYTES = 64 * 1024 * 1024
 MAX_STACK = 100_000  # items and marks on the unpickler's stack at once (nesting, one batch of a container)
 MAX_MARKS = 1_000  # open MARKs: containers nested inside containers being built
 MAX_ITEMS = 4_000_000  # items added to lists, dicts and tuples in all (2000 entries with their frames: ~10^5)
+MAX_OBJECTS = 4_000_000  # objects built in all (2000 entries with 64 frames each: ~550,000)
 MAX_RANK_DIGITS = 7
+_SETS = {"EMPTY_SET", "ADDITEMS", "FROZENSET"}
+_NOT_NEW = {"MARK", "DUP", "GET", "BINGET", "LONG_BINGET", "PROTO", "FRAME", "STOP", "MEMOIZE", "APPEND",
+            "APPENDS", "SETITEM", "SETITEMS", "BUILD"}  # push nothing new (or the object they were given)
 _PUTS = {"PUT", "BINPUT", "LONG_BINPUT"}
 _GETS = {"GET", "BINGET", "LONG_BINGET"}
 _ADDS = {"APPEND": 1, "SETITEM": 1, "TUPLE1": 1, "TUPLE2": 2, "TUPLE3": 3}
@@ -48,11 +55,17 @@ class _PlainDataUnpickler(pickle.Unpickler):
 
 def check_opcodes(data: bytes) -> None:
     """Walk the pickle's opcodes (nothing is built) and refuse one whose loading would allocate out of bounds."""
-    memo = depth = items = 0
+    memo = depth = items = objects = 0
     marks: list[int] = []
     try:
         for opcode, arg, _ in pickletools.genops(io.BytesIO(data)):
             name = opcode.name
+            if name in _SETS:
+                raise DumpError(f"a set ({name}): a flight recorder dump holds dicts, lists, tuples and scalars")
+            if opcode.stack_after and name not in _NOT_NEW:
+                objects += 1
+                if objects > MAX_OBJECTS:
+                    raise DumpError(f"more than {MAX_OBJECTS} objects")
             if name in _PUTS:
                 if int(arg) > memo:  # a pickler numbers its memo entries 0, 1, 2...
                     raise DumpError(f"memo index {arg} with {memo} entries: not a pickler's output")

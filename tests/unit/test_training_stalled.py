@@ -392,3 +392,18 @@ def test_a_dump_of_hostile_shape_is_one_unreadable_dump(job, run_checks, shape):
         assert "nccl_trace_rank_24" in what
     assert report.findings[0].evidence["culprits"][0]["ranks"] == [13]
     render_json(report)  # the report renders (no recursion, no over-long integer)
+
+
+def test_a_dump_that_memoizes_millions_of_objects_is_refused(job, run_checks):
+    """Adversarial review: the memo keeps every object alive, so 3 bytes (``}\\x940``: a dict, memoized, popped)
+    built a 64-byte dict and a 64 MiB dump 1.4 GiB of them; sets (216 bytes for 3) did worse. The walk counts
+    the objects a load would build, and refuses sets, which no dump of plain data holds."""
+    aws, nodes = job
+    tail = b"}(U\x07entries]u."
+    hang_with(aws, nodes, {"nccl_trace_rank_24": b"\x80\x04" + b"}\x940" * 4_000_001 + tail,  # 11 MiB
+                           "nccl_trace_rank_25": b"\x80\x04" + b"\x8f\x940" * 1000 + tail})
+    report = run_hang(run_checks)
+    why = unreadable(report)
+    assert "more than 4000000 objects" in why["the flight recorder dump s3://team-ckpt/fr/job-77/nccl_trace_rank_24"]
+    assert "a set (EMPTY_SET)" in why["the flight recorder dump s3://team-ckpt/fr/job-77/nccl_trace_rank_25"]
+    assert report.findings[0].evidence["culprits"][0]["ranks"] == [13]
