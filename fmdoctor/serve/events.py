@@ -113,9 +113,9 @@ def clean(value: Any, limit: int = TEXT_MAX) -> str:
     text = "".join(c for c in text if c in "\n\t" or unicodedata.category(c) not in ("Cc", "Cf"))
     if len(text) <= limit:
         return text
-    from fmdoctor.serve.outputs import redactor
+    from fmdoctor.safety.redact import SECRETS
 
-    text = redactor()(text)
+    text = SECRETS(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

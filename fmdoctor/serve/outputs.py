@@ -30,11 +30,9 @@ Redact = Callable[[str], str]
 
 def redactor(extra: Iterable[str] = ()) -> Redact:
     """The one redaction policy's secret patterns (not its account-id ones) and the configured extra regexes."""
-    from fmdoctor.safety.redact import Redactor
+    from fmdoctor.safety.redact import secrets_redactor
 
-    base = Redactor(extra)
-    base.patterns = [p for p in base.patterns if p.name != "account-id"]
-    return base
+    return secrets_redactor(extra)
 
 
 def redact_tree(value: Any, redact: Redact) -> Any:
