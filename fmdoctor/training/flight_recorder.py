@@ -166,7 +166,7 @@ def parse_dump(rank: int, source: str, dump: dict[str, Any]) -> RankDump:
     names: dict[str, str] = {}  # pg_id -> group name, from the entries
     latest: dict[str, dict[str, Any]] = {}
     for entry in _sequence(dump.get("entries"), "entries"):
-        if not isinstance(entry, dict) or entry.get("is_p2p") is True:
+        if not isinstance(entry, dict) or entry.get("is_p2p"):
             continue
         group = entry.get("process_group")
         pg_id = _name(entry.get("pg_id", 0), "pg_id")
