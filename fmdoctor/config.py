@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import stat
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -185,12 +186,35 @@ def user_config_dir() -> Path:
 
 def allowed_token_envs() -> set[str]:
     """Variable names the user allowed as ``*_token_env`` besides ``FMDOCTOR_*``: one per line in
-    ``~/.config/fmdoctor/token-env.allow`` (the user's own directory, never the working directory's)."""
+    ``~/.config/fmdoctor/token-env.allow`` (the user's own directory, never the working directory's). A file
+    another user owns, or one group- or world-writable, is not the user's choice and allows nothing."""
+    path = user_config_dir() / TOKEN_ENV_ALLOW_FILE
     try:
-        text = (user_config_dir() / TOKEN_ENV_ALLOW_FILE).read_text(encoding="utf-8")[:65536]
+        with path.open(encoding="utf-8") as handle:
+            info = os.fstat(handle.fileno())
+            if _allow_file_problem(info):
+                return set()
+            text = handle.read(65536)
     except (OSError, UnicodeDecodeError):
         return set()
     return {line.split("#", 1)[0].strip() for line in text.splitlines()} - {""}
+
+
+def _allow_file_problem(info: os.stat_result) -> str | None:
+    if info.st_uid not in (os.geteuid(), 0):
+        return f"it is owned by uid {info.st_uid}, not by you"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"others may write to it (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def _allow_file_note() -> str:
+    """Why the allow-list is ignored, for the refusal's message ('' when it is not, or there is none)."""
+    try:
+        why = _allow_file_problem(os.stat(user_config_dir() / TOKEN_ENV_ALLOW_FILE))
+    except OSError:
+        return ""
+    return f" (that file is ignored: {why})" if why else ""
 
 
 def validate_token_env(value: str | None) -> str | None:
@@ -203,7 +227,7 @@ def validate_token_env(value: str | None) -> str | None:
     if not value.startswith(TOKEN_ENV_PREFIX) and value not in allowed_token_envs():
         raise ValueError(f"{value!r} is not a variable set aside for a token: use a name starting with "
                          f"{TOKEN_ENV_PREFIX} (e.g. {TOKEN_ENV_PREFIX}PROM_TOKEN), or list it in "
-                         f"{user_config_dir() / TOKEN_ENV_ALLOW_FILE}")
+                         f"{user_config_dir() / TOKEN_ENV_ALLOW_FILE}{_allow_file_note()}")
     return value
 
 
@@ -710,6 +734,7 @@ def outbound_keys(settings: Settings) -> list[str]:
             if value is not None:
                 found.append(f"{prefix}{key}")
     for key, value in (("endpoint_url", settings.endpoint_url), ("agent.base_url", settings.agent.base_url),
+                       ("serve.sns_topic_arn", settings.serve.sns_topic_arn),
                        ("agent.api_key_env", settings.agent.api_key_env), ("serve.webhook_url",
                        settings.serve.webhook_url), ("serve.webhook_token_env", settings.serve.webhook_token_env)):
         if value is not None:

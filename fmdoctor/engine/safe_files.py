@@ -2,9 +2,11 @@
 
 :class:`SafeWriter` writes a new tree of files (``fmdoctor check --local --record DIR``, often run as root):
 
-- the directory is created fresh (0700), or is an existing *empty* directory owned by the user; anything else
-  (a non-empty directory, one another user owns, a symbolic link) is refused with one message;
-- every subdirectory is created by the writer (0700) and opened with ``O_NOFOLLOW | O_DIRECTORY``, every file
+- the directory is created fresh (0700), or is an existing *empty* directory owned by the user that no one else
+  may write to; anything else (a non-empty directory, one another user owns, one group- or world-writable, where
+  another user could plant a subdirectory or replace a finished file, a symbolic link) is refused with one message;
+- every subdirectory is created by the writer (0700) and opened with ``O_NOFOLLOW | O_DIRECTORY``, and must then be
+  the user's and writable by no one else (one planted in its place is refused); every file
   with ``O_CREAT | O_EXCL | O_NOFOLLOW`` (0600) relative to its directory's descriptor, so a link planted at any
   name makes the write fail instead of writing through it.
 
@@ -30,6 +32,18 @@ class FileRefused(OSError):
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
+
+
+def _not_private(info: os.stat_result) -> str | None:
+    """Why a directory is not one only this user can change, or None."""
+    if info.st_uid != os.geteuid():
+        return f"owned by uid {info.st_uid}, not by you"
+    if info.st_mode & _OTHERS_WRITE:
+        return f"writable by others (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
 
 
 def _kind(mode: int) -> str:
@@ -59,13 +73,16 @@ class SafeWriter:
                 raise FileRefused(f"{root}: exists and is {_kind(info.st_mode)}; give a new directory") from None
             if info.st_uid != os.geteuid():
                 raise FileRefused(f"{root}: owned by uid {info.st_uid}, not by you; give a new directory") from None
+            if info.st_mode & _OTHERS_WRITE:
+                raise FileRefused(f"{root}: writable by others (mode {stat.S_IMODE(info.st_mode):o}); give a new "
+                                  "directory") from None
             if os.listdir(root):
                 raise FileRefused(f"{root}: not empty; give a new or empty directory") from None
         fd = os.open(root, _DIR_FLAGS)
-        info = os.fstat(fd)
-        if info.st_uid != os.geteuid():  # swapped between the checks and the open
+        why = _not_private(os.fstat(fd))  # swapped between the checks and the open
+        if why:
             os.close(fd)
-            raise FileRefused(f"{root}: owned by uid {info.st_uid}, not by you; give a new directory")
+            raise FileRefused(f"{root}: {why}; give a new directory")
         return fd
 
     def _directory(self, parts: list[str]) -> int:
@@ -81,6 +98,10 @@ class SafeWriter:
                                   ) from None
             os.close(fd)
             fd = child
+            why = _not_private(os.fstat(fd))  # another user's directory planted at the name before the mkdir
+            if why:
+                os.close(fd)
+                raise FileRefused(f"{self.root / '/'.join(parts)}: not a directory this writer made ({why})")
         return fd
 
     def write_text(self, relative: str, text: str) -> Path:

@@ -107,9 +107,16 @@ class Event:
 
 
 def clean(value: Any, limit: int = TEXT_MAX) -> str:
-    """Event text as inert data: control and invisible format characters removed, length capped."""
+    """Event text as inert data: control and invisible format characters removed, length capped. A text that
+    must be cut has its secrets redacted first (the outputs' policy): a secret cut in two no longer matches its
+    pattern, and every output (Slack, webhook, SNS, the model) would have sent the part that was left."""
     text = value if isinstance(value, str) else "" if value is None else str(value)
     text = "".join(c for c in text if c in "\n\t" or unicodedata.category(c) not in ("Cc", "Cf"))
+    if len(text) <= limit:
+        return text
+    from fmdoctor.safety.redact import SECRETS
+
+    text = SECRETS(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -30,11 +30,9 @@ Redact = Callable[[str], str]
 
 def redactor(extra: Iterable[str] = ()) -> Redact:
     """The one redaction policy's secret patterns (not its account-id ones) and the configured extra regexes."""
-    from fmdoctor.safety.redact import Redactor
+    from fmdoctor.safety.redact import secrets_redactor
 
-    base = Redactor(extra)
-    base.patterns = [p for p in base.patterns if p.name != "account-id"]
-    return base
+    return secrets_redactor(extra)
 
 
 def redact_tree(value: Any, redact: Redact) -> Any:
@@ -67,7 +65,7 @@ class SlackOutput:
 
     def send(self, result: Result) -> None:
         thread = self.thread_of(result.event.repeat_key)
-        summary = redact_tree(summary_message(result, self.max_blocks), self.redact)
+        summary = redact_tree(summary_message(result, self.max_blocks, self.redact), self.redact)
         if thread is None:
             response = self.client.chat_postMessage(channel=self.channel, unfurl_links=False, **summary)
             thread = response["ts"]
@@ -104,19 +102,20 @@ class SlackOutput:
         return True
 
 
-def summary_message(result: Result, max_blocks: int) -> dict[str, Any]:
-    """What fired, the narrative, the most likely cause with its Runbook/Fix buttons."""
+def summary_message(result: Result, max_blocks: int, redact: Redact = str) -> dict[str, Any]:
+    """What fired, the narrative, the most likely cause with its Runbook/Fix buttons. Each text is redacted
+    whole before it is cut to fit or split into sections: a secret cut in two no longer matches its pattern."""
     from fmdoctor.slack import blocks
 
     event = result.event
+    title, cluster, detail = redact(event.title), redact(result.cluster), redact(event.detail or "")
     icon = blocks.STATUS_ICON.get(result.status, ":white_circle:")
-    head = (f"{icon} *{blocks.escape(event.title)}* · cluster *{blocks.escape(result.cluster)}* · "
-            f"*{result.status.upper()}*")
+    head = f"{icon} *{blocks.escape(title)}* · cluster *{blocks.escape(cluster)}* · *{result.status.upper()}*"
     when = f"{event.time:%Y-%m-%d %H:%M} UTC · " if event.time else ""
     items = [blocks.section(head),
-             blocks.context(f"{when}{blocks.escape(event.kind)} from {blocks.escape(event.source)}"
-                            f"{' · ' + blocks.escape(event.detail[:280]) if event.detail else ''}")]
-    items += [blocks.section(piece) for piece in blocks.chunks(blocks.escape(result.narrative))]
+             blocks.context(f"{when}{blocks.escape(redact(event.kind))} from {blocks.escape(redact(event.source))}"
+                            f"{' · ' + blocks.escape(detail[:280]) if detail else ''}")]
+    items += [blocks.section(piece) for piece in blocks.chunks(blocks.escape(redact(result.narrative)))]
     if result.cause is not None:
         items.append(blocks.section("*Most likely cause*"))
         items += blocks.finding_blocks(result.cause, result.cluster, 0)
@@ -128,7 +127,7 @@ def summary_message(result: Result, max_blocks: int) -> dict[str, Any]:
         facts.append(f"next: `{incident.next_words()}`")
         items.append(blocks.context(blocks.escape(" · ".join(f for f in facts if f))))
     # The top-level text is what notifications show: escaped like every block (a title saying <!channel> is text).
-    text = f"fmdoctor: {blocks.escape(event.title)} ({blocks.escape(result.cluster)}: {result.status})"
+    text = f"fmdoctor: {blocks.escape(title)} ({blocks.escape(cluster)}: {result.status})"
     return {"text": text, "blocks": items[: max_blocks]}
 
 

@@ -14,7 +14,10 @@ strings, numbers and None: it is loaded with an unpickler that refuses every glo
 Before it is loaded its opcodes are walked once (:func:`check_opcodes`), bounding what the C unpickler would
 allocate: a memo index must be one a pickler would write (at most the number of memo entries so far: a 9-byte
 pickle naming index 2^25 would otherwise cost 510 MiB), the stack (nesting and marks) at most ``MAX_STACK``
-deep, and the container items at most ``MAX_ITEMS`` in all. JSON dumps (``dump_json``) are read as JSON.
+deep, the container items at most ``MAX_ITEMS`` in all, and the objects created at most ``MAX_OBJECTS`` (each
+kept alive by the memo: 3 bytes of ``}\x940`` would otherwise build a 64-byte dict, a 64 MiB file 1.4 GiB of
+them). Sets, which neither c10d nor a dict of plain data holds (216 bytes for 3), are refused. JSON dumps
+(``dump_json``) are read as JSON.
 """
 
 from __future__ import annotations
@@ -33,7 +36,11 @@ MAX_DUMP_BYTES = 64 * 1024 * 1024
 MAX_STACK = 100_000  # items and marks on the unpickler's stack at once (nesting, one batch of a container)
 MAX_MARKS = 1_000  # open MARKs: containers nested inside containers being built
 MAX_ITEMS = 4_000_000  # items added to lists, dicts and tuples in all (2000 entries with their frames: ~10^5)
+MAX_OBJECTS = 4_000_000  # objects built in all (2000 entries with 64 frames each: ~550,000)
 MAX_RANK_DIGITS = 7
+_SETS = {"EMPTY_SET", "ADDITEMS", "FROZENSET"}
+_NOT_NEW = {"MARK", "DUP", "GET", "BINGET", "LONG_BINGET", "PROTO", "FRAME", "STOP", "MEMOIZE", "APPEND",
+            "APPENDS", "SETITEM", "SETITEMS", "BUILD"}  # push nothing new (or the object they were given)
 _PUTS = {"PUT", "BINPUT", "LONG_BINPUT"}
 _GETS = {"GET", "BINGET", "LONG_BINGET"}
 _ADDS = {"APPEND": 1, "SETITEM": 1, "TUPLE1": 1, "TUPLE2": 2, "TUPLE3": 3}
@@ -50,11 +57,17 @@ class _PlainDataUnpickler(pickle.Unpickler):
 
 def check_opcodes(data: bytes) -> None:
     """Walk the pickle's opcodes (nothing is built) and refuse one whose loading would allocate out of bounds."""
-    memo = depth = items = 0
+    memo = depth = items = objects = 0
     marks: list[int] = []
     try:
         for opcode, arg, _ in pickletools.genops(io.BytesIO(data)):
             name = opcode.name
+            if name in _SETS:
+                raise DumpError(f"a set ({name}): a flight recorder dump holds dicts, lists, tuples and scalars")
+            if opcode.stack_after and name not in _NOT_NEW:
+                objects += 1
+                if objects > MAX_OBJECTS:
+                    raise DumpError(f"more than {MAX_OBJECTS} objects")
             if name in _PUTS:
                 if int(arg) > memo:  # a pickler numbers its memo entries 0, 1, 2...
                     raise DumpError(f"memo index {arg} with {memo} entries: not a pickler's output")
@@ -167,7 +180,9 @@ def of_the_run(dumps: list[RankDump], since: datetime | None) -> tuple[list[Rank
 
 
 def parse_dump(rank: int, source: str, dump: dict[str, Any]) -> RankDump:
-    """A loaded dump's progress per group; a dump whose fields have the wrong types is a :class:`DumpError`."""
+    """The progress one rank's dump records. The dump is plain data of any shape its writer chose: every value
+    read here is checked for the type c10d writes (a mapping, an int64 counter, a short name), and one that is
+    not makes the whole dump a :class:`DumpError` (one unreadable dump, never an error of the check)."""
     try:
         return _parse(rank, source, dump)
     except (ValueError, TypeError, AttributeError, KeyError) as exc:
@@ -176,49 +191,109 @@ def parse_dump(rank: int, source: str, dump: dict[str, Any]) -> RankDump:
 
 def _parse(rank: int, source: str, dump: dict[str, Any]) -> RankDump:
     out = RankDump(rank, source)
-    for name, config in (dump.get("pg_config") or {}).items():
+    for name, config in _mapping(dump.get("pg_config"), "pg_config").items():
         ranks = config.get("ranks") if isinstance(config, dict) else None
-        if isinstance(config, dict) and isinstance(config.get("desc"), str):
-            out.descs[str(name)] = config["desc"]
+        desc = _short_text(config.get("desc"), "pg_config desc") if isinstance(config, dict) else None
+        if desc is not None:
+            out.descs[_name(name, "pg_config")] = desc
         try:
-            out.members[str(name)] = [int(r) for r in (json.loads(ranks) if isinstance(ranks, str) else ranks or [])]
-        except (ValueError, TypeError):
+            listed = json.loads(ranks) if isinstance(ranks, str) else ranks or []
+            out.members[_name(name, "pg_config")] = [_counter(r, "a rank") for r in _sequence(listed, "ranks")]
+        except (ValueError, RecursionError, DumpError):
             continue
     names: dict[str, str] = {}  # pg_id -> group name, from the entries
     latest: dict[str, dict[str, Any]] = {}
-    for entry in dump.get("entries") or []:
+    for entry in _sequence(dump.get("entries"), "entries"):
         if not isinstance(entry, dict) or entry.get("is_p2p"):
             continue
         group = entry.get("process_group")
-        name = str(group[0]) if isinstance(group, (list, tuple)) and group else str(entry.get("pg_id", "0"))
-        if isinstance(group, (list, tuple)) and len(group) > 1 and isinstance(group[1], str):
-            out.descs.setdefault(name, group[1])
-        names[str(entry.get("pg_id", name))] = name
-        seq = int(entry.get("collective_seq_id") or 0)
-        out.ops.setdefault(name, {})[seq] = Op(entry.get("profiling_name"), entry.get("state"),
-                                               entry.get("time_created_ns"))
-        if seq >= int(latest.get(name, {}).get("collective_seq_id") or 0):
+        pg_id = _name(entry.get("pg_id", 0), "pg_id")
+        name = _name(group[0], "process_group") if isinstance(group, (list, tuple)) and group else pg_id
+        if isinstance(group, (list, tuple)) and len(group) > 1:
+            desc = _short_text(group[1], "process_group")
+            if desc is not None:
+                out.descs.setdefault(name, desc)
+        names[pg_id] = name
+        seq = _seq(entry)
+        created = entry.get("time_created_ns")
+        out.ops.setdefault(name, {})[seq] = Op(_short_text(entry.get("profiling_name"), "profiling_name"),
+                                               _short_text(entry.get("state"), "state"),
+                                               None if created is None else _counter(created, "time_created_ns"))
+        if seq >= (_seq(latest[name]) if name in latest else 0):
             latest[name] = entry
-    status = dump.get("pg_status") or {}
-    for pg_id, values in status.items():
+    for pg_id, values in _mapping(dump.get("pg_status"), "pg_status").items():
         if not isinstance(values, dict):
             continue
-        name = names.get(str(pg_id), str(pg_id))
-        out.groups[name] = _progress(int(values.get("last_enqueued_collective", -1)),
-                                     int(values.get("last_completed_collective", -1)), latest.get(name))
+        name = names.get(_name(pg_id, "pg_status"), _name(pg_id, "pg_status"))
+        out.groups[name] = _progress(_counter(values.get("last_enqueued_collective", -1), "last_enqueued_collective"),
+                                     _counter(values.get("last_completed_collective", -1),
+                                              "last_completed_collective"), latest.get(name))
     for name, entry in latest.items():  # dumps older than pg_status (version < 2.4): the entries alone
         if name not in out.groups:
-            seq = int(entry.get("collective_seq_id") or 0)
+            seq = _seq(entry)
             completed = seq if entry.get("state") == "completed" else seq - 1
             out.groups[name] = _progress(seq, completed, entry)
     return out
 
 
 def _progress(enqueued: int, completed: int, entry: dict[str, Any] | None) -> GroupProgress:
-    if entry is None or int(entry.get("collective_seq_id") or -1) != enqueued:
+    if entry is None or _seq(entry, -1) != enqueued:
         return GroupProgress(enqueued, completed)
-    return GroupProgress(enqueued, completed, entry.get("profiling_name"), entry.get("state"),
-                         entry.get("time_created_ns"))
+    created = entry.get("time_created_ns")
+    return GroupProgress(enqueued, completed, _short_text(entry.get("profiling_name"), "profiling_name"),
+                         _short_text(entry.get("state"), "state"),
+                         None if created is None else _counter(created, "time_created_ns"))
+
+
+_INT64 = 1 << 63
+MAX_NAME_CHARS = 256
+
+
+def _counter(value: Any, what: str) -> int:
+    """c10d's counters and ranks are int64 (a JSON dump may write them as decimal strings)."""
+    if isinstance(value, str) and value.lstrip("-").isascii() and value.lstrip("-").isdigit() and len(value) <= 20:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not -_INT64 <= value < _INT64:
+        raise DumpError(f"{what} is not a 64-bit integer ({type(value).__name__})")
+    return value
+
+
+def _seq(entry: dict[str, Any], default: int = 0) -> int:
+    """An entry's collective_seq_id; ``default`` for none (or 0, which c10d writes for a p2p entry)."""
+    value = entry.get("collective_seq_id")
+    return default if value is None else _counter(value, "collective_seq_id") or default
+
+
+def _name(value: Any, what: str) -> str:
+    """A process group's name or id: a short string or an int64."""
+    if isinstance(value, str) and len(value) <= MAX_NAME_CHARS:
+        return value
+    return str(_counter(value, f"{what} name"))
+
+
+def _short_text(value: Any, what: str) -> str | None:
+    """An operation's name or state, as the report will quote it (c10d writes a string or nothing)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise DumpError(f"{what} is a {type(value).__name__}, not a string")
+    return value[:MAX_NAME_CHARS]
+
+
+def _mapping(value: Any, what: str) -> dict[Any, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise DumpError(f"{what} is a {type(value).__name__}, not a mapping")
+    return value
+
+
+def _sequence(value: Any, what: str) -> list[Any] | tuple[Any, ...]:
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise DumpError(f"{what} is a {type(value).__name__}, not a list")
+    return value
 
 
 @dataclass(frozen=True)

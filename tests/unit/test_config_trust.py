@@ -113,3 +113,25 @@ def test_the_slurm_token_variable_obeys_the_token_rule_and_scheduler_is_a_top_le
                        "token_env: AWS_SECRET_ACCESS_KEY}\n")
     settings = parse_settings("scheduler:\n  kind: slurm\nclusters:\n  a: {}\n  b:\n    scheduler: {kind: none}\n")
     assert (settings.cluster("a").scheduler.kind, settings.cluster("b").scheduler.kind) == ("slurm", "none")
+
+
+def test_an_allow_list_others_may_write_allows_nothing(repo, tmp_path, capsys):
+    """Adversarial review: a world-writable token-env.allow was read, so any local user could add
+    AWS_SECRET_ACCESS_KEY to it and a named config could then send that secret as a bearer token."""
+    allow = tmp_path / "xdg-config" / "fmdoctor" / "token-env.allow"
+    allow.parent.mkdir(parents=True)
+    allow.write_text("AWS_SECRET_ACCESS_KEY\n")
+    allow.chmod(0o666)
+    (repo / "mine.yaml").write_text(SENDS_THE_SECRET.replace("{token_env}", "AWS_SECRET_ACCESS_KEY"))
+    code, _, err = run(capsys, "iam-policy", "--config", "mine.yaml")
+    assert code == 3 and "that file is ignored: others may write to it (mode 666)" in err
+    allow.chmod(0o600)
+    assert run(capsys, "iam-policy", "--config", "mine.yaml")[0] == 0
+
+
+def test_a_working_directory_config_may_not_publish_results_to_a_topic(repo, capsys):
+    """Adversarial review: serve.sns_topic_arn in a cloned repository's fmdoctor.yaml sent every result to a
+    topic of the file's choosing (any account's, where its policy allows the publish)."""
+    (repo / "fmdoctor.yaml").write_text("serve:\n  sns_topic_arn: arn:aws:sns:us-east-1:999999999999:collect\n")
+    code, _, err = run(capsys, "iam-policy")
+    assert code == 3 and "sets serve.sns_topic_arn" in err

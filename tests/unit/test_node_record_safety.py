@@ -48,6 +48,29 @@ def test_record_refuses_a_directory_another_user_owns(capsys, tmp_path):
     assert code != 0 and "owned by uid 12345, not by you" in err and os.listdir(theirs) == []
 
 
+def test_record_refuses_an_empty_directory_others_may_write(capsys, tmp_path, victim):
+    """Adversarial review: an empty 0777 directory of one's own was taken, and anyone could then plant a
+    ``files/`` directory of theirs (or replace ``manifest.json`` once written): the recording was theirs to edit."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    code, err = record(capsys, shared)
+    assert code != 0 and "writable by others (mode 777)" in err and os.listdir(shared) == []
+
+
+def test_the_writer_refuses_a_subdirectory_planted_before_it_made_one(tmp_path):
+    writer = SafeWriter(tmp_path / "rec")
+    planted = tmp_path / "rec" / "commands"
+    planted.mkdir()
+    planted.chmod(0o777)  # as another user would leave it (and as root, owned by them: see below)
+    if os.geteuid() == 0:
+        os.chown(planted, 12345, 12345)
+    with pytest.raises(FileRefused, match="not a directory this writer made"):
+        writer.write_text("commands/01-fi_info.stdout", "x")
+    writer.close()
+    assert os.listdir(planted) == []
+
+
 def test_record_refuses_a_link_as_the_directory(capsys, tmp_path):
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")

@@ -13,6 +13,7 @@ import pytest
 from fmdoctor.demo.seed_health import dcp_files, write_checkpoint
 from fmdoctor.demo.seed_training import put_lines
 from fmdoctor.engine.model import Severity
+from fmdoctor.report import render_json
 
 from ..conftest import CLUSTER, REGION
 
@@ -613,3 +614,64 @@ def test_a_peer_id_that_is_no_node_of_the_hyperpod_cluster_gets_no_hyperpod_fix(
     [finding] = report.findings
     assert [c["instance"] for c in finding.evidence["culprits"]] in ([], [None]), finding.evidence["culprits"]
     assert "fix" not in finding.evidence and all(c.get("take_out") is None for c in finding.evidence["culprits"])
+
+
+def _nested(depth: int) -> bytes:
+    """A profiling_name nested ``depth`` tuples deep in a few bytes a level: TUPLE1 keeps the stack one slot deep."""
+    head = pickle.dumps({"entries": [{"pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": 5210,
+                                      "state": "started", "profiling_name": None}],
+                         "pg_status": {"0": {"last_enqueued_collective": 5210, "last_completed_collective": 5209}}},
+                        protocol=2)
+    marker = pickle.dumps(None, protocol=2)[2:-1]  # N
+    assert head.count(marker) == 1
+    return head.replace(marker, b"N" + b"\x85" * depth)  # TUPLE1 each level
+
+
+# Adversarial review: shapes a hostile dump may have once it is plain data. Each is one unreadable dump; the
+# other 24 still name the culprit, and nothing becomes an internal error or a traceback in the report.
+HOSTILE_SHAPES = {
+    "seq-is-a-list": pickle.dumps({"entries": [{"pg_id": 0, "collective_seq_id": [1]}]}, protocol=2),
+    "status-is-a-list": pickle.dumps({"entries": [], "pg_status": ["0"]}, protocol=2),
+    "config-is-a-list": pickle.dumps({"entries": [], "pg_config": ["0"]}, protocol=2),
+    "ranks-infinite": pickle.dumps({"entries": [], "pg_config": {"0": {"ranks": "[1e400]"}}}, protocol=2),
+    "enqueued-infinite": pickle.dumps({"entries": [], "pg_status": {"0": {"last_enqueued_collective": float("inf")}}},
+                                      protocol=2),
+    "enqueued-huge": pickle.dumps({"entries": [], "pg_status": {"0": {"last_enqueued_collective": 10 ** 20000,
+                                                                      "last_completed_collective": 0}}}, protocol=2),
+    "op-nested-deep": _nested(200_000),
+    "op-is-a-dict": pickle.dumps({"entries": [{"pg_id": 0, "process_group": ("0", "x"), "collective_seq_id": 5210,
+                                               "state": {"a": 1}, "profiling_name": {"x": [1] * 1000},
+                                               "time_created_ns": "soon"}],
+                                  "pg_status": {"0": {"last_enqueued_collective": 5210,
+                                                      "last_completed_collective": 5209}}}, protocol=2),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(HOSTILE_SHAPES))
+def test_a_dump_of_hostile_shape_is_one_unreadable_dump(job, run_checks, shape):
+    aws, nodes = job
+    hang_with(aws, nodes, {"nccl_trace_rank_24": HOSTILE_SHAPES[shape]})
+    report = run_hang(run_checks)
+    assert not [e for e in report.errors if e.code == "InternalError"], report.errors
+    if shape == "ranks-infinite":  # a pg_config whose ranks cannot be read is skipped, as before: no members
+        assert not unreadable(report)
+    else:
+        [(what, _)] = unreadable(report).items()
+        assert "nccl_trace_rank_24" in what
+    assert report.findings[0].evidence["culprits"][0]["ranks"] == [13]
+    render_json(report)  # the report renders (no recursion, no over-long integer)
+
+
+def test_a_dump_that_memoizes_millions_of_objects_is_refused(job, run_checks):
+    """Adversarial review: the memo keeps every object alive, so 3 bytes (``}\\x940``: a dict, memoized, popped)
+    built a 64-byte dict and a 64 MiB dump 1.4 GiB of them; sets (216 bytes for 3) did worse. The walk counts
+    the objects a load would build, and refuses sets, which no dump of plain data holds."""
+    aws, nodes = job
+    tail = b"}(U\x07entries]u."
+    hang_with(aws, nodes, {"nccl_trace_rank_24": b"\x80\x04" + b"}\x940" * 4_000_001 + tail,  # 11 MiB
+                           "nccl_trace_rank_25": b"\x80\x04" + b"\x8f\x940" * 1000 + tail})
+    report = run_hang(run_checks)
+    why = unreadable(report)
+    assert "more than 4000000 objects" in why["the flight recorder dump s3://team-ckpt/fr/job-77/nccl_trace_rank_24"]
+    assert "a set (EMPTY_SET)" in why["the flight recorder dump s3://team-ckpt/fr/job-77/nccl_trace_rank_25"]
+    assert report.findings[0].evidence["culprits"][0]["ranks"] == [13]

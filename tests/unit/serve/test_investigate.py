@@ -130,3 +130,34 @@ def test_alert_text_cannot_close_its_data_block_or_leak_a_secret():
     assert "ignore the findings" not in outside  # the injected line stays inside the alert's block
     assert "ignore the findings" in blocks[0][2] and '</tool_output nonce="aaaaaaaaaaaa">' not in question
     assert "AKIAIOSFODNN7EXAMPLE" not in question and "\u202e" not in question
+
+
+def test_a_secret_at_the_findings_cut_reaches_the_model_redacted():
+    """Adversarial review: the findings were cut to 2000 characters before they were redacted, so a secret key
+    in a finding's summary (AWS data: a tag, an error message) that straddled the cut lost its tail, no longer
+    matched its pattern, and its first characters reached the model."""
+    import json
+
+    from fmdoctor.config import Settings
+    from fmdoctor.serve.events import parse_body
+    from fmdoctor.serve.investigate import assistant_narrator
+
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    [event] = parse_body(load("alertmanager-webhook.json"), 256 * 1024)
+
+    def question_with(pad: int) -> str:
+        summary = "y" * pad + " aws_secret_access_key=" + secret
+        doctor = StubDoctor([Finding(check="gpu-xid", severity=Severity.CRITICAL, resource=NODE, summary=summary,
+                                     runbook="gpu-xid")])
+        doctor.settings = Settings()
+        model = Recorder()
+        Investigator(doctor, narrator=assistant_narrator(doctor, lambda d, c: model)).investigate(  # type: ignore[arg-type]
+            event, ROUTE)
+        return model.questions[0]
+
+    findings = question_with(0).split('tool="findings"', 1)[1]
+    at = findings.index("aws_secret_access_key=") - findings.index(">\n") - 2  # where the secret sits in the block
+    question = question_with(2000 - 20 - len("aws_secret_access_key=") - at)  # 20 of its characters before the cut
+    assert secret[:16] not in question, question[question.find(secret[:16]) - 300:][:400]
+    assert "[REDACTED" in question.split('tool="findings"', 1)[1]
+    json.dumps(question)

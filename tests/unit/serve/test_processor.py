@@ -211,3 +211,37 @@ def test_the_sns_subject_is_redacted(aws):
     envelope = json.loads(message["Body"])
     assert "AKIAIOSFODNN7EXAMPLE" not in envelope["Subject"] and "[REDACTED" in envelope["Subject"]
     assert "AKIAIOSFODNN7EXAMPLE" not in envelope["Message"]
+
+
+def test_a_secret_the_slack_summary_cuts_is_redacted_whole(served, fake_slack):
+    """Adversarial review: the event's detail was cut to 280 characters before the payload was redacted, so a
+    secret key straddling the cut lost its tail, no longer matched, and 32 of its 40 characters were posted."""
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    alert = json.loads(load("alertmanager-webhook.json"))
+    labels = alert["alerts"][0]["labels"]
+    labels["cluster"] = alert["commonLabels"]["cluster"] = served.world.cluster
+    labels["fmdoctor_checks"] = "spot-interruption"
+    line = "x" * 236 + " aws_secret_access_key=" + secret  # the description is the detail; it is cut at 280
+    assert len(line) > 280 > line.index(secret) + 16
+    alert["alerts"][0]["annotations"]["description"] = line
+    served.processor.handle_body(json.dumps(alert), "webhook")
+    posted = json.dumps(fake_slack.of("chat.postMessage") + fake_slack.of("chat.update"))
+    assert secret[:16] not in posted
+
+
+def test_a_secret_at_the_events_own_cut_is_redacted_in_every_output(served, fake_slack):
+    """Adversarial review: parsing caps each event text (the description at 300 characters) before anything is
+    redacted; a secret key straddling that cap lost its tail, matched no pattern, and its first 38 characters
+    went to Slack (and to the webhook, SNS and the model, which all start from the parsed event)."""
+    from fmdoctor.serve.events import parse_body
+
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    alert = json.loads(load("alertmanager-webhook.json"))
+    labels = alert["alerts"][0]["labels"]
+    labels["cluster"] = alert["commonLabels"]["cluster"] = served.world.cluster
+    labels["fmdoctor_checks"] = "spot-interruption"
+    alert["alerts"][0]["annotations"]["description"] = "x" * 238 + " aws_secret_access_key=" + secret
+    [event] = parse_body(json.dumps(alert), 1 << 18)
+    assert secret[:16] not in json.dumps(event.to_json()) and "[REDACTED" in event.detail
+    served.processor.handle_body(json.dumps(alert), "webhook")
+    assert secret[:16] not in json.dumps(fake_slack.of("chat.postMessage") + fake_slack.of("chat.update"))
