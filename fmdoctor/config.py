@@ -177,6 +177,7 @@ class GpuSettings(_Section):
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TOKEN_ENV_PREFIX = "FMDOCTOR_"
+_API_KEY_ENV = re.compile(r"^[A-Z][A-Z0-9_]*_API_KEY$")
 TOKEN_ENV_ALLOW_FILE = "token-env.allow"
 
 
@@ -441,7 +442,9 @@ class AgentSettings(_Section):
     redact: list[str] = Field(default_factory=list, description="Extra regexes to redact before sending.")
     base_url: str | None = Field(None, description="OpenAI-compatible or Ollama endpoint, e.g. a vLLM server; for "
                                  "Bedrock the bedrock-runtime endpoint (e.g. a VPC interface endpoint).")
-    api_key_env: str | None = Field(None, description="Environment variable holding the API key (never the key).")
+    api_key_env: str | None = Field(None, description="Environment variable holding the API key (never the key): "
+                                    "a provider's *_API_KEY (not AWS_*), FMDOCTOR_*, or listed in "
+                                    "~/.config/fmdoctor/token-env.allow.")
     region: str | None = Field(None, description="Bedrock region (default: the AWS default region).")
     temperature: float = Field(0.0, ge=0, le=2)
     timeout_s: float = Field(120.0, gt=0)
@@ -467,6 +470,15 @@ class AgentSettings(_Section):
             except re.error as exc:
                 raise ValueError(f"{value!r} is not a regular expression: {exc}") from exc
         return values
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env(cls, value: str | None) -> str | None:
+        # A provider's own key variable (OPENAI_API_KEY, VLLM_API_KEY) is what users name here; anything else obeys
+        # the token rule, so no file sends AWS_SECRET_ACCESS_KEY (or any variable) to base_url as an API key.
+        if value is not None and _API_KEY_ENV.match(value) and not value.startswith("AWS_"):
+            return value
+        return validate_token_env(value)
 
 
 _SLACK_APPROVER = re.compile(r"^[UWS][A-Z0-9]{2,}$")

@@ -135,3 +135,19 @@ def test_a_working_directory_config_may_not_publish_results_to_a_topic(repo, cap
     (repo / "fmdoctor.yaml").write_text("serve:\n  sns_topic_arn: arn:aws:sns:us-east-1:999999999999:collect\n")
     code, _, err = run(capsys, "iam-policy")
     assert code == 3 and "sets serve.sns_topic_arn" in err
+
+
+@pytest.mark.parametrize(("name", "allowed"), [
+    ("OPENAI_API_KEY", True), ("VLLM_API_KEY", True), ("FMDOCTOR_LLM_KEY", True),
+    ("AWS_SECRET_ACCESS_KEY", False), ("AWS_BEDROCK_API_KEY", False), ("SLACK_BOT_TOKEN", False),
+    ("GITHUB_TOKEN", False), ("openai_api_key", False),
+])
+def test_the_agents_key_variable_is_a_providers_key_or_set_aside(name, allowed):
+    """Adversarial review: agent.api_key_env was not restricted, so a named config with a base_url of its choosing
+    could send AWS_SECRET_ACCESS_KEY as the API key. A provider's *_API_KEY (not AWS_*) or a token name passes."""
+    text = f"agent:\n  base_url: https://llm.example.net/v1\n  api_key_env: {name}\n"
+    if allowed:
+        assert parse_settings(text).agent.api_key_env == name
+    else:
+        with pytest.raises(ConfigError, match="not a variable set aside for a token"):
+            parse_settings(text)

@@ -41,8 +41,8 @@ def stub() -> Iterator[LoopbackModel]:
 
 @pytest.fixture
 def settings(stub, monkeypatch) -> AgentSettings:
-    monkeypatch.setenv("STUB_OPENAI_KEY", KEY)
-    return AgentSettings(model="openai:gpt-test", base_url=stub.url, api_key_env="STUB_OPENAI_KEY")
+    monkeypatch.setenv("STUB_OPENAI_API_KEY", KEY)
+    return AgentSettings(model="openai:gpt-test", base_url=stub.url, api_key_env="STUB_OPENAI_API_KEY")
 
 
 def test_openai_client_path_end_to_end(sg_fault_cluster, doctor_for, stub, settings):

@@ -62,9 +62,9 @@ def test_openai_needs_a_key_unless_it_is_a_self_hosted_endpoint(monkeypatch):
 
 
 def test_openai_key_comes_from_the_named_variable(monkeypatch):
-    monkeypatch.setenv("VLLM_KEY", "sk-vllm-secret-000000000000")
+    monkeypatch.setenv("VLLM_API_KEY", "sk-vllm-secret-000000000000")
     model = load_chat_model(AgentSettings(model="openai:llama", base_url="http://127.0.0.1:1/v1",
-                                          api_key_env="VLLM_KEY", max_tokens=512, temperature=0.2))
+                                          api_key_env="VLLM_API_KEY", max_tokens=512, temperature=0.2))
     assert model.openai_api_key.get_secret_value() == "sk-vllm-secret-000000000000"
     assert (model.max_tokens, model.temperature, model.model_name) == (512, 0.2, "llama")
     assert "sk-vllm-secret" not in repr(model)
