@@ -44,6 +44,10 @@ ORDER = ("a node's Name tag, id, DNS name, IP or interface id ({nodes} nodes), '
          "the training job's run name, or a bucket (s3://bucket)")
 BUCKET_CHECKS = ("s3-unreachable",)  # the path to S3 concerns every bucket in the region
 _FSX_ID = re.compile(r"^fs-[0-9a-f]{8,17}$")
+# A word of a question, as a name may be written in it: quotes of every script ('gpu-node-2', "x", `x`, the
+# typographic ‘x’ “x” „x“ «x» a chat client or word processor puts in), punctuation around it, and
+# a possessive ('gpu-node-2’s') are not part of it.
+WORD = re.compile(r"[^\s,;?!()'\"`\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f\u00ab\u00bb\u2039\u203a]+")
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ def mentioned(inventory: Inventory, text: str, known: Known | None = None,
     shape ('demo-llm-chat'). 'head' alone is left to the caller (it is also an English word)."""
     known = known or Known()
     found: dict[tuple[str, str], tuple[str, Entity]] = {}
-    words = [w.rstrip(".:") for w in re.findall(r"[^\s,;?!()'\"`]+", text)][:limit]
+    words = [w.rstrip(".:") for w in WORD.findall(text)][:limit]
     for word in words:
         if not word or word.lower() in _HEAD_WORDS:
             continue

@@ -145,6 +145,9 @@ def test_slow_about_an_endpoint_means_its_latency_errors_saturation_and_scaling(
 @pytest.mark.parametrize("question, label, on, absent", [
     ("is demo-efa healthy?", "security group demo-efa (sg-", {"efa-sg-self-reference", "efa-peer-unreachable"},
      {"gpu-idle", "inference-errors"}),
+    # pasted from a chat or a document: typographic quotes are not part of the name
+    ("is “demo-efa” healthy?", "security group demo-efa (sg-", {"efa-sg-self-reference", "efa-peer-unreachable"},
+     {"gpu-idle", "inference-errors"}),
     ("what is wrong with demo-llm-train-checkpoints?", "s3://demo-llm-train-checkpoints has",
      {"checkpoint-incomplete", "checkpoint-stale", "checkpoint-missing"}, {"fsx-unreachable", "gpu-idle"}),
     ("what is wrong with demo-llm-scratch?", "FSx file system demo-llm-scratch (fs-", {"fsx-unreachable"},
