@@ -209,3 +209,16 @@ def test_a_run_stopped_by_a_signal_still_prints_one_json_document(silent_endpoin
     document = json.loads(out)
     assert document["status"] == "unknown" and document["error"]["kind"] == kind
     assert "Traceback" not in err
+
+
+def test_the_endpoint_named_is_the_one_botocore_called(silent_endpoint, capsys, monkeypatch):
+    """AWS_ENDPOINT_URL_EC2 outranks AWS_ENDPOINT_URL in botocore: the progress line and the deadline's message
+    name where EC2's calls really went (they named the global variable's URL, or none), and the hint names the
+    variable that sends them there."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_EC2", silent_endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # the discard port: nothing listens there
+    assert main(["check", "--cluster", "llm", "--region", "us-west-2", "--timeout", "1s"]) == 3
+    err = capsys.readouterr().err
+    assert err.splitlines()[0].endswith(f"from {silent_endpoint}...")
+    assert f"ec2 did not answer: DescribeInstances at {silent_endpoint} was still waiting" in err
+    assert "(--endpoint-url, AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL," in err
