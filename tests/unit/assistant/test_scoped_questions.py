@@ -162,6 +162,19 @@ def test_each_kind_of_thing_is_answered_about_it(capsys, question, label, on, ab
     assert on <= checks and not absent & checks
 
 
+@pytest.mark.parametrize("question", ["is gpu-node-2 or gpu-node-3 worse?", "is gpu-node-3 or gpu-node-2 worse?"])
+def test_two_things_asked_about_are_answered_most_urgent_first(capsys, question):
+    """gpu-node-3 is taken by Spot within minutes; gpu-node-2's Capacity Block ends in about 1h20m: whichever is
+    named first, the answer opens with gpu-node-3 (it opened with the first named)."""
+    assert main(["ask", "--demo", question, "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [c["name"] for c in out["tool_calls"]] == ["find_names", "check_resource", "check_resource"]
+    assert out["answer"].startswith("gpu-node-3 (")
+    first = out["answer"].split("\n", 1)[0]
+    assert "will be terminated by EC2 Spot" in first
+    assert "\ngpu-node-2 (" in out["answer"]  # the other is still answered, after it
+
+
 def test_a_jobs_answer_holds_its_stall_and_what_threatens_it(capsys):
     out = _ask_json(capsys, "is run-0412 making progress?")
     assert {"training-stalled", "capacity-block-expiring", "spot-interruption-unprotected"} <= \
