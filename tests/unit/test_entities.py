@@ -125,6 +125,13 @@ def test_names_in_a_sentence_come_from_the_inventory(question, found):
     assert [(word, entity.kind) for word, entity in e.mentioned(_inventory(), question, KNOWN)] == found
 
 
+def test_a_word_shaped_like_a_name_close_to_one_is_a_near_miss():
+    found = [w for w, _ in e.mentioned(_inventory(), "is llm-chatt or gpu-node-3 slow?", KNOWN)]
+    close = e.near_misses(_inventory(), "is llm-chatt or gpu-node-3 slow?", KNOWN, found)
+    assert list(close) == ["llm-chatt"] and close["llm-chatt"][0] == "llm-chat"  # gpu-node-3 is a name: no miss
+    assert e.near_misses(_inventory(), "is the chat endpoint slow? my cluster is healthy", KNOWN) == {}
+
+
 def test_every_cluster_check_says_what_it_concerns():
     from fmdoctor.engine.registry import default_registry
 

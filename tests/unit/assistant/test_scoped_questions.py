@@ -175,6 +175,17 @@ def test_two_things_asked_about_are_answered_most_urgent_first(capsys, question)
     assert "\ngpu-node-2 (" in out["answer"]  # the other is still answered, after it
 
 
+def test_a_mistyped_name_is_said_with_the_name_it_is_close_to(capsys):
+    """'demo-llm-chatt' (no digit, no kind word) names nothing of the cluster: the answer says so and which name
+    is close before answering for the whole cluster (it answered about training as if no name had been typed)."""
+    assert main(["ask", "--demo", "is demo-llm-chatt slow?", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    first = out["answer"].split("\n", 1)[0]
+    assert first.startswith("'demo-llm-chatt' is not a node, group, endpoint")
+    assert "did you mean demo-llm-chat?" in first
+    assert first.endswith("so this answer is about the whole cluster.")
+
+
 def test_a_jobs_answer_holds_its_stall_and_what_threatens_it(capsys):
     out = _ask_json(capsys, "is run-0412 making progress?")
     assert {"training-stalled", "capacity-block-expiring", "spot-interruption-unprotected"} <= \
