@@ -190,11 +190,33 @@ def _headline(plan: Plan, results: list[ToolResult], findings: list[dict], error
     return health_headline(findings, errors, ran, cluster)
 
 
+def most_urgent_first(results: list[ToolResult]) -> list[ToolResult]:
+    """check_resource's answers about several things, the one with the most urgent incident first (the ranking
+    of every report, over all their findings): 'is gpu-node-2 or gpu-node-3 worse?' opens with the node Spot
+    takes in a minute, not with the one named first. A name that is nothing of the cluster keeps its place."""
+    known = [r for r in results if isinstance(r.data.get("entity"), dict)]
+    if len(known) < 2:
+        return results
+    findings = {f["id"]: f for r in known for f in r.findings if isinstance(f, dict) and "id" in f}
+    ranked = incidents_of(findings.values(), cluster=next((r.data.get("cluster") for r in known), None))
+
+    def position(result: ToolResult) -> int:
+        related = [findings[i] for i in [*result.data.get("on", []), *result.data.get("involves", [])]
+                   if i in findings]
+        return min((n for n, incident in enumerate(ranked) for f in related
+                    if any(ref.check == f.get("check") and ref.resource == f.get("resource")
+                           for ref in incident.findings)), default=len(ranked))
+
+    order = iter(sorted(known, key=position))
+    places = {id(r) for r in known}
+    return [next(order) if id(r) in places else r for r in results]
+
+
 def _entity_lines(plan: Plan, results: list[ToolResult]) -> list[str]:
     """One section per named thing: unknown said plainly, else the findings on it, then those involving it."""
     lines: list[str] = []
     topical = [i for i in plan.intents if i not in plan.missing]
-    for result in (r for r in results if r.tool == CHECK_RESOURCE):
+    for result in most_urgent_first([r for r in results if r.tool == CHECK_RESOURCE]):
         entity = result.data.get("entity")
         if not isinstance(entity, dict):
             lines += ["", f"I cannot answer about {result.data.get('unknown') or 'it'}: {result.message}."]

@@ -129,9 +129,15 @@ def next_message(messages: Sequence[BaseMessage], toolbox: Toolbox) -> AIMessage
 
 def _recognised(question: str, results: list[ToolResult]) -> list[Named]:
     """The names find_names looked up in the inventory, where the question has them."""
-    names = next((r.data.get("names") for r in results if r.tool == FIND_NAMES), None) or []
+    found = next((r.data for r in results if r.tool == FIND_NAMES), None) or {}
+    names = found.get("names") or []
+    # a word close to one of the cluster's names ('demo-llm-chatt'): asked about as a weak name, so the answer
+    # says it is nothing of the cluster and which name is close, before answering for the whole cluster
+    close = found.get("close") or []
     return [Named(str(n["text"]), max(question.find(str(n["text"])), 0), True, str(n.get("kind", "")))
-            for n in names if isinstance(n, dict) and n.get("text")]
+            for n in names if isinstance(n, dict) and n.get("text")] + \
+        [Named(str(n["text"]), max(question.find(str(n["text"])), 0), False)
+         for n in close if isinstance(n, dict) and n.get("text")]
 
 
 def _fallback(plan: Plan, called: list[str], results: list[ToolResult]) -> list[tuple[str, dict]]:

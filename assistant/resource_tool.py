@@ -122,12 +122,15 @@ class FindNamesArgs(BaseModel):
 def find_names_tool() -> BaseTool:
     def body(runtime: ToolRuntime[AssistantContext], text: str) -> ToolResult:
         ctx = runtime.context
-        found = e.mentioned(ctx.doctor.inventory(ctx.cluster), text, known_names(ctx))
+        inventory, known = ctx.doctor.inventory(ctx.cluster), known_names(ctx)
+        found = e.mentioned(inventory, text, known)
         names = [{"text": word, **entity.to_json_dict()} for word, entity in found]
+        close = [{"text": word, "close": names_} for word, names_ in
+                 e.near_misses(inventory, text, known, found=[word for word, _ in found]).items()]
         message = (f"names {', '.join(n['label'] for n in names)}" if names else
                    f"names nothing of {ctx.cluster}")
         return ToolResult(tool=FIND_NAMES, status=ToolStatus.SUCCESS, message=message,
-                          data={"names": names, "cluster": ctx.cluster})
+                          data={"names": names, "close": close, "cluster": ctx.cluster})
 
     return make_tool(FIND_NAMES, "Which nodes, endpoints, security groups, buckets, file systems or jobs of the "
                      "cluster a question names (looked up in its inventory); then ask check_resource about each.",

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from fmdoctor.engine.entities import WORD as WORD_OF_QUESTION
+
 _ID = r"(?:i|eni|sg)-[0-9a-f]{8,17}"
 _IP = r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?:/\d{1,2})?(?![\d.])"
 _S3 = r"s3://[a-z0-9][a-z0-9.\-]*[a-z0-9](?:/[^\s?,;]*)?"
@@ -23,7 +25,7 @@ _WORD = r"[A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]"
 _HOST = r"(?:ip-\d{1,3}(?:-\d{1,3}){3}|hyperpod-i-[0-9a-f]{8,17})(?:\.[a-z0-9-]+)*"
 STRONG = re.compile(rf"(?<![\w/-])(?:{_ID}|{_S3}|{_IP}|{_HOST})(?![\w-])", re.I)
 WORD = re.compile(rf"^{_WORD}$")
-TOKEN = re.compile(r"[^\s,;?!()'\"]+")
+TOKEN = WORD_OF_QUESTION  # one reading of a question's words: find_names' (fmdoctor.engine.entities)
 KIND_BEFORE = re.compile(rf"\b(?:node|instance|host|server|endpoint|bucket|security group|instance group)\s+"
                          rf"(?:called\s+|named\s+)?({_WORD})", re.I)
 KIND_AFTER = re.compile(rf"\b({_WORD})\s+(node|instance|host|server|endpoint|bucket|security group|instance group)\b",

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from urllib.parse import urlsplit
 
 from fmdoctor.durations import format_duration, parse_duration
 from fmdoctor.engine.errors import FmdoctorError
@@ -68,6 +68,7 @@ class _Call:
     operation: str
     where: str
     since: float
+    variable: str = "AWS_ENDPOINT_URL_<SERVICE>"  # botocore's per-service endpoint variable
 
 
 class InFlight:
@@ -85,8 +86,8 @@ class InFlight:
             options = dataclasses.replace(options, read_timeout=min(options.read_timeout, self.limit_s),
                                           connect_timeout=min(options.connect_timeout, self.limit_s))
             aws = factory(options)
-            where = options.endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or ""
-            aws.session.events.register("before-call", lambda model, context, **_: self._start(model, context, where))
+            aws.session.events.register("before-call", lambda model, context, params=None, **_:
+                                        self._start(model, context, _origin(params)))
             aws.session.events.register("after-call", lambda context, **_: self._end(context))
             aws.session.events.register("after-call-error", lambda context, **_: self._end(context))
             return aws
@@ -95,8 +96,10 @@ class InFlight:
 
     def _start(self, model: Any, context: dict[str, Any], where: str) -> None:
         with self._lock:
+            service_id = str(model.service_model.service_id).upper().replace(" ", "_").replace("-", "_")
             self._calls[id(context)] = _Call(model.service_model.service_name, model.name,
-                                             where or "its AWS endpoint", time.monotonic())
+                                             where or "its AWS endpoint", time.monotonic(),
+                                             f"AWS_ENDPOINT_URL_{service_id}")
 
     def _end(self, context: dict[str, Any]) -> None:
         with self._lock:
@@ -105,6 +108,14 @@ class InFlight:
     def oldest(self) -> _Call | None:
         with self._lock:
             return min(self._calls.values(), key=lambda c: c.since, default=None)
+
+
+def _origin(params: Any) -> str:
+    """Where the call goes, as botocore resolved it (--endpoint-url, AWS_ENDPOINT_URL_<SERVICE>, AWS_ENDPOINT_URL
+    or AWS's own endpoint, in botocore's order): the request's scheme and host, without path or query."""
+    url = params.get("url", "") if isinstance(params, dict) else ""
+    parts = urlsplit(str(url))
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else ""
 
 
 def within(doctor: Doctor, seconds: float, work: Callable[[threading.Event], T], stream: TextIO | None = None) -> T:
@@ -157,5 +168,6 @@ def _exceeded(call: _Call | None, seconds: float) -> DeadlineExceeded:
     return DeadlineExceeded(
         f"{call.service} did not answer: {call.operation} at {call.where} was still waiting after {waited}, and the "
         f"run stopped at its --timeout of {limit}",
-        hint="check that the endpoint is up and answers (--endpoint-url, AWS_ENDPOINT_URL, a proxy or VPC endpoint "
-        f"in between) and that {call.service} is reachable from here; raise --timeout if it is only slow")
+        hint=f"check that the endpoint is up and answers (--endpoint-url, {call.variable}, AWS_ENDPOINT_URL, a proxy "
+        f"or VPC endpoint in between) and that {call.service} is reachable from here; raise --timeout if it is only "
+        "slow")

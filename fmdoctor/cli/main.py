@@ -8,6 +8,7 @@ import gc
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 from collections.abc import Sequence
@@ -74,8 +75,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"  hint: {visible(exc.hint, lines=False)}\n")
         _json_failure(argv, type(exc).__name__, exc.message, exc.hint)
         return exc.exit_code
+    except Terminated:
+        sys.stderr.write("fmdoctor: terminated (SIGTERM)\n")
+        _json_failure(argv, "Terminated", "the run was terminated (SIGTERM) before it finished", None)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         sys.stderr.write("fmdoctor: interrupted\n")
+        _json_failure(argv, "Interrupted", "the run was interrupted (Ctrl-C) before it finished", None)
         return 130
     except BrokenPipeError:
         return 0
@@ -92,10 +98,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 3
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a pipeline's timeout, ``kill``): stops the run the way Ctrl-C does, so whatever cleans up after an
+    interrupt runs, and ``--format json`` still gets its document."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def _json_failure(argv: list[str], kind: str, message: str, hint: str | None) -> None:
     """``--format json`` always gets one JSON document on stdout, also when the run could not start or stopped
-    (status unknown, exit 3): a pipeline never reads an empty report."""
-    wanted = any(a == "--format=json" or (a == "--format" and argv[i + 1:i + 2] == ["json"])
+    (status unknown, exit 3): a pipeline never reads an empty report. ``--format`` is recognised as argparse
+    reads it: also abbreviated (``--form json``, ``--fo=json``)."""
+    wanted = any(_is_format(a.split("=", 1)[0]) and (a.split("=", 1)[1:] == ["json"] if "=" in a
+                                                      else argv[i + 1:i + 2] == ["json"])
                  for i, a in enumerate(argv))
     if not wanted:
         return
@@ -115,6 +132,10 @@ def _json_failure(argv: list[str], kind: str, message: str, hint: str | None) ->
 GC_FIRST_GENERATION_THRESHOLD = 20_000
 
 
+def _is_format(flag: str) -> bool:
+    return len(flag) > 3 and "--format".startswith(flag)
+
+
 def collect_garbage_less_often() -> None:
     gc.set_threshold(GC_FIRST_GENERATION_THRESHOLD, *gc.get_threshold()[1:])
 
@@ -131,6 +152,8 @@ def run() -> NoReturn:
     in-memory AWS) took seconds after the last line was printed, so quitting the app felt stuck.
     """
     collect_garbage_less_often()
+    with contextlib.suppress(ValueError):  # only the main thread may set a handler
+        signal.signal(signal.SIGTERM, _terminate)
     code = main()
     for thread in threading.enumerate():  # calls a --timeout gave up on are not waited for (cli/deadline.py)
         if thread is not threading.main_thread() and not thread.daemon and not abandoned():

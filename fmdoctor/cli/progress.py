@@ -20,7 +20,9 @@ def starting(doctor: Doctor, cluster: str, doing: str, stream: TextIO) -> None:
     never blank while AWS (or an endpoint that does not answer) is being waited for."""
     settings = doctor.cluster_settings(cluster)
     region = doctor.connection.region or settings.region
-    where = doctor.connection.endpoint_url or doctor.settings.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+    # the inventory is EC2's: where its calls go, in botocore's order (an explicit URL, then EC2's own variable)
+    where = (doctor.connection.endpoint_url or doctor.settings.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_EC2")
+             or os.environ.get("AWS_ENDPOINT_URL"))
     if "demo" in doctor.extras:
         where = "the demo's in-process AWS (moto)"
     stream.write(f"fmdoctor: {doing} cluster {cluster}{f' in {region}' if region else ''}: reading its inventory "

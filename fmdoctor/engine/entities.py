@@ -44,6 +44,10 @@ ORDER = ("a node's Name tag, id, DNS name, IP or interface id ({nodes} nodes), '
          "the training job's run name, or a bucket (s3://bucket)")
 BUCKET_CHECKS = ("s3-unreachable",)  # the path to S3 concerns every bucket in the region
 _FSX_ID = re.compile(r"^fs-[0-9a-f]{8,17}$")
+# A word of a question, as a name may be written in it: quotes of every script ('gpu-node-2', "x", `x`, the
+# typographic ‘x’ “x” „x“ «x» a chat client or word processor puts in), punctuation around it, and
+# a possessive ('gpu-node-2’s') are not part of it.
+WORD = re.compile(r"[^\s,;?!()'\"`\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f\u00ab\u00bb\u2039\u203a]+")
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ def mentioned(inventory: Inventory, text: str, known: Known | None = None,
     shape ('demo-llm-chat'). 'head' alone is left to the caller (it is also an English word)."""
     known = known or Known()
     found: dict[tuple[str, str], tuple[str, Entity]] = {}
-    words = [w.rstrip(".:") for w in re.findall(r"[^\s,;?!()'\"`]+", text)][:limit]
+    words = [w.rstrip(".:") for w in WORD.findall(text)][:limit]
     for word in words:
         if not word or word.lower() in _HEAD_WORDS:
             continue
@@ -113,6 +117,32 @@ def mentioned(inventory: Inventory, text: str, known: Known | None = None,
         if entity is not None:
             found.setdefault((entity.kind, entity.id), (word, entity))
     return list(found.values())
+
+
+def near_misses(inventory: Inventory, text: str, known: Known | None = None, found: Iterable[str] = (),
+                limit: int = 200) -> dict[str, list[str]]:
+    """The words of ``text`` shaped like a resource name (a hyphen, underscore, dot, slash or colon in it) that
+    name nothing of the cluster but are close to a name it has ('demo-llm-chatt' -> demo-llm-chat), each with
+    those names; ``found``: the words :func:`mentioned` recognised. A typo is then said, not passed over."""
+    skip = set(found)
+    words = [w.rstrip(".:") for w in WORD.findall(text)][:limit]
+    shaped = [w for w in dict.fromkeys(words) if w not in skip and 3 <= len(w) <= 256 and re.search(r"[-_./:]", w)
+              and w.lower() not in _HEAD_WORDS]
+    if not shaped:
+        return {}
+    names = _names(inventory, known or Known())
+    close = {w: suggest(w, names) for w in shaped}
+    return {w: s for w, s in close.items() if s}
+
+
+def _names(inventory: Inventory, known: Known) -> list[str]:
+    groups = _readable(lambda: list(inventory.security_groups.values()))
+    endpoints = _readable(lambda: list(inventory.endpoints))
+    names = NodeIdentities.of(inventory).all_names()
+    names += [g.name for g in groups] + [e.name for e in endpoints]
+    names += [g.name for g in inventory.hyperpod.groups] if inventory.hyperpod else []
+    names += [*known.file_systems, *known.file_systems.values(), *known.runs(), *known.buckets()]
+    return [n for n in names if n]
 
 
 _HEAD_WORDS = ("head", "head-node", "head node")
@@ -248,13 +278,8 @@ def _node_entity(inventory: Inventory, instance: Instance) -> Entity:
 
 
 def _not_found(inventory: Inventory, query: str, known: Known) -> TargetNotFound:
-    groups = _readable(lambda: list(inventory.security_groups.values()))
     endpoints = _readable(lambda: list(inventory.endpoints))
-    names = NodeIdentities.of(inventory).all_names()
-    names += [g.name for g in groups] + [e.name for e in endpoints]
-    names += [g.name for g in inventory.hyperpod.groups] if inventory.hyperpod else []
-    names += [*known.file_systems, *known.file_systems.values(), *known.runs(), *known.buckets()]
-    close = suggest(query, [n for n in names if n]) if len(query) <= 256 else []
+    close = suggest(query, _names(inventory, known)) if len(query) <= 256 else []
     shown = query if len(query) <= 80 else f"{query[:77]}..."
     tried = ORDER.format(nodes=len(inventory.instances), endpoints=len(endpoints),
                          file_systems=", ".join(known.file_systems) or "none known")

@@ -116,9 +116,20 @@ def test_a_miss_with_known_names_suggests_them():
     ("what is wrong with ckpts?", [("ckpts", e.BUCKET)]),
     ("is llama-70b healthy?", []),  # shaped like a name, but nothing of the cluster
     ("is the head node healthy?", []),  # 'head' is left to the planner (an English word too)
+    # typographic quotes and apostrophes (a chat client's, a word processor's) are not part of a name
+    ("is “gpu-node-3” ok? and ‘llm-chat’?", [("gpu-node-3", e.NODE), ("llm-chat", e.ENDPOINT)]),
+    ("gpu-node-3’s GPUs, «llm-efa», „run-0412“", [("gpu-node-3", e.NODE), ("llm-efa", e.SECURITY_GROUP),
+                                                ("run-0412", e.JOB)]),
 ])
 def test_names_in_a_sentence_come_from_the_inventory(question, found):
     assert [(word, entity.kind) for word, entity in e.mentioned(_inventory(), question, KNOWN)] == found
+
+
+def test_a_word_shaped_like_a_name_close_to_one_is_a_near_miss():
+    found = [w for w, _ in e.mentioned(_inventory(), "is llm-chatt or gpu-node-3 slow?", KNOWN)]
+    close = e.near_misses(_inventory(), "is llm-chatt or gpu-node-3 slow?", KNOWN, found)
+    assert list(close) == ["llm-chatt"] and close["llm-chatt"][0] == "llm-chat"  # gpu-node-3 is a name: no miss
+    assert e.near_misses(_inventory(), "is the chat endpoint slow? my cluster is healthy", KNOWN) == {}
 
 
 def test_every_cluster_check_says_what_it_concerns():

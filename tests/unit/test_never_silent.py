@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -86,6 +89,9 @@ def test_ask_against_a_silent_endpoint_stops_at_its_deadline(silent_endpoint, ca
     (["check", "--only", "no-such-check", "--format=json", "--demo"], "UsageError", "no-such-check"),
     (["check", "--format", "json", "--timeout", "soon"], "UsageError", "'soon' is not a duration"),
     (["ask", "hi", "--format", "json", "--region", "xx-nowhere-1"], "ConfigError", "xx-nowhere-1"),
+    # argparse takes an unambiguous prefix of a flag: '--form json' asked for JSON as surely as '--format json'
+    (["check", "--form", "json", "--timeout", "soon"], "UsageError", "'soon' is not a duration"),
+    (["check", "--fo=json", "--timeout", "soon"], "UsageError", "'soon' is not a duration"),
 ])
 def test_json_when_the_run_cannot_start(capsys, argv, kind, words):
     code = main(argv)
@@ -185,3 +191,34 @@ def test_ask_answers_fold_to_the_terminal_width():
     assert lines[item + 1].startswith("  ") and not lines[item + 1].startswith("   ")  # under the item's text
     assert any("s3://demo-llm-train-checkpoints/llama-70b/run-0412/step-002200/a-very-long-uri-nobody-should-cut"
                in line for line in lines)  # an id or URI is never cut
+
+
+@pytest.mark.parametrize("sig, code, kind", [(signal.SIGINT, 130, "Interrupted"), (signal.SIGTERM, 143, "Terminated")])
+def test_a_run_stopped_by_a_signal_still_prints_one_json_document(silent_endpoint, sig, code, kind):
+    """Ctrl-C, or a pipeline's `timeout` sending SIGTERM, mid-run: one JSON document saying so, never an empty
+    stdout (SIGTERM used to kill the process with no word on either stream)."""
+    process = subprocess.Popen([sys.executable, "-m", "fmdoctor", "check", "--cluster", "llm", "--region",
+                                "us-west-2", "--endpoint-url", silent_endpoint, "--format", "json"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    first = process.stderr.readline()  # written before the first AWS call: the run is under way
+    assert first.startswith("fmdoctor: checking cluster llm")
+    process.send_signal(sig)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == code
+    document = json.loads(out)
+    assert document["status"] == "unknown" and document["error"]["kind"] == kind
+    assert "Traceback" not in err
+
+
+def test_the_endpoint_named_is_the_one_botocore_called(silent_endpoint, capsys, monkeypatch):
+    """AWS_ENDPOINT_URL_EC2 outranks AWS_ENDPOINT_URL in botocore: the progress line and the deadline's message
+    name where EC2's calls really went (they named the global variable's URL, or none), and the hint names the
+    variable that sends them there."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_EC2", silent_endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # the discard port: nothing listens there
+    assert main(["check", "--cluster", "llm", "--region", "us-west-2", "--timeout", "1s"]) == 3
+    err = capsys.readouterr().err
+    assert err.splitlines()[0].endswith(f"from {silent_endpoint}...")
+    assert f"ec2 did not answer: DescribeInstances at {silent_endpoint} was still waiting" in err
+    assert "(--endpoint-url, AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL," in err

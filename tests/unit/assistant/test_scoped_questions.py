@@ -145,6 +145,9 @@ def test_slow_about_an_endpoint_means_its_latency_errors_saturation_and_scaling(
 @pytest.mark.parametrize("question, label, on, absent", [
     ("is demo-efa healthy?", "security group demo-efa (sg-", {"efa-sg-self-reference", "efa-peer-unreachable"},
      {"gpu-idle", "inference-errors"}),
+    # pasted from a chat or a document: typographic quotes are not part of the name
+    ("is “demo-efa” healthy?", "security group demo-efa (sg-", {"efa-sg-self-reference", "efa-peer-unreachable"},
+     {"gpu-idle", "inference-errors"}),
     ("what is wrong with demo-llm-train-checkpoints?", "s3://demo-llm-train-checkpoints has",
      {"checkpoint-incomplete", "checkpoint-stale", "checkpoint-missing"}, {"fsx-unreachable", "gpu-idle"}),
     ("what is wrong with demo-llm-scratch?", "FSx file system demo-llm-scratch (fs-", {"fsx-unreachable"},
@@ -157,6 +160,30 @@ def test_each_kind_of_thing_is_answered_about_it(capsys, question, label, on, ab
     assert out["answer"].startswith(label)
     checks = {f["check"] for f in out["findings"]}
     assert on <= checks and not absent & checks
+
+
+@pytest.mark.parametrize("question", ["is gpu-node-2 or gpu-node-3 worse?", "is gpu-node-3 or gpu-node-2 worse?"])
+def test_two_things_asked_about_are_answered_most_urgent_first(capsys, question):
+    """gpu-node-3 is taken by Spot within minutes; gpu-node-2's Capacity Block ends in about 1h20m: whichever is
+    named first, the answer opens with gpu-node-3 (it opened with the first named)."""
+    assert main(["ask", "--demo", question, "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [c["name"] for c in out["tool_calls"]] == ["find_names", "check_resource", "check_resource"]
+    assert out["answer"].startswith("gpu-node-3 (")
+    first = out["answer"].split("\n", 1)[0]
+    assert "will be terminated by EC2 Spot" in first
+    assert "\ngpu-node-2 (" in out["answer"]  # the other is still answered, after it
+
+
+def test_a_mistyped_name_is_said_with_the_name_it_is_close_to(capsys):
+    """'demo-llm-chatt' (no digit, no kind word) names nothing of the cluster: the answer says so and which name
+    is close before answering for the whole cluster (it answered about training as if no name had been typed)."""
+    assert main(["ask", "--demo", "is demo-llm-chatt slow?", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    first = out["answer"].split("\n", 1)[0]
+    assert first.startswith("'demo-llm-chatt' is not a node, group, endpoint")
+    assert "did you mean demo-llm-chat?" in first
+    assert first.endswith("so this answer is about the whole cluster.")
 
 
 def test_a_jobs_answer_holds_its_stall_and_what_threatens_it(capsys):
