@@ -85,3 +85,12 @@ def test_relative_links_between_pages_resolve():
             if not (page.parent / path).resolve().exists():
                 broken.append(f"{page.relative_to(DOCS)} -> {target}")
     assert broken == []
+
+
+def test_generated_pages_do_not_depend_on_the_environment(monkeypatch):
+    # A default read from the environment when the parser is built would make the page differ per machine.
+    for name, value in {"PORT": "8080", "FMDOCTOR_CLUSTER": "x", "FMDOCTOR_REGION": "eu-west-1",
+                        "AWS_REGION": "eu-west-1", "FMDOCTOR_CONFIG": "/nonexistent.yaml", "COLUMNS": "40"}.items():
+        monkeypatch.setenv(name, value)
+    assert docs_gen.cli_page() == (DOCS / "cli.md").read_text()
+    assert docs_gen.configuration_page() == (DOCS / "configuration.md").read_text()
