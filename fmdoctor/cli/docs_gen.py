@@ -42,6 +42,11 @@ def code(text: object) -> str:
 # --- checks --------------------------------------------------------------------------------------------------
 
 
+def rst_literals(text: str) -> str:
+    """Docstrings write literals as reStructuredText does (``x``); Markdown wants one backtick."""
+    return text.replace("``", "`")
+
+
 def checks_page() -> str:
     from fmdoctor.engine.registry import default_registry
 
@@ -56,7 +61,8 @@ def checks_page() -> str:
              "| id | family | severity | runs | what it proves |\n|---|---|---|---|---|\n"]
     for c in checks:
         runs = ", ".join(sorted({"cluster": "cluster", "node": "on the node (`--local`)"}[t] for t in c.targets))
-        lines.append(f"| [{code(c.id)}](#{c.id}) | {c.family} | {c.severity.value} | {runs} | {cell(c.proves())} |\n")
+        proves = cell(rst_literals(c.proves()))
+        lines.append(f"| [{code(c.id)}](#{c.id}) | {c.family} | {c.severity.value} | {runs} | {proves} |\n")
     for c in checks:
         doc = inspect.cleandoc(type(c).__dict__.get("__doc__") or "")
         rest = doc.split("\n\n", 1)[1] if "\n\n" in doc else ""
@@ -65,11 +71,10 @@ def checks_page() -> str:
                   f"- **Severity:** {c.severity.value}\n",
                   f"- **IAM actions:** {', '.join(code(a) for a in c.iam_actions) or 'none (reads the node itself)'}\n",
                   f"- **Runbook:** {code(c.runbook_id())} (`fmdoctor runbook show {c.runbook_id()}`)\n",
-                  f"- **Source:** {code(type(c).__module__)}\n\n",
-                  f"**What it proves.** {c.proves()}\n\n"]
+                  f"- **Code:** {code(type(c).__module__)}\n\n",
+                  f"**What it proves.** {rst_literals(c.proves())}\n\n"]
         if rest:
-            paragraphs = ["\n".join(p.split("\n")) for p in rest.split("\n\n")]
-            lines.append("**The rule and its source.** " + "\n\n".join(paragraphs).replace("``", "`") + "\n")
+            lines.append("**The rule and its source.** " + rst_literals(rest) + "\n")
     return "".join(lines)
 
 
@@ -125,7 +130,6 @@ def format_default(value: Any) -> str:
 
 def model_rows(model: Any, prefix: str) -> Iterator[tuple[str, str, str, str]]:
     from pydantic import BaseModel
-    from pydantic_core import PydanticUndefined
 
     for name, field in model.model_fields.items():
         if field.exclude:
@@ -137,7 +141,7 @@ def model_rows(model: Any, prefix: str) -> Iterator[tuple[str, str, str, str]]:
         item_model = item if isinstance(item, type) and issubclass(item, BaseModel) else None
         if field.default_factory is not None:
             default = format_default(field.default_factory()) if nested is None else ""  # type: ignore[call-arg]
-        elif field.default is PydanticUndefined:
+        elif field.is_required():
             default = "required"
         else:
             default = format_default(field.default)
