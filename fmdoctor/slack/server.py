@@ -21,6 +21,7 @@ touching Slack or AWS. What holds for every request, whatever it sends:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import socket
@@ -32,7 +33,8 @@ from typing import Any
 import uvicorn
 from slack_bolt import App, BoltRequest
 from slack_sdk.signature import SignatureVerifier
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.config import HTTP_PROTOCOLS
+from uvicorn.importer import import_from_string
 
 log = logging.getLogger(__name__)
 EVENTS_PATH = "/slack/events"
@@ -62,6 +64,7 @@ class SlackAsgi:
         self.app = app
         self.verifier = SignatureVerifier(signing_secret)
         self.pool = ThreadPoolExecutor(max_workers=ACK_WORKERS, thread_name_prefix="fmdoctor-slack-ack")
+        self.deadlines = HeaderDeadlines()
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -74,6 +77,7 @@ class SlackAsgi:
                     return
         if scope["type"] != "http":
             return
+        self.deadlines.headers_arrived(scope.get("client"))
         try:
             status, headers, body = await self._answer(scope, receive)
         except _Refused as refused:
@@ -87,6 +91,7 @@ class SlackAsgi:
                                 if k.lower() not in ("content-length", "connection")]
                     + [(b"content-length", str(len(data)).encode())]})
         await send({"type": "http.response.body", "body": data})
+        self.deadlines.response_sent(scope.get("client"))
 
     async def _answer(self, scope: dict[str, Any], receive: Receive) -> tuple[int, dict[str, str], str]:
         path, method = scope["path"], scope["method"]
@@ -128,35 +133,89 @@ async def _read_body(receive: Receive, declared: str | None) -> bytes:
             return bytes(chunks)
 
 
-class _TimedH11(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol with a deadline for each request's headers (uvicorn times out only idle
-    keep-alive connections): a connection that opens and sends nothing, or trickles its headers, is closed."""
+Address = tuple[str, int]
 
-    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._header_deadline = self.loop.call_later(HEADER_TIMEOUT, self._headers_too_slow)
 
-    def handle_events(self) -> None:
-        before = self.cycle
-        super().handle_events()
-        if self.cycle is not before and getattr(self, "_header_deadline", None) is not None:
-            self._header_deadline.cancel()  # a request's headers arrived
-            self._header_deadline = None
+class HeaderDeadlines:
+    """A deadline for each request's headers (uvicorn times out only idle keep-alive connections): a connection
+    that opens and sends nothing, or trickles its headers, is closed after ``HEADER_TIMEOUT``.
 
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing():  # the next request on this connection gets its own deadline
-            self._header_deadline = self.loop.call_later(HEADER_TIMEOUT + KEEP_ALIVE, self._headers_too_slow)
+    Built from public interfaces only: :class:`_DeadlineProtocol` wraps the protocol uvicorn would use for
+    ``http="h11"`` through asyncio's protocol interface (no subclass of uvicorn's internals), and the ASGI app,
+    which uvicorn calls once a request's headers are complete, stops the deadline of the connection its
+    ``scope["client"]`` names and re-arms it after the response, for the next request on that connection.
+    """
+
+    def __init__(self) -> None:
+        self.open: dict[Address, _DeadlineProtocol] = {}
+
+    def headers_arrived(self, client: Any) -> None:
+        connection = self.open.get(_address(client))
+        if connection is not None:
+            connection.disarm()
+
+    def response_sent(self, client: Any) -> None:
+        connection = self.open.get(_address(client))
+        if connection is not None:  # the next request on this connection gets its own deadline
+            connection.arm(HEADER_TIMEOUT + KEEP_ALIVE)
+
+
+def _address(client: Any) -> Address | None:
+    if isinstance(client, list | tuple) and len(client) >= 2:
+        return str(client[0]), int(client[1])
+    return None
+
+
+class _DeadlineProtocol(asyncio.Protocol):
+    """uvicorn's h11 protocol, delegated to, with the connection's header deadline around it."""
+
+    def __init__(self, deadlines: HeaderDeadlines, **uvicorn_arguments: Any) -> None:
+        self.deadlines = deadlines
+        self.inner: asyncio.Protocol = import_from_string(HTTP_PROTOCOLS["h11"])(**uvicorn_arguments)
+        self.transport: asyncio.Transport | None = None
+        self.address: Address | None = None
+        self.deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.inner.connection_made(transport)
+        self.address = _address(transport.get_extra_info("peername"))
+        if self.address is not None:
+            self.deadlines.open[self.address] = self
+        self.arm(HEADER_TIMEOUT)
+
+    def arm(self, seconds: float) -> None:
+        self.disarm()
+        if self.transport is not None and not self.transport.is_closing():
+            self.deadline = asyncio.get_running_loop().call_later(seconds, self._too_slow)
+
+    def disarm(self) -> None:
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
+
+    def _too_slow(self) -> None:
+        self.deadline = None
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if getattr(self, "_header_deadline", None) is not None:
-            self._header_deadline.cancel()
-        super().connection_lost(exc)
+        self.disarm()
+        if self.address is not None and self.deadlines.open.get(self.address) is self:
+            del self.deadlines.open[self.address]
+        self.inner.connection_lost(exc)
 
-    def _headers_too_slow(self) -> None:
-        self._header_deadline = None
-        if not self.transport.is_closing():
-            self.transport.close()
+    def data_received(self, data: bytes) -> None:
+        self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received()
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
 
 
 class SlackHTTPServer:
@@ -167,12 +226,14 @@ class SlackHTTPServer:
         if not secret:
             raise ValueError("HTTP mode needs the signing secret to verify requests")
         self.asgi = SlackAsgi(app, secret)
+        deadlines = self.asgi.deadlines
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.socket = socket.socket(family, socket.SOCK_STREAM)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind((host, port))
         self.socket.listen(BACKLOG)
-        config = uvicorn.Config(self.asgi, http=_TimedH11, lifespan="off", log_level="warning", access_log=False,
+        config = uvicorn.Config(self.asgi, http=functools.partial(_DeadlineProtocol, deadlines),  # type: ignore[arg-type]
+                                lifespan="off", log_level="warning", access_log=False,
                                 backlog=BACKLOG, timeout_keep_alive=KEEP_ALIVE, server_header=False,
                                 h11_max_incomplete_event_size=MAX_HEADER_BYTES, timeout_graceful_shutdown=5)
         self.server = uvicorn.Server(config)
