@@ -69,6 +69,6 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":  # regenerate the shipped catalogue and the generated docs pages from the code
-    from fmdoctor.cli.docs_gen import main
+    import runpy  # docs_gen imports this module: run it by name, so the two never import each other
 
-    sys.exit(main())
+    runpy.run_module("fmdoctor.cli.docs_gen", run_name="__main__", alter_sys=True)
