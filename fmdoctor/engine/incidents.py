@@ -55,7 +55,9 @@ if TYPE_CHECKING:  # the report model imports this module to put incidents in it
 # newest save is incomplete leaves the previous one as the newest usable, hence stale.
 EXPLAINS: Mapping[str, frozenset[str]] = {
     "efa-sg-self-reference": frozenset({"efa-peer-unreachable"}),
-    "spot-interruption": frozenset({"spot-interruption-unprotected", "spot-rebalance"}),
+    # scheduler-schedules-faulty-node's fault on a Spot node is the notice itself (its docstring).
+    "spot-interruption": frozenset({"spot-interruption-unprotected", "spot-rebalance",
+                                    "scheduler-schedules-faulty-node"}),
     "gpu-xid": frozenset({"training-stalled", "gpu-straggler", "gpu-idle", "gpu-memory-pressure",
                           "hyperpod-node-unhealthy", "node-gpu-health"}),
     "gpu-xid-metrics": frozenset({"training-stalled", "gpu-straggler", "gpu-idle", "gpu-memory-pressure",

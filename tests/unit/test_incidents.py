@@ -97,9 +97,22 @@ def test_an_endpoint_at_its_scaling_maximum_explains_its_saturation_and_its_late
 
 
 def test_an_incident_without_a_fix_points_at_its_runbook(demo):
+    _, _, incidents = demo
+    [capacity] = [i for i in incidents if i.cause.check == "capacity-block-expiring"]
+    assert capacity.next.fix is None
+    assert capacity.next_words() == "fmdoctor runbook show capacity-block-expiring"
+
+
+def test_an_incident_offers_the_fix_one_of_its_findings_has(demo):
+    """The Spot node Slurm still schedules onto: its incident's runbook is the cause's, and its first automated
+    step is the member's drain through the scheduler (spot-interruption itself has no fix)."""
     facts, _, incidents = demo
-    spot = incident_of(incidents, "spot-interruption", facts["spot"]["interrupted"])
-    assert spot.next.fix is None and spot.next_words() == "fmdoctor runbook show spot-interruption"
+    node = facts["spot"]["interrupted"]
+    spot = incident_of(incidents, "spot-interruption", node)
+    assert ("scheduler-schedules-faulty-node", node) in [(f.check, f.resource) for f in spot.findings]
+    assert spot.next.runbook == "spot-interruption"
+    assert spot.next.fix is not None
+    assert spot.next.fix.endswith(f"--check scheduler-schedules-faulty-node --resource {node}")
 
 
 def test_the_json_report_carries_the_incidents_contract(demo):
@@ -134,7 +147,7 @@ def test_the_text_report_opens_with_the_incidents_on_one_screen(demo):
     section = "\n".join(lines[start:end])
     assert f"{len(incidents)} incidents" in lines[start]
     assert lines[start + 1].startswith(" 1 ✗ ") and "will be terminated by EC2 Spot" in lines[start + 1]
-    assert "deadline" in lines[start + 2] and "next: fmdoctor runbook show spot-interruption" in section
+    assert "deadline" in lines[start + 2] and "next: fmdoctor fix --cluster demo-llm-train" in section
     assert re.search(r"\+ \d+ more incidents", section)  # the rest are counted, not dropped
     assert text.index("ACT FIRST") < text.index("efa-sg-self-reference  ")  # the details follow as before
 
@@ -301,7 +314,7 @@ def test_slack_report_opens_with_the_incidents_before_the_findings(demo):
     first_severity = next(n for n, t in enumerate(texts) if t.startswith(":red_circle: *Critical*"))
     assert act < first_severity
     assert f"1. :red_circle: *{incidents[0].title}*" in texts[act]
-    assert "next: `fmdoctor runbook show spot-interruption`" in texts[act]
+    assert "next: `fmdoctor fix --cluster demo-llm-train" in texts[act]
     assert f"+ {len(incidents) - 5} more" in texts[act]
 
 
@@ -330,15 +343,17 @@ def test_the_assistant_reads_and_answers_with_the_same_incidents(demo):
     lines = result.text().splitlines()
     heading = next(n for n, line in enumerate(lines) if line.startswith("incidents ("))
     node = facts["spot"]["interrupted"]
-    assert lines[heading + 1].startswith(f"1. critical | spot-interruption/{node} (+ spot-interruption-unprotected/")
+    assert lines[heading + 1].startswith(f"1. critical | spot-interruption/{node} (+ ")
+    assert f"spot-interruption-unprotected/{node}" in lines[heading + 1]
     assert "deadline" in lines[heading + 1]
     assert len(parse(lines)["findings"]) == len(report.findings)  # incident lines are not read back as findings
     answer = act_first_lines(again, report.generated_at)
     assert answer[0] == f"Act first ({len(incidents)} incidents, most urgent first):"
     assert answer[1].startswith(f"1. [critical] {incidents[0].title} (deadline ")
-    assert f"findings: spot-interruption/{node}, spot-interruption-unprotected/{node}" in answer[1]
+    assert f"findings: spot-interruption/{node}, " in answer[1] and f"spot-interruption-unprotected/{node}" in answer[1]
     ordered = by_incident(result.findings, again)
-    assert [f["id"] for f in ordered[:2]] == [f"spot-interruption/{node}", f"spot-interruption-unprotected/{node}"]
+    first = [f["id"] for f in ordered[:len(incidents[0].findings)]]
+    assert first[0] == f"spot-interruption/{node}" and f"spot-interruption-unprotected/{node}" in first
 
 
 @pytest.mark.parametrize("summary, title", [

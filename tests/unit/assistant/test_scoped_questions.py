@@ -78,10 +78,10 @@ def test_ask_json_about_one_node_has_only_that_nodes_findings(capsys):
     assert [c["name"] for c in out["tool_calls"]] == ["find_names", "check_resource"]
     spot = next(f for f in out["findings"] if f["check"] == "spot-interruption-unprotected")
     node = spot["resource"]
-    assert out["answer"].startswith(f"gpu-node-3 ({node}) has 3 findings on it")
+    assert out["answer"].startswith(f"gpu-node-3 ({node}) has 4 findings on it")
     assert "minutes of work will be lost" in out["answer"]
     on = {f["check"] for f in out["findings"] if f["resource"] == node}
-    assert on == {"spot-interruption", "spot-interruption-unprotected", "gpu-idle"}
+    assert on == {"spot-interruption", "spot-interruption-unprotected", "gpu-idle", "scheduler-schedules-faulty-node"}
     for finding in out["findings"]:  # the rest involve it: they name the node or sit on its group or subnet
         if finding["resource"] != node:
             assert node in finding["summary"] + json.dumps(finding["evidence"]) or \
