@@ -181,7 +181,7 @@ def retry_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 @pytest.fixture
 def faults(retry_sleeps: list[float]):
-    from fmdoctor.testing import FaultInjector
+    from .fault_injection import FaultInjector
 
     return FaultInjector()
 

@@ -2,8 +2,9 @@
 
 The listing reads ``checks_catalogue.json``, generated from the registry and shipped with the package, so it
 starts without importing every check (and pydantic, boto3 and the engine with them). A test regenerates it
-and fails when it differs from the registry; after changing a check, regenerate it with
-``python -m fmdoctor.cli.checks_cmd``.
+and fails when it differs from the registry; after changing a check, regenerate it, with the docs' checks
+page and the other generated docs, by ``python -m fmdoctor.cli.docs_gen`` (``python -m fmdoctor.cli.checks_cmd``
+does the same).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-if __name__ == "__main__":  # regenerate the shipped catalogue from the registry
-    CATALOGUE_FILE.write_text(catalogue_text(registry_catalogue()), encoding="utf-8")
-    sys.stdout.write(f"wrote {CATALOGUE_FILE}\n")
+if __name__ == "__main__":  # regenerate the shipped catalogue and the generated docs pages from the code
+    import runpy  # docs_gen imports this module: run it by name, so the two never import each other
+
+    runpy.run_module("fmdoctor.cli.docs_gen", run_name="__main__", alter_sys=True)

@@ -33,7 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     serve = sub.add_parser("serve", help="answer /fmdoctor, @fmdoctor and the Runbook/Fix buttons")
     serve.add_argument("--mode", choices=["socket", "http"], required=True,
                        help="socket: Socket Mode (SLACK_APP_TOKEN); http: Request URLs (SLACK_SIGNING_SECRET)")
-    serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "3000")),
+    # $PORT is read when serving, not when the parser is built (a bad $PORT must not break other commands).
+    serve.add_argument("--port", type=int, default=None,
                        help="http mode: port to listen on (default: $PORT, else 3000)")
     serve.add_argument("--host", default="127.0.0.1",
                        help="http mode: address to listen on (default 127.0.0.1; 0.0.0.0 to listen on every "
@@ -110,7 +111,8 @@ def run_serve(args: argparse.Namespace) -> int:
         if args.mode == "http":
             from fmdoctor.slack.server import EVENTS_PATH, HEALTH_PATH, SlackHTTPServer
 
-            server = SlackHTTPServer(app, args.host, args.port, tokens.signing_secret)
+            port = args.port if args.port is not None else env_port()
+            server = SlackHTTPServer(app, args.host, port, tokens.signing_secret)
             sys.stderr.write(f"fmdoctor slack: listening on {server.url}{EVENTS_PATH} (health: {HEALTH_PATH})\n")
             try:
                 server.serve_forever()
@@ -144,3 +146,12 @@ def run_watch(args: argparse.Namespace) -> int:
                           only=split_ids(args.only), max_blocks=settings.max_blocks)
         watcher.run(args.count)
     return 0
+
+
+def env_port() -> int:
+    """The http mode's port when --port is not given: $PORT (as platforms such as Cloud Run set it), else 3000."""
+    text = os.environ.get("PORT", "3000")
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"PORT={text!r} is not a port number", hint="set PORT to a number, or pass --port") from None

@@ -222,7 +222,7 @@ class EfaVerdicts:
     def islands(self) -> list[list[ClassKey]]:
         """What :func:`islands` reads from :func:`evaluate_classes`' graph: two classes of a place whose blocks
         reach each other both ways are joined (two classes of one block too, a class alone has no pair)."""
-        parent = {c.key: c.key for c in self.classes}
+        joined: list[tuple[ClassKey, ClassKey]] = []
         for members in self._places.values():
             by_block: dict[int, list[InterfaceClass]] = {}
             for cls in members:
@@ -233,9 +233,8 @@ class EfaVerdicts:
                         continue
                     a, b = these[0], (those[1] if first == second else those[0])
                     if self.reachable(a, b) and self.reachable(b, a):
-                        for cls in (*these, *those):
-                            _join(parent, a.key, cls.key)
-        return _components(parent)
+                        joined += [(a.key, cls.key) for cls in (*these, *those)]
+        return _components((c.key for c in self.classes), joined)
 
     def graph(self) -> nx.DiGraph:
         """:func:`evaluate_classes`' graph of these pairs, every pair an edge (for callers that walk one)."""
@@ -260,21 +259,12 @@ def _efa_place(network: Network, cls: InterfaceClass) -> EfaPlace | None:
     return ("zone", subnet.vpc_id, subnet.zone)
 
 
-def _root(parent: dict[ClassKey, ClassKey], node: ClassKey) -> ClassKey:
-    while parent[node] != node:
-        parent[node] = node = parent[parent[node]]
-    return node
-
-
-def _join(parent: dict[ClassKey, ClassKey], a: ClassKey, b: ClassKey) -> None:
-    parent[_root(parent, a)] = _root(parent, b)
-
-
-def _components(parent: dict[ClassKey, ClassKey]) -> list[list[ClassKey]]:
-    components: dict[ClassKey, list[ClassKey]] = {}
-    for node in parent:
-        components.setdefault(_root(parent, node), []).append(node)
-    return sorted((sorted(c) for c in components.values()), key=lambda c: (-len(c), c))
+def _components(nodes: Iterable[ClassKey], joined: Iterable[tuple[ClassKey, ClassKey]]) -> list[list[ClassKey]]:
+    """The connected components of the classes under the joins, largest first (networkx's own traversal)."""
+    graph: nx.Graph = nx.Graph()
+    graph.add_nodes_from(nodes)
+    graph.add_edges_from(joined)
+    return sorted((sorted(c) for c in nx.connected_components(graph)), key=lambda c: (-len(c), c))
 
 
 def _worst(verdicts: Iterable[bool | None]) -> bool | None:
@@ -296,11 +286,5 @@ def unverified_outcomes(graph: nx.DiGraph) -> list[PairOutcome]:
 
 def islands(graph: nx.DiGraph) -> list[list[ClassKey]]:
     """Classes connected by two-way reachability, largest first: how the cluster splits when it does."""
-    parent = {node: node for node in graph.nodes}
-    successors = dict(graph.adjacency())
-    for a, outgoing in successors.items():
-        for b, data in outgoing.items():
-            back = successors[b].get(a)
-            if data["reachable"] and back is not None and back["reachable"]:
-                _join(parent, a, b)
-    return _components(parent)
+    reachable = nx.subgraph_view(graph, filter_edge=lambda a, b: graph.edges[a, b]["reachable"] is True)
+    return _components(graph.nodes, reachable.to_undirected(reciprocal=True).edges)

@@ -164,8 +164,10 @@ class HttpServer:
 
         from fmdoctor.safety import server as bounds
 
-        config = uvicorn.Config(application, host=host, port=port, log_level="warning", access_log=False,
-                                lifespan="on", http=bounds.bounded_h11(HEADER_TIMEOUT, bounds.KEEP_ALIVE, MAX_PER_PEER),
+        limits = bounds.ServerBounds(HEADER_TIMEOUT, bounds.KEEP_ALIVE, MAX_PER_PEER)  # the one server hardening
+        # proxy_headers off: the bounds know a request's connection by scope["client"], the socket's peer.
+        config = uvicorn.Config(limits.app(application), host=host, port=port, log_level="warning",
+                                access_log=False, proxy_headers=False, lifespan="on", http=limits.protocol,
                                 timeout_keep_alive=bounds.KEEP_ALIVE, backlog=1024, server_header=False,
                                 h11_max_incomplete_event_size=MAX_HEADER_BYTES, timeout_graceful_shutdown=5)
         self.server = uvicorn.Server(config)

@@ -34,7 +34,7 @@ import uvicorn
 from slack_bolt import App, BoltRequest
 from slack_sdk.signature import SignatureVerifier
 
-from fmdoctor.safety.server import MAX_PER_PEER, bounded_h11
+from fmdoctor.safety.server import MAX_PER_PEER, ServerBounds
 
 log = logging.getLogger(__name__)
 EVENTS_PATH = "/slack/events"
@@ -143,8 +143,10 @@ class SlackHTTPServer:
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind((host, port))
         self.socket.listen(BACKLOG)
-        protocol = bounded_h11(HEADER_TIMEOUT, KEEP_ALIVE, MAX_PER_PEER)  # the one server hardening
-        config = uvicorn.Config(self.asgi, http=protocol, lifespan="off", log_level="warning", access_log=False,
+        bounds = ServerBounds(HEADER_TIMEOUT, KEEP_ALIVE, MAX_PER_PEER)  # the one server hardening
+        # proxy_headers off: the bounds know a request's connection by scope["client"], the socket's peer.
+        config = uvicorn.Config(bounds.app(self.asgi), http=bounds.protocol,  # type: ignore[arg-type]
+                                lifespan="off", log_level="warning", access_log=False, proxy_headers=False,
                                 backlog=BACKLOG, timeout_keep_alive=KEEP_ALIVE, server_header=False,
                                 h11_max_incomplete_event_size=MAX_HEADER_BYTES, timeout_graceful_shutdown=5)
         self.server = uvicorn.Server(config)

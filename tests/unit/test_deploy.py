@@ -134,3 +134,56 @@ def test_dedupe_table_template_matches_what_serve_writes():
     assert table["AttributeDefinitions"] == TABLE_KEY["AttributeDefinitions"]
     assert table["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
     assert table["BillingMode"] == "PAY_PER_REQUEST"
+
+
+def dockerfile_stages() -> list[list[str]]:
+    """The Dockerfile's instructions (continuation lines joined, comments dropped), one list per stage."""
+    text = (DEPLOY / "Dockerfile").read_text().replace("\\\n", " ")
+    stages: list[list[str]] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.upper().startswith("FROM "):
+            stages.append([])
+        stages[-1].append(line)
+    return stages
+
+
+def test_the_image_is_multi_stage_slim_non_root_and_without_build_tools():
+    stages = dockerfile_stages()
+    assert len(stages) >= 2
+    runtime = stages[-1]
+    assert re.match(r"FROM python:3\.1[1-3]-slim\b", runtime[0])
+    assert any(i.startswith("COPY --from=build ") for i in runtime)
+    assert not any(i.startswith(("COPY . ", "ADD ")) for i in runtime)  # no sources, only the built environment
+    installs = " ".join(i for i in runtime if i.startswith("RUN "))
+    assert not re.search(r"\b(gcc|g\+\+|build-essential|make|python3-dev|git)\b", installs)
+    [user] = [i.split()[1] for i in runtime if i.startswith("USER ")]
+    assert user not in ("root", "0")
+    # The build stage copies the package sources by name: each folder setup.py maps, and what the build reads.
+    build = " ".join(stages[0])
+    for needed in ["pyproject.toml", "setup.py", "README.md", "LICENSE", "fmdoctor/", "checks/", "assistant/",
+                   "tui/", "runbooks/", "evals/"]:
+        assert needed in build, needed
+
+
+def test_the_build_context_leaves_out_the_local_environment():
+    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")}
+    assert {".venv", ".git", "tests"} <= ignored
+    copied = {i.split()[1].rstrip("/") for i in dockerfile_stages()[0] if i.startswith("COPY ")}
+    assert not copied & ignored  # everything the build copies is in the context
+
+
+def test_a_service_monitor_scrapes_what_the_annotations_name():
+    [_, _, deployment, service] = dict(documents())[SERVE / "kubernetes.yaml"]
+    [monitor] = dict(documents())[SERVE / "servicemonitor.yaml"]
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert monitor["kind"] == "ServiceMonitor" and monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"]
+    [endpoint] = monitor["spec"]["endpoints"]
+    [port] = [p for p in service["spec"]["ports"] if p["name"] == endpoint["port"]]
+    assert endpoint["path"] == annotations["prometheus.io/path"] == "/metrics"
+    assert str(port["port"]) == annotations["prometheus.io/port"]

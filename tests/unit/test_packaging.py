@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -16,12 +18,23 @@ ROOT = Path(fmdoctor.__file__).resolve().parent.parent
 
 @pytest.mark.skipif(not (ROOT / "pyproject.toml").exists(), reason="needs the source tree")
 def test_wheel_contents(tmp_path):
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path), str(ROOT)],
-        check=True, capture_output=True, cwd=tmp_path,
+    # The sdist, then the wheel built from it, as `python -m build` does; without PYTHONDONTWRITEBYTECODE, whose
+    # only effect is distutils' "byte-compiling is disabled" line.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(tmp_path), str(ROOT)],
+        check=True, capture_output=True, text=True, cwd=tmp_path, env=env,
     )
+    warnings = [line for line in (built.stdout + built.stderr).splitlines()
+                if re.search(r"warn|would be ignored", line, re.I)]
+    assert warnings == []
     [wheel] = tmp_path.glob("fmdoctor-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    for data in ["fmdoctor/node/data", "fmdoctor/demo/node"]:  # check --local and its --demo read them
+        for path in (ROOT / data).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                assert path.relative_to(ROOT).as_posix() in names, f"{path} missing from the wheel"
     top_level = {n.split("/", 1)[0] for n in names}
     assert top_level == {"fmdoctor", next(n for n in top_level if n.endswith(".dist-info"))}
     for source_dir, package in [("checks", "fmdoctor/checks"), ("assistant", "fmdoctor/assistant"),

@@ -27,7 +27,7 @@ def test_registering_the_commands_imports_no_subcommand_world():
 
 
 def test_the_shipped_catalogue_is_the_registry_s():
-    """Regenerate with `python -m fmdoctor.cli.checks_cmd` when this fails (a check was added or changed)."""
+    """Regenerate with `python -m fmdoctor.cli.docs_gen` when this fails (a check was added or changed)."""
     expected = checks_cmd.catalogue_text(checks_cmd.registry_catalogue())
     assert checks_cmd.CATALOGUE_FILE.read_text(encoding="utf-8") == expected
     assert [e["id"] for e in json.loads(expected)] == [e["id"] for e in checks_cmd.catalogue()]

@@ -1,5 +1,5 @@
 """AWS answering with errors: throttling, AccessDenied and truncated listings, injected at botocore's
-before-send hook (fmdoctor.testing.FaultInjector) so the real retry, parsing and engine paths run.
+before-send hook (tests/fault_injection.py: FaultInjector) so the real retry, parsing and engine paths run.
 
 The rule under test: a fault costs exactly what it touches. The checks that needed the broken call say so
 (an error entry with the code and, for a denial, the IAM action), the rest still report, and the verdict is

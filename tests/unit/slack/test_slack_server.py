@@ -171,6 +171,21 @@ def test_idle_and_slow_connections_are_closed_and_do_not_hold_threads(served):
         conn.close()
 
 
+def test_a_keep_alive_connection_that_trickles_its_next_request_is_closed(served):
+    """After a response the deadline is armed again: uvicorn's keep-alive timeout stops once bytes arrive."""
+    server, _ = served
+    with socket.create_connection(server.socket.getsockname()[:2], timeout=20) as conn:
+        conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        first = b""
+        while b"\r\n\r\n" not in first or not _complete(first):  # the whole first response, headers and body
+            first += conn.recv(65536)
+        assert status_of(first) == 200
+        conn.sendall(b"POST /slack/events HTTP/1.1\r\n")  # and never the rest of the headers
+        started = time.monotonic()
+        assert conn.recv(1) == b""  # closed by the server
+        assert time.monotonic() - started < 15
+
+
 @pytest.mark.parametrize("text", ["help", ""])
 def test_help_and_a_bare_command_answer_the_usage(served, text):
     server, _ = served

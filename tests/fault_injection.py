@@ -1,4 +1,4 @@
-"""Fault injection for tests and benchmarks: make chosen AWS calls fail the way AWS fails them.
+"""Fault injection for the tests (only they use it): make chosen AWS calls fail the way AWS fails them.
 
 The injector answers at botocore's ``before-send`` hook (per HTTP attempt, ahead of moto) with an
 error response in the service's own wire protocol, so the real client path runs: error parsing,
