@@ -25,7 +25,8 @@ SYSLOG = "/aws/parallelcluster/test/syslog"
 
 @pytest.fixture
 def nodes(builder, aws):
-    """Two Spot p4d nodes with their 4 EFA interfaces whose Slurm names (ip-10-0-1-11, ip-10-0-1-13) a tag carries, as sites tag them."""
+    """Two Spot p4d nodes (with their 4 EFA interfaces) whose
+    Slurm names (ip-10-0-1-11, ip-10-0-1-13) a tag carries, as sites tag them."""
     builder.security_group("efa", self_ingress=True, self_egress=True)
     builder.launch(["gpu-1", "gpu-3"], "p4d.24xlarge", "private-a", ["efa"], spot=True, efa_interfaces=4)
     ids = {name: builder.launched[name].id for name in ("gpu-1", "gpu-3")}
