@@ -145,3 +145,50 @@ def test_over_the_real_slurm(slurm: SlurmCluster):
     assert finding.evidence["fix"][0] == {"action": "drain-slurm-node", "node": "ip-10-0-1-11",
                                           "reason": "fmdoctor: 0 of 32 EFA interfaces"}
     assert any("Xid" in e.unverified for e in report.errors if e.check == FAULTY)
+
+
+class _Ctx:
+    """The little metric_xids reads of a CheckContext: the run's shared metrics snapshot."""
+
+    def __init__(self, metrics):
+        self.metrics = metrics
+
+    def shared(self, key, loader):
+        if isinstance(self.metrics, Exception):
+            raise self.metrics
+        return self.metrics
+
+
+def _snapshot(series: dict[str, list[int]]):
+    from datetime import UTC, datetime, timedelta
+
+    from fmdoctor.metrics.model import XID, ClusterMetrics, DeviceMetrics, NodeMetrics
+
+    start = datetime(2026, 4, 12, 8, tzinfo=UTC)
+    points = {i: tuple((start + timedelta(minutes=5 * n), float(v)) for n, v in enumerate(values))
+              for i, values in series.items()}
+    nodes = {i: NodeMetrics(i, "gpu", 1, len(p), (DeviceMetrics("3", (90.0,) * len(p), signals={XID: p} if p else {}),),
+                            source="prometheus") for i, p in points.items()}
+    return ClusterMetrics(start, start + timedelta(minutes=15), timedelta(minutes=5), nodes, {}, {})
+
+
+def test_xid_faults_from_dcgm_series_as_gpu_xid_metrics_judges_them():
+    """DCGM_FI_DEV_XID_ERRORS holds the last Xid: a change to 79 in the window is a fault, a held 13 is not;
+    a node whose metrics carry no Xid series is not among those the metrics verified."""
+    from checks.scheduler_schedules_faulty_node import Faults, metric_xids
+
+    faults = Faults()
+    seen = metric_xids(_Ctx(_snapshot({I11: [0, 79, 79], I12: [13, 13, 13], I13: []})), faults)  # type: ignore[arg-type]
+    assert seen == {I11, I12}
+    assert list(faults.on) == [I11]
+    [fault] = faults.on[I11]
+    assert fault.evidence["source"] == "prometheus" and fault.evidence["xids"][0]["xid"] == 79
+    assert fault.sentence.startswith("GPU 3 reported Xid 79")
+
+
+def test_metrics_that_cannot_be_read_leave_the_xid_kind_unread():
+    from checks.scheduler_schedules_faulty_node import Faults, metric_xids
+
+    faults = Faults()
+    assert metric_xids(_Ctx(RuntimeError("Prometheus answered 503")), faults) == set()  # type: ignore[arg-type]
+    assert faults.on == {} and "Prometheus answered 503" in faults.unread["metrics"]
