@@ -10,7 +10,7 @@ from fmdoctor.engine.entities import JOB, NODE
 from fmdoctor.engine.errors import describe_aws_failure
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.metrics.model import XID
-from fmdoctor.node.xid_catalogue import ACTION_ORDER, CATALOGUE_URL, xid_verdict
+from fmdoctor.node.xid_catalogue import ACTION_ORDER, CATALOGUE_URL
 from fmdoctor.scheduler.model import KUBERNETES, SchedulerNode
 from fmdoctor.scheduler.source import SchedulerMap
 from fmdoctor.spot.sources import spot_facts
@@ -131,10 +131,7 @@ def log_xids(ctx: CheckContext, found: SchedulerMap, faults: Faults) -> bool:
         faults.unread["logs"] = "the nodes' kernel logs in CloudWatch Logs: no readable log group"
         return False
     for key, items in node_xids(logs.events, ctx.now, NodeKeys(found.identities, logs.streams)).items():
-        if key.startswith("i-"):
-            for item in items:
-                verdict = xid_verdict(item["xid"])
-                item.setdefault("meaning", verdict.description)
+        if key.startswith("i-"):  # a host the logs name but no instance resolves to is no node Slurm maps
             fault = xid_fault(key, [{**x, "gpu": x.get("pci")} for x in items], "logs")
             if fault is not None:
                 faults.add(fault)

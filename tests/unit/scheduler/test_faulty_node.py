@@ -192,3 +192,19 @@ def test_metrics_that_cannot_be_read_leave_the_xid_kind_unread():
     faults = Faults()
     assert metric_xids(_Ctx(RuntimeError("Prometheus answered 503")), faults) == set()  # type: ignore[arg-type]
     assert faults.on == {} and "Prometheus answered 503" in faults.unread["metrics"]
+
+
+def test_the_runbook_for_a_kubernetes_node_with_missing_efa_names_the_cordon():
+    from fmdoctor.engine.model import Finding
+    from fmdoctor.runbooks import get_runbook
+
+    efa = {"kind": EFA_FAULT, "efa_interfaces": 0, "max_efa_interfaces": 32, "instance_type": "p5.48xlarge",
+           "expected_because": "accelerated", "rule": "efa-not-attached"}
+    evidence = {"scheduler": "kubernetes", "scheduler_source": "kubernetes context c",
+                "scheduler_node": {"name": "ip-10-0-1-11.ec2.internal", "states": ["READY"], "reason": ""},
+                "instance": I11, "jobs": [], "job_count": 0, "fault": efa, "faults": [efa], "fault_kinds": ["efa"],
+                "fix": [{"action": "cordon-k8s-node", "node": "ip-10-0-1-11.ec2.internal"}]}
+    text = get_runbook(FAULTY).render(Finding(check=FAULTY, severity="critical", resource=I11, summary="s",
+                                              evidence=evidence, runbook=FAULTY), cluster="c", region="us-west-2")
+    assert "kubectl cordon ip-10-0-1-11.ec2.internal" in text and "scontrol update" not in text
+    assert "0 of the 32 EFA" in text and "over TCP" in text and "{{" not in text and "⟨" not in text
