@@ -211,7 +211,7 @@ class SchedulerSchedulesFaultyNode(Check):
     concerns = frozenset({NODE, JOB})
     severity = Severity.CRITICAL
     iam_actions = tuple(sorted({*SPOT_IAM, *GPU_IAM, "ec2:DescribeInstances", "ec2:DescribeInstanceTypes",
-                                "logs:DescribeLogGroups", "logs:FilterLogEvents"}))
+                                "logs:DescribeLogGroups", "logs:DescribeLogStreams", "logs:FilterLogEvents"}))
     metrics = frozenset({ACCELERATOR_METRICS})  # the Xid series of the run's one snapshot
 
     def run(self, ctx: CheckContext) -> list[Finding]:
