@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fmdoctor.engine.context import CheckContext
@@ -16,6 +17,47 @@ from fmdoctor.net.network import Network, primary_interface
 from ._common import SAMPLE
 
 MARK = {"pass": "ok", "block": "BLOCKED", "unverified": "unverified"}
+
+
+@dataclass(frozen=True)
+class EfaShortfall:
+    """A node with fewer EFA interfaces than it should have: none where efa-not-attached expects one (critical
+    there), or fewer than its type's MaximumEfaInterfaces where it uses EFA (efa-missing-interfaces, a warning)."""
+
+    have: int
+    expected: int  # DescribeInstanceTypes' NetworkInfo.EfaInfo.MaximumEfaInterfaces
+    why: str  # "accelerated", "node-group" (its group's other nodes use EFA) or "uses-efa"
+
+    @property
+    def none(self) -> bool:
+        return self.have == 0
+
+
+def groups_using_efa(inventory: Inventory) -> set[str]:
+    """Node groups (launch template, ASG, EKS node group, ParallelCluster compute resource) with a node on EFA."""
+    return {n.node_group for n in inventory.compute_nodes()
+            if n.node_group and any(e.is_efa for e in inventory.interfaces_of(n))}
+
+
+def efa_shortfall(inventory: Inventory, node: Instance, efa_groups: set[str]) -> EfaShortfall | None:
+    """The EFA interfaces ``node`` lacks, by the rules of efa-not-attached and efa-missing-interfaces; None when it
+    has them all or is not expected to use EFA. LookupError when DescribeInstanceTypes did not say (the type was
+    not returned, or gives no MaximumEfaInterfaces for a node that uses EFA): that is not judged, never healthy."""
+    info = inventory.instance_types.get(node.instance_type)
+    if info is None:
+        raise LookupError(f"DescribeInstanceTypes did not return {node.instance_type}")
+    if not info.efa_supported:
+        return None
+    have = sum(1 for e in inventory.interfaces_of(node) if e.is_efa)
+    if have == 0:
+        if info.accelerated:
+            return EfaShortfall(0, info.max_efa_interfaces, "accelerated")
+        if node.node_group in efa_groups:
+            return EfaShortfall(0, info.max_efa_interfaces, "node-group")
+        return None  # an EFA-capable CPU node needs none
+    if not info.max_efa_interfaces:
+        raise LookupError(f"DescribeInstanceTypes gives no EfaInfo.MaximumEfaInterfaces for {node.instance_type}")
+    return EfaShortfall(have, info.max_efa_interfaces, "uses-efa") if have < info.max_efa_interfaces else None
 
 
 def efa_classes(ctx: CheckContext, network: Network, efa: Sequence[NetworkInterface]) -> list[InterfaceClass]:

@@ -9,6 +9,7 @@ from fmdoctor.engine.inventory import Instance, Inventory
 from fmdoctor.engine.model import Finding, Severity
 
 from ._common import id_list, plural, sample
+from ._net import groups_using_efa
 
 
 class EfaNotAttached(Check):
@@ -41,15 +42,14 @@ class EfaNotAttached(Check):
             if unknown:  # nothing judged: that is not 'not applicable'
                 raise Unverified()
             raise NotApplicable("no compute node has an EFA-capable instance type")
-        groups_using_efa = {n.node_group for n in inv.compute_nodes()
-                            if n.node_group and any(e.is_efa for e in inv.interfaces_of(n))}
+        efa_groups = groups_using_efa(inv)
         findings = []
         optional: dict[str, list[Instance]] = defaultdict(list)
         for node in capable:
             if any(e.is_efa for e in inv.interfaces_of(node)):
                 continue
             info = inv.type_of(node)
-            if info.accelerated or node.node_group in groups_using_efa:
+            if info.accelerated or node.node_group in efa_groups:
                 findings.append(self._expected(inv, node))
             else:
                 optional[node.instance_type].append(node)

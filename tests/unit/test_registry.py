@@ -69,7 +69,8 @@ def test_selection_names_the_metric_families_it_reads():
     assert metric_families(registry.select()) == METRIC_FAMILIES
     readers = {c.id for c in registry if c.metrics}  # every check that reads the snapshot, and only those
     assert readers == {"efa-errors", "training-stalled", "gpu-idle", "gpu-memory-pressure", "gpu-metrics-missing",
-                       "gpu-straggler", "gpu-xid-metrics"}
+                       "gpu-straggler", "gpu-xid-metrics",
+                       "scheduler-schedules-faulty-node"}  # its Xid faults: the snapshot's DCGM_FI_DEV_XID_ERRORS
 
 
 def test_iam_actions_union_is_sorted_and_unique():

@@ -18,9 +18,19 @@ def test_the_culprit_and_the_spot_node_name_the_job_they_hit(demo_check):
         (job, "llama-70b-pretrain", "mlops")]
     assert stalled.evidence["jobs"][0]["nodes"] == list(facts["scheduler"]["slurm_nodes"].values())
     assert stalled.evidence["scheduler_nodes"] == ["train-st-p5-2"]
-    [faulty] = report.findings_for("scheduler-schedules-faulty-node")
-    assert faulty.resource == facts["spot"]["interrupted"] and faulty.severity is Severity.CRITICAL
+    by = {f.resource: f for f in report.findings_for("scheduler-schedules-faulty-node")}
+    faulty = by[facts["spot"]["interrupted"]]
+    assert faulty.severity is Severity.CRITICAL and faulty.evidence["fault_kinds"] == ["spot"]
     assert faulty.evidence["fix"][0]["action"] == "drain-slurm-node" and faulty.evidence["jobs"][0]["id"] == job
+    # the training culprit's Xid 79 (its kernel log line and its DCGM series): Slurm still schedules onto it
+    xid = by[facts["training"]["culprit"]]
+    assert xid.severity is Severity.CRITICAL and xid.evidence["fault_kinds"] == ["xid"]
+    sources = [f["source"] for f in xid.evidence["faults"]]
+    assert "Xid 79" in xid.summary and len(set(sources)) == len(sources) and set(sources) <= {"logs", "prometheus"}
+    assert xid.evidence["fix"] == [{"action": "drain-slurm-node", "node": "train-st-p5-2",
+                                    "reason": "fmdoctor: Xid 79 (reboot)"}]
+    assert [j["id"] for j in xid.evidence["jobs"]] == [job]
+    assert not [e for e in report.errors if e.check == "scheduler-schedules-faulty-node"]  # every source read
     # every finding on a node Slurm knows lists what runs there (or that nothing does); the head node is none
     slurm_nodes = {i for name, i in facts["nodes"].items() if name.startswith("gpu-node-")}
     on_nodes = [f for f in report.findings if f.resource in slurm_nodes]

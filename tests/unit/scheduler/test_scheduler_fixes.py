@@ -20,22 +20,27 @@ from .slurm_cluster import SlurmCluster
 
 FAULTY = "scheduler-schedules-faulty-node"
 HELD = "scheduler-node-held-out"
+SYSLOG = "/aws/parallelcluster/test/syslog"
 
 
 @pytest.fixture
 def nodes(builder, aws):
-    """Two Spot p4d nodes whose Slurm names (ip-10-0-1-11, ip-10-0-1-13) a tag carries, as sites tag them."""
+    """Two Spot p4d nodes (with their 4 EFA interfaces) whose
+    Slurm names (ip-10-0-1-11, ip-10-0-1-13) a tag carries, as sites tag them."""
     builder.security_group("efa", self_ingress=True, self_egress=True)
-    builder.launch(["gpu-1", "gpu-3"], "p4d.24xlarge", "private-a", ["efa"], spot=True)
+    builder.launch(["gpu-1", "gpu-3"], "p4d.24xlarge", "private-a", ["efa"], spot=True, efa_interfaces=4)
     ids = {name: builder.launched[name].id for name in ("gpu-1", "gpu-3")}
     for name, slurm_name in (("gpu-1", "ip-10-0-1-11"), ("gpu-3", "ip-10-0-1-13")):
         aws.client("ec2").create_tags(Resources=[ids[name]], Tags=[{"Key": "slurm-node", "Value": slurm_name}])
     queue = aws.client("sqs").create_queue(QueueName="spot-events")["QueueUrl"]
+    # the nodes' syslog group (no Xid in it): the Xid fault kind is read, so the fix is not refused as unverified
+    aws.client("logs").create_log_group(logGroupName=SYSLOG)
     return ids, queue
 
 
 def doctor(queue: str, **scheduler) -> Doctor:
     settings = {"spot": {"queue_url": queue}, "gpu": {"hostname_tags": ["slurm-node"]},
+                "training": {"log_groups": [SYSLOG]},
                 "scheduler": {"kind": "slurm", **scheduler}}
     return Doctor(settings=Settings.model_validate({"clusters": {CLUSTER: settings}}),
                   connection=Connection(region=REGION))
