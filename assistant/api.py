@@ -20,7 +20,7 @@ time per session, any number of sessions at once.
 Approvals: when the agent wants to change the account, the turn ends with ``answer.approval`` (an
 :class:`~fmdoctor.assistant.events.ApprovalRequest`: the exact plan and its dry run). Show it, ask, then::
 
-    from fmdoctor.remediation import Approval       # only front-end code creates approvals
+    from fmdoctor.remediation.approval import Approval
     approval = Approval(request.plan_digest, approver="U123", channel="slack", granted_at=now) if yes else None
     answer = assistant.resume(session_id, approval)  # None (or any other digest) declines: nothing changes
 

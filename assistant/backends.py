@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fmdoctor.net.reachability import why_not
-from fmdoctor.remediation import apply_fix, plan_fix, preflight, record_decision
+from fmdoctor.remediation.apply import apply_fix
+from fmdoctor.remediation.audit import record_decision
+from fmdoctor.remediation.plan import plan_fix
+from fmdoctor.remediation.preflight import preflight
 from fmdoctor.runbooks import get_runbook
 
 

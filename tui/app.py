@@ -19,8 +19,8 @@ from textual.widgets import Footer, Input
 from fmdoctor.assistant import AnswerToken, ApprovalNeeded, CheckProgress, ToolFinished, ToolStarted, TurnFinished
 from fmdoctor.engine.api import Doctor, utc_now
 from fmdoctor.engine.model import Finding
-from fmdoctor.remediation import AuditLog
 from fmdoctor.remediation.apply import DEFAULT_VERIFY_DELAYS
+from fmdoctor.remediation.audit import AuditLog
 from fmdoctor.tui import fixes
 from fmdoctor.tui import messages as msg
 from fmdoctor.tui.chat import ChatPane

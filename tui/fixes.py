@@ -2,7 +2,7 @@
 
 The calls, the dry run and the approval all come from :mod:`fmdoctor.remediation` (the same library
 ``fmdoctor fix`` uses); this module only shapes them for the approval modal and creates the
-:class:`~fmdoctor.remediation.Approval` after a person pressed Approve in it.
+:class:`~fmdoctor.remediation.approval.Approval` after a person pressed Approve in it.
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ from typing import Any
 
 from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.model import Finding
-from fmdoctor.remediation import Approval, AuditLog, FixPlan, FixResult, apply_fix, plan_fix, preflight
-from fmdoctor.remediation.apply import DEFAULT_VERIFY_DELAYS
-from fmdoctor.remediation.audit import local_user, plan_fields, who
+from fmdoctor.remediation.apply import DEFAULT_VERIFY_DELAYS, FixResult, apply_fix
+from fmdoctor.remediation.approval import Approval
+from fmdoctor.remediation.audit import AuditLog, local_user, plan_fields, who
+from fmdoctor.remediation.plan import FixPlan, plan_fix
+from fmdoctor.remediation.preflight import preflight
 from fmdoctor.report.fix import plan_lines, result_lines
 from fmdoctor.report.markdown import code_span
 from fmdoctor.safety.text import visible

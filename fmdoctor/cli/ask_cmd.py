@@ -127,7 +127,7 @@ def _ask_approval(request: Any, stream: TextIO) -> Any | None:
     if not confirm(request.plan):
         return None
     try:
-        from fmdoctor.remediation import Approval  # type: ignore[import-not-found]
+        from fmdoctor.remediation.approval import Approval
     except ImportError as exc:  # the plan came from fmdoctor.remediation, so this means a broken install
         raise FmdoctorError("fmdoctor.remediation is not installed; cannot approve a fix") from exc
     return Approval(plan_digest=request.plan_digest, approver=getpass.getuser(), channel="cli",

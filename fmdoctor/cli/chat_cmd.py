@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from fmdoctor.assistant import Assistant
     from fmdoctor.assistant.providers import aws_services
     from fmdoctor.engine.registry import default_registry
-    from fmdoctor.remediation import AuditLog
+    from fmdoctor.remediation.audit import AuditLog
     from fmdoctor.tui.app import FmdoctorApp
 
     spec = model_spec(args)

@@ -18,7 +18,9 @@ from fmdoctor.cli.json_input import read_json_arg
 from fmdoctor.engine.errors import UsageError
 
 if TYPE_CHECKING:
-    from fmdoctor.remediation import Approval, AuditLog, FixPlan
+    from fmdoctor.remediation.approval import Approval
+    from fmdoctor.remediation.audit import AuditLog
+    from fmdoctor.remediation.plan import FixPlan
 
 FIXED, NOT_FIXED = 0, 2
 
@@ -50,7 +52,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fmdoctor.engine.registry import default_registry
-    from fmdoctor.remediation import AuditLog, apply_fix, plan_fix, preflight
+    from fmdoctor.remediation.apply import apply_fix
+    from fmdoctor.remediation.audit import AuditLog
+    from fmdoctor.remediation.plan import plan_fix
+    from fmdoctor.remediation.preflight import preflight
     from fmdoctor.report.fix import plan_lines, preflight_lines, result_lines
 
     default_registry().get(args.check)  # an unknown check id: exit 3 before the demo is seeded or AWS is called
@@ -84,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _approve(plan: FixPlan, yes: bool, audit: AuditLog) -> Approval | None:
     """--yes, or a y/N question on the terminal; with neither, refuse (exit 3) before anything changes."""
-    from fmdoctor.remediation import Approval
+    from fmdoctor.remediation.approval import Approval
     from fmdoctor.remediation.audit import local_user, plan_fields, who
 
     user = local_user()

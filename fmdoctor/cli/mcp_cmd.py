@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from fmdoctor.mcp.server import build_server
         from fmdoctor.mcp.service import McpService
-        from fmdoctor.remediation import AuditLog
+        from fmdoctor.remediation.audit import AuditLog
     except ImportError as exc:
         raise ConfigError(f"the MCP server needs the MCP Python SDK ({exc.name} is missing)",
                           hint="pip install 'fmdoctor[mcp]'") from None
@@ -83,7 +83,7 @@ def demo_server(args: argparse.Namespace) -> tuple[Any, Any, str]:
     from fmdoctor.demo import DEMO_CLUSTER
     from fmdoctor.mcp.server import build_server
     from fmdoctor.mcp.service import McpService
-    from fmdoctor.remediation import AuditLog
+    from fmdoctor.remediation.audit import AuditLog
 
     if importlib.util.find_spec("moto") is None:  # the one failure worth stopping for before serving
         raise ConfigError("the embedded demo needs moto", hint="pip install 'fmdoctor[demo]'")

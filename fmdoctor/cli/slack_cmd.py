@@ -90,7 +90,7 @@ def _doctor(args: argparse.Namespace) -> Iterator[tuple[Doctor, SlackSettings]]:
 
 def run_serve(args: argparse.Namespace) -> int:
     try:
-        from fmdoctor.remediation import AuditLog
+        from fmdoctor.remediation.audit import AuditLog
         from fmdoctor.slack.app import build_app, web_client
         from fmdoctor.slack.service import SlackService
         from fmdoctor.slack.tokens import SlackTokens, install_redaction

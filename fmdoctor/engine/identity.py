@@ -127,10 +127,11 @@ class NodeIdentities:
         except AwsCallFailed:
             interfaces, unreadable = {}, ("network interfaces",)
         instances = list(instances)
+        every = {instance.id: _names_of(instance, [interfaces[e] for e in instance.interface_ids if e in interfaces],
+                                        hostname_tags) for instance in instances}
+        owner = {name.lower(): node for node, names in every.items() for name, via in names if via in _IDENTITY_FORMS}
         for instance in instances:
-            names = _own_labels(_names_of(
-                instance, [interfaces[e] for e in instance.interface_ids if e in interfaces], hostname_tags))
-            for name, via in names:
+            for name, via in _own_labels(every[instance.id], instance.id, owner):
                 table.setdefault(name.lower(), {}).setdefault(instance.id, via)
             shown[instance.id] = _shown(instance, hostname_tags)
         return cls(inventory, instances, table, shown, unreadable)
@@ -319,12 +320,19 @@ def _names_of(instance: Instance, interfaces: list[NetworkInterface], hostname_t
     return names
 
 
-def _own_labels(names: list[tuple[str, str]]) -> list[tuple[str, str]]:
+def _own_labels(names: list[tuple[str, str]], node: str, owner: Mapping[str, str]) -> list[tuple[str, str]]:
     """``names`` less the labels (Name tag, hostname tags) spelling an identity that is not this node's: a tag
-    holding another node's id or address (a launch template copying the node it replaced) names neither node."""
+    holding another node's id or address (a launch template copying the node it replaced) names neither node.
+    A hostname tag the configuration names (``gpu.hostname_tags``: the user said it carries the host name, as a
+    Slurm node name ``ip-10-0-1-13`` does) may also spell an address no node of the inventory has; never another
+    node's, and never an instance, interface or HyperPod id."""
     own = {name.lower() for name, via in names if via in _IDENTITY_FORMS}
-    return [(name, via) for name, via in names
-            if via in _IDENTITY_FORMS or (spelled := _spelled_identity(name)) is None or spelled in own]
+
+    def kept(name: str, via: str) -> bool:
+        if via in _IDENTITY_FORMS or (spelled := _spelled_identity(name)) is None or spelled in own:
+            return True
+        return via == HOSTNAME_TAG and _is_ip(spelled) and owner.get(spelled, node) == node
+    return [(name, via) for name, via in names if kept(name, via)]
 
 
 def _spelled_identity(name: str) -> str | None:

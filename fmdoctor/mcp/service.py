@@ -21,7 +21,7 @@ from fmdoctor.safety.redact import Redactor, redactor_for
 
 if TYPE_CHECKING:  # the rest is imported by the tools that use it, so the server answers initialize sooner
     from fmdoctor.engine.api import Doctor
-    from fmdoctor.remediation import FixPlan
+    from fmdoctor.remediation.plan import FixPlan
 
 # fmdoctor.remediation.apply.DEFAULT_VERIFY_DELAYS (a test keeps them equal), without importing apply at start.
 DEFAULT_VERIFY_DELAYS = (2.0, 5.0)
@@ -136,7 +136,8 @@ class McpService:
     def plan(self, check: str, resource: str | None, cluster: str | None, scope: str) -> dict[str, Any]:
         """plan_fix: the calls, their digest and the DryRun pre-flight. Changes nothing; the digest is remembered
         for ``scope`` so apply_fix can require that the client saw this plan."""
-        from fmdoctor.remediation import plan_fix, preflight
+        from fmdoctor.remediation.plan import plan_fix
+        from fmdoctor.remediation.preflight import preflight
 
         self._fixes_allowed()
         plan = plan_fix(self.doctor, self._cluster(cluster), check, resource=resource, audit=self.audit)
@@ -152,7 +153,8 @@ class McpService:
     def prepare(self, check: str, resource: str | None, cluster: str | None, digest: str | None,
                 scope: str) -> Prepared:
         """apply_fix, before asking: plan from the current state and refuse what a person should not be asked."""
-        from fmdoctor.remediation import plan_fix, preflight
+        from fmdoctor.remediation.plan import plan_fix
+        from fmdoctor.remediation.preflight import preflight
 
         self._fixes_allowed()
         plan = plan_fix(self.doctor, self._cluster(cluster), check, resource=resource, audit=self.audit)
@@ -192,7 +194,8 @@ class McpService:
 
     def apply(self, prepared: Prepared, approver: str) -> dict[str, Any]:
         """Apply after a person confirmed this exact plan through the client (the caller checked that)."""
-        from fmdoctor.remediation import Approval, apply_fix
+        from fmdoctor.remediation.apply import apply_fix
+        from fmdoctor.remediation.approval import Approval
 
         assert prepared.plan is not None and prepared.askable
         approval = Approval.grant(prepared.plan, approver=approver, channel="mcp elicitation")

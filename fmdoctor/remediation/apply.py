@@ -11,12 +11,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore import xform_name
 from botocore.exceptions import ClientError
 
-from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.aws import Aws
 from fmdoctor.engine.errors import describe_aws_failure
 from fmdoctor.remediation.actions import SCHEDULER_SERVICES, CallStatus, PlannedCall, RemediationError, spec_for
@@ -26,6 +25,9 @@ from fmdoctor.remediation.current import reconcile
 from fmdoctor.remediation.plan import FixPlan
 from fmdoctor.remediation.preflight import connect_for
 from fmdoctor.words import plural
+
+if TYPE_CHECKING:  # a Doctor is passed in; importing the engine's front door here would close a circle
+    from fmdoctor.engine.api import Doctor
 
 APPLIED = "applied"
 ALREADY = "already-present"

@@ -13,9 +13,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.engine.model import Finding, Report
 from fmdoctor.remediation.actions import PlannedCall, RemediationError, build_call, spec_for
@@ -23,6 +22,9 @@ from fmdoctor.remediation.audit import AuditLog, audit_log_for, caller_identity,
 from fmdoctor.remediation.current import reconcile
 from fmdoctor.runbooks import Runbook, get_runbook
 from fmdoctor.words import plural
+
+if TYPE_CHECKING:  # a Doctor is passed in; importing the engine's front door here would close a circle
+    from fmdoctor.engine.api import Doctor
 
 
 @dataclass(frozen=True)

@@ -10,17 +10,19 @@ known to fail) lets the front ends ask for approval.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore import xform_name
 from botocore.exceptions import ClientError
 
-from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.aws import Aws
 from fmdoctor.engine.errors import ACCESS_DENIED_CODES, describe_aws_failure
 from fmdoctor.remediation.actions import SCHEDULER_SERVICES, CallStatus, PlannedCall, RemediationError, spec_for
 from fmdoctor.remediation.audit import AuditLog, audit_log_for, caller_identity, plan_fields, who
 from fmdoctor.remediation.plan import FixPlan
+
+if TYPE_CHECKING:  # a Doctor is passed in; importing the engine's front door here would close a circle
+    from fmdoctor.engine.api import Doctor
 
 ALLOWED = "allowed"  # DryRunOperation: the permission is proven
 DENIED = "denied"  # the caller lacks the IAM action

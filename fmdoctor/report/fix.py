@@ -14,7 +14,9 @@ from fmdoctor.safety.text import visible
 from fmdoctor.words import plural
 
 if TYPE_CHECKING:
-    from fmdoctor.remediation import FixPlan, FixResult, PreflightResult
+    from fmdoctor.remediation.apply import FixResult
+    from fmdoctor.remediation.plan import FixPlan
+    from fmdoctor.remediation.preflight import PreflightResult
 
 _PREFLIGHT_MARK = {"allowed": "✓", "denied": "✗", "failed": "✗", "not-checked": "?", "ignored-dry-run": "!"}
 _OUTCOME_MARK = {"applied": "✓", "already-present": "=", "failed": "✗", "not-attempted": "-"}

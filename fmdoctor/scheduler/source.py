@@ -119,7 +119,12 @@ def map_view(view: SchedulerView, inventory: Inventory, hostname_tags: tuple[str
     unmapped = []
     for node in view.nodes:
         match = identities.resolve(node.name)
-        if match.instance is not None:
+        # where the scheduler says the node runs (its address, providerID) names one instance and its name
+        # another: either may be the node, so neither is (a drain must never pick one)
+        where = identities.resolve(aliases[node.name]) if node.name in aliases else None
+        disagree = where is not None and where.instance is not None and match.instance is not None \
+            and where.instance.id != match.instance.id
+        if match.instance is not None and not disagree:
             instance_of[node.name] = match.instance.id
         else:
             unmapped.append(node.name)

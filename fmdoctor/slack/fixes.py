@@ -16,16 +16,11 @@ import logging
 from typing import Any
 
 from fmdoctor.engine.errors import FmdoctorError
-from fmdoctor.remediation import (
-    Approval,
-    FixPlan,
-    PreflightResult,
-    apply_fix,
-    plan_fix,
-    preflight,
-    record_decision,
-)
-from fmdoctor.remediation.audit import who
+from fmdoctor.remediation.apply import apply_fix
+from fmdoctor.remediation.approval import Approval
+from fmdoctor.remediation.audit import record_decision, who
+from fmdoctor.remediation.plan import FixPlan, plan_fix
+from fmdoctor.remediation.preflight import PreflightResult, preflight
 from fmdoctor.report.fix import plan_lines, preflight_lines, result_lines
 from fmdoctor.slack import blocks
 from fmdoctor.slack.auth import pick_cluster

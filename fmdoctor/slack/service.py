@@ -16,7 +16,7 @@ from fmdoctor.config import SlackSettings
 from fmdoctor.engine.api import Doctor
 from fmdoctor.engine.errors import FmdoctorError
 from fmdoctor.engine.model import Finding, Report
-from fmdoctor.remediation import AuditLog
+from fmdoctor.remediation.audit import AuditLog
 from fmdoctor.safety.redact import redactor_for
 from fmdoctor.slack import blocks
 from fmdoctor.slack.auth import Approvers, pick_cluster

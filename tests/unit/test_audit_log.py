@@ -12,7 +12,10 @@ import pytest
 
 from fmdoctor.cli.main import main
 from fmdoctor.engine.api import Connection, Doctor
-from fmdoctor.remediation import Approval, AuditError, AuditLog, apply_fix, plan_fix
+from fmdoctor.remediation.apply import apply_fix
+from fmdoctor.remediation.approval import Approval
+from fmdoctor.remediation.audit import AuditError, AuditLog
+from fmdoctor.remediation.plan import plan_fix
 
 CHECK = "efa-sg-self-reference"
 
@@ -65,7 +68,7 @@ def test_a_write_cut_short_by_the_disk_leaves_no_torn_line(tmp_path):
     size = path.stat().st_size
     script = f"""
 import resource, signal
-from fmdoctor.remediation import AuditLog, AuditError
+from fmdoctor.remediation.audit import AuditLog, AuditError
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, ({size + 40}, {size + 40}))
 try:

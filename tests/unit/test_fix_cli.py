@@ -10,7 +10,7 @@ import pytest
 
 from fmdoctor.cli.main import main
 from fmdoctor.engine.api import Doctor
-from fmdoctor.remediation import AuditLog
+from fmdoctor.remediation.audit import AuditLog
 
 CHECK = "efa-sg-self-reference"
 
@@ -148,8 +148,7 @@ def test_iam_policy_groups_by_service_and_scopes_remediation(capsys):
 def test_iam_policy_covers_every_remediation_a_runbook_declares():
     from fmdoctor.engine.registry import default_registry
     from fmdoctor.iam_policy import iam_policy
-    from fmdoctor.remediation import ACTIONS
-    from fmdoctor.remediation.actions import SCHEDULER_SERVICES
+    from fmdoctor.remediation.actions import ACTIONS, SCHEDULER_SERVICES
     from fmdoctor.runbooks import list_runbooks
 
     runbooks = list_runbooks()

@@ -265,3 +265,15 @@ def test_a_hyperpod_node_keeps_its_id_when_an_ec2_tag_spells_it() -> None:
     for name in (node.node_id, f"LifecycleConfig/workers/{node.node_id}"):
         match = ids.resolve(name)
         assert match.instance is not None and match.instance.id == node.node_id, match
+
+
+def test_a_configured_hostname_tag_may_spell_an_address_no_node_has() -> None:
+    """A Slurm node name in a configured hostname tag (ip-10-0-9-9 where the site named nodes so) names its node
+    when no node of the inventory has that address; the Name tag stays strict, and another node's address or an
+    instance id stays no label."""
+    ids = _tagged({A: {"slurm:hostname": "ip-10-0-9-9"}, B: {"Name": "ip-10-0-9-8"}})
+    assert ids.resolve("ip-10-0-9-9").instance == ids.nodes[A]
+    assert ids.resolve("ip-10-0-9-8").instance is None
+    taken = _tagged({B: {"slurm:hostname": "ip-10-0-1-12"}, C: {"slurm:hostname": "i-0dddddddddddddddd"}})
+    assert taken.resolve("ip-10-0-1-12").instance == taken.nodes[A]
+    assert taken.resolve("i-0dddddddddddddddd").instance is None

@@ -14,7 +14,7 @@ from mcp.types import ElicitResult
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.mcp.server import build_server
 from fmdoctor.mcp.service import McpService, PlanLedger
-from fmdoctor.remediation import AuditLog
+from fmdoctor.remediation.audit import AuditLog
 
 CHECK = "efa-sg-self-reference"
 READ_TOOLS = {"check", "list_checks", "why_not", "get_runbook", "list_runbooks"}

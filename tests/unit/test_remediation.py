@@ -10,15 +10,12 @@ import pytest
 
 from fmdoctor.config import Settings
 from fmdoctor.engine.api import Connection, Doctor
-from fmdoctor.remediation import (
-    Approval,
-    ApprovalRequired,
-    AuditLog,
-    RemediationError,
-    apply_fix,
-    plan_fix,
-    preflight,
-)
+from fmdoctor.remediation.actions import RemediationError
+from fmdoctor.remediation.apply import apply_fix
+from fmdoctor.remediation.approval import Approval, ApprovalRequired
+from fmdoctor.remediation.audit import AuditLog
+from fmdoctor.remediation.plan import plan_fix
+from fmdoctor.remediation.preflight import preflight
 
 CLUSTER = "test-cluster"
 CHECK = "efa-sg-self-reference"

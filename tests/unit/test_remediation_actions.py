@@ -19,8 +19,12 @@ from fmdoctor.engine.aws import Aws
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.model import Severity
 from fmdoctor.engine.registry import Registry
-from fmdoctor.remediation import Approval, AuditLog, RemediationError, apply_fix, plan_fix, preflight
-from fmdoctor.remediation.actions import build_call
+from fmdoctor.remediation.actions import RemediationError, build_call
+from fmdoctor.remediation.apply import apply_fix
+from fmdoctor.remediation.approval import Approval
+from fmdoctor.remediation.audit import AuditLog
+from fmdoctor.remediation.plan import plan_fix
+from fmdoctor.remediation.preflight import preflight
 
 CLUSTER = "test-cluster"
 ADMIN = "203.0.113.0/24"

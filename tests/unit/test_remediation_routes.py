@@ -16,8 +16,12 @@ from fmdoctor.demo.builders import ClusterBuilder
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.registry import default_registry
 from fmdoctor.iam_policy import iam_policy
-from fmdoctor.remediation import Approval, AuditLog, RemediationError, apply_fix, plan_fix, preflight
-from fmdoctor.remediation.actions import build_call
+from fmdoctor.remediation.actions import RemediationError, build_call
+from fmdoctor.remediation.apply import apply_fix
+from fmdoctor.remediation.approval import Approval
+from fmdoctor.remediation.audit import AuditLog
+from fmdoctor.remediation.plan import plan_fix
+from fmdoctor.remediation.preflight import preflight
 from fmdoctor.runbooks import list_runbooks
 
 CLUSTER = "test-cluster"

@@ -121,7 +121,7 @@ def test_the_real_remediation_library_applies_an_approved_plan_in_moto(sg_fault_
     """No fakes between the agent and AWS: propose, approve, resume, and the rule is there in moto."""
     import boto3
 
-    from fmdoctor.remediation import Approval
+    from fmdoctor.remediation.approval import Approval
 
     monkeypatch.setenv("FMDOCTOR_AUDIT_LOG", str(tmp_path / "audit.jsonl"))
     group = sg_fault_cluster.groups["efa"]

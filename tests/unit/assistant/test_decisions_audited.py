@@ -7,7 +7,8 @@ import pytest
 
 import fmdoctor.assistant.agent as agent_module
 from fmdoctor.assistant import Assistant
-from fmdoctor.remediation import Approval, AuditLog
+from fmdoctor.remediation.approval import Approval
+from fmdoctor.remediation.audit import AuditLog
 
 from .conftest import call, scripted
 

@@ -71,7 +71,10 @@ def test_a_family_added_later_is_used_for_its_questions(healthy_efa_cluster):
 
 def test_the_library_backends_are_the_package_functions_and_a_test_can_leave_tools_out():
     from fmdoctor.net.reachability import why_not
-    from fmdoctor.remediation import apply_fix, plan_fix, preflight, record_decision
+    from fmdoctor.remediation.apply import apply_fix
+    from fmdoctor.remediation.audit import record_decision
+    from fmdoctor.remediation.plan import plan_fix
+    from fmdoctor.remediation.preflight import preflight
     from fmdoctor.runbooks import get_runbook
 
     library = Backends.library()

@@ -10,8 +10,11 @@ import pytest
 from fmdoctor.config import Settings
 from fmdoctor.demo.seed_health import eventbridge_event
 from fmdoctor.engine.api import Connection, Doctor
-from fmdoctor.remediation import Approval, ApprovalRequired, AuditLog, RemediationError, apply_fix, plan_fix
-from fmdoctor.remediation.actions import build_call
+from fmdoctor.remediation.actions import RemediationError, build_call
+from fmdoctor.remediation.apply import apply_fix
+from fmdoctor.remediation.approval import Approval, ApprovalRequired
+from fmdoctor.remediation.audit import AuditLog
+from fmdoctor.remediation.plan import plan_fix
 from fmdoctor.spot.events import INTERRUPTION_EVENT
 
 from ...conftest import CLUSTER, REGION

@@ -21,7 +21,7 @@ from slack_sdk import WebClient
 from fmdoctor.config import SlackSettings
 from fmdoctor.demo.runtime import demo_environment, demo_settings
 from fmdoctor.engine.api import Connection, Doctor
-from fmdoctor.remediation import AuditLog
+from fmdoctor.remediation.audit import AuditLog
 from fmdoctor.slack.app import build_app
 from fmdoctor.slack.server import EVENTS_PATH, SlackHTTPServer
 from fmdoctor.slack.service import SlackService

@@ -17,7 +17,7 @@ ACCOUNT = "123456789012"
 
 
 def test_every_post_of_the_service_is_redacted_and_button_values_are_kept(fake_slack, tmp_path):
-    from fmdoctor.remediation import AuditLog
+    from fmdoctor.remediation.audit import AuditLog
 
     client = WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url)  # as a front end builds it: unwrapped
     service = SlackService(object(), SlackSettings(), client, AuditLog(tmp_path / "a.jsonl"))  # type: ignore[arg-type]

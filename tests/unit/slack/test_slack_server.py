@@ -55,7 +55,7 @@ def served(fake_slack, tmp_path, monkeypatch) -> Iterator[tuple[SlackHTTPServer,
     monkeypatch.setattr(server_module, "BODY_TIMEOUT", 1.0)
     doctor = BlockingDoctor()
     settings = SlackSettings.model_validate({"approvers": [], "channel_clusters": {CHANNEL: ["c"]}})
-    from fmdoctor.remediation import AuditLog
+    from fmdoctor.remediation.audit import AuditLog
 
     service = SlackService(doctor, settings, WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url),  # type: ignore[arg-type]
                            AuditLog(tmp_path / "audit.jsonl"))

@@ -9,7 +9,10 @@ from slack_sdk import WebClient
 
 from fmdoctor.cli.main import main
 from fmdoctor.engine.errors import TargetNotFound
-from fmdoctor.remediation import Approval, AuditLog, apply_fix, plan_fix
+from fmdoctor.remediation.apply import apply_fix
+from fmdoctor.remediation.approval import Approval
+from fmdoctor.remediation.audit import AuditLog
+from fmdoctor.remediation.plan import plan_fix
 from fmdoctor.slack import watch
 from fmdoctor.slack.testing import BOT_TOKEN, CHANNEL, texts
 from fmdoctor.slack.watch import Change, Snapshot, Watcher

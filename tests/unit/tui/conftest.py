@@ -13,7 +13,7 @@ from fmdoctor.demo.builders import ClusterBuilder
 from fmdoctor.demo.runtime import LEAN_MOTO_ENV, demo_settings, mocked_aws
 from fmdoctor.demo.scenario import DemoWorld, seed_demo
 from fmdoctor.engine.api import Connection, Doctor
-from fmdoctor.remediation import AuditLog
+from fmdoctor.remediation.audit import AuditLog
 
 # pytest-textual-snapshot 1.0 names its extension ``_file_extension``; syrupy 7 reads ``file_extension`` (else
 # ``raw``), so without this the snapshots are looked for, and written, as ``.raw`` beside the ``.svg`` ones.

@@ -68,7 +68,7 @@ async def test_fix_is_offered_only_where_fmdoctor_has_a_fix(app_for, demo_doctor
 
 
 def test_a_fixs_result_is_list_items_that_wrap_not_a_code_block(monkeypatch, tmp_path):
-    from fmdoctor.remediation import AuditLog
+    from fmdoctor.remediation.audit import AuditLog
 
     long_line = "verified: efa-sg-self-reference no longer reports sg-0123456789abcdef0 " + "x" * 150
     monkeypatch.setattr(fixes, "apply_fix", lambda *a, **k: object())
