@@ -145,6 +145,15 @@ class WorldServer:
             self.process.wait(timeout=60)
 
 
+def isolate_environment() -> None:
+    """Fake credentials and no profile, metadata service or proxy: the bench talks only to its moto world."""
+    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
+                       "AWS_DEFAULT_REGION": REGION, "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
+                       "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+                       "AWS_EC2_METADATA_DISABLED": "true", "NO_PROXY": "127.0.0.1,localhost"})
+    os.environ.pop("AWS_PROFILE", None)
+
+
 def measured(args: list[str], workdir: Path, name: str) -> tuple[dict[str, Any], Path]:
     """bench/measured.py as a child: its own figures, and the file its stdout went to."""
     facts, stdout_path = workdir / f"{name}.facts.json", workdir / f"{name}.out"
@@ -344,11 +353,7 @@ def main(argv: list[str] | None = None) -> int:
                 else [8] if args.quick else [256, 512, 2048])
     repeat = args.repeat or (1 if args.quick else 3)
     results = args.results or (None if args.quick else RESULTS)
-    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
-                       "AWS_DEFAULT_REGION": REGION, "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
-                       "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-                       "AWS_EC2_METADATA_DISABLED": "true", "NO_PROXY": "127.0.0.1,localhost"})
-    os.environ.pop("AWS_PROFILE", None)
+    isolate_environment()
     server = WorldServer(os.environ.copy())
     try:
         with tempfile.TemporaryDirectory() as tmp:

@@ -43,7 +43,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from check_scale import PAGED, WorldServer, measured, pages, write_config  # noqa: E402
+from check_scale import PAGED, WorldServer, isolate_environment, measured, pages, write_config  # noqa: E402
 from latency_proxy import Call, LatencyProxy, chain, chain_text, max_in_flight  # noqa: E402
 from results_file import write_section  # noqa: E402
 from scale_world import REGION  # noqa: E402
@@ -218,11 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = (args.commands.split(",") if args.commands else ["check", "why-not --to head --port 22"] if args.quick
               else None)
     results = args.results or (None if args.quick else RESULTS)
-    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
-                       "AWS_DEFAULT_REGION": REGION, "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
-                       "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-                       "AWS_EC2_METADATA_DISABLED": "true", "NO_PROXY": "127.0.0.1,localhost"})
-    os.environ.pop("AWS_PROFILE", None)
+    isolate_environment()
     server = WorldServer(os.environ.copy())
     proxy = LatencyProxy(server.url)
     rows: list[Row] = []

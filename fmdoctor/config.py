@@ -218,6 +218,13 @@ def _allow_file_note() -> str:
     return f" (that file is ignored: {why})" if why else ""
 
 
+def http_url(value: str | None, example: str) -> str | None:
+    """An http(s) URL with a host, or None; the error shows what the key expects."""
+    if value is not None and not re.match(r"^https?://[^/\s]+", value):
+        raise ValueError(f"{value!r} is not an http(s) URL (e.g. {example})")
+    return value
+
+
 def validate_token_env(value: str | None) -> str | None:
     """A ``*_token_env`` names a variable the user set aside for that token: ``FMDOCTOR_*``, or one listed in
     their own allow-list, so a configuration cannot send ``AWS_SECRET_ACCESS_KEY`` (or any variable) as a token."""
@@ -247,10 +254,8 @@ class MetricsSettings(_Section):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://[^/\s]+", value):
-            raise ValueError(f"{value!r} is not an http(s) URL (e.g. https://aps-workspaces.us-west-2.amazonaws.com/"
-                             "workspaces/ws-.../ or http://prometheus:9090/)")
-        return value
+        return http_url(value, "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-.../ or "
+                               "http://prometheus:9090/")
 
     @field_validator("token_env")
     @classmethod
@@ -371,9 +376,7 @@ class SlurmSchedulerSettings(_Section):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://[^/\s]+", value):
-            raise ValueError(f"{value!r} is not an http(s) URL (e.g. http://head-node:6820)")
-        return value
+        return http_url(value, "http://head-node:6820")
 
     @field_validator("token_env")
     @classmethod
