@@ -9,7 +9,9 @@ CloudWatch percentiles (p90, p99), ignores ``DryRun`` on CreateNetworkAclEntry (
 entry during a pre-flight), lacks the ``network-acl-id`` filter of DescribeNetworkAcls and lets a
 security-group rule that differs only in its description in as a second rule (AWS answers
 ``InvalidPermission.Duplicate``); the interfaces it makes for an interface VPC endpoint get a random address
-outside their subnet and the VPC's default group instead of the endpoint's groups; DescribeNetworkInterfaces
+outside their subnet and the VPC's default group instead of the endpoint's groups; it draws each interface's
+address at random with no look at the addresses already in use, so two instances of one subnet can share an
+address (in AWS a private IPv4 address belongs to one interface of its subnet); DescribeNetworkInterfaces
 lacks the ``association.public-ip`` filter; its CloudWatch lists multi-dimension series once per datapoint
 and answers GetMetricData in quadratic time (``moto_cloudwatch``). Scenario
 builders make ordinary boto3 calls (they would work against real AWS); this module makes moto honour
@@ -20,14 +22,21 @@ of it. :func:`install` is idempotent and patches classes only.
 
 from __future__ import annotations
 
+import contextvars
 import functools
+import ipaddress
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from fmdoctor.demo import moto_cloudwatch, moto_health, moto_routes, moto_speed
 
 _installed = False
 _lock = threading.Lock()
+# The addresses in use in the subnet whose interface is being made (None outside NetworkInterface.__init__).
+_subnet_addresses: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("fmdoctor_subnet_addresses",
+                                                                                    default=None)
+FREE_ADDRESS_DRAWS = 64  # a subnet this full is not the demo's; then moto's draw stands, as before
 
 
 def install() -> None:
@@ -36,6 +45,7 @@ def install() -> None:
         if _installed:
             return
         _patch_network_interfaces()
+        _patch_unique_addresses()
         _patch_instance_placement()
         _add_s3express_prefix_list()
         _add_placement_group_api()
@@ -105,6 +115,60 @@ def _patch_network_interfaces() -> None:
         return original_filter(self, filter_name, method_name)
 
     eni_models.NetworkInterface.get_filter_value = get_filter_value
+
+
+def addresses_in_use(subnet: Any) -> dict[str, Any]:
+    """The private IPv4 addresses in use in a moto subnet: moto's own register of its instances' addresses
+    (``Subnet._subnet_ips``, which its sequential draw for a launch skips), which the interfaces' addresses join."""
+    return subnet._subnet_ips  # type: ignore[no-any-return]
+
+
+def free_address(cidr: str, taken: Mapping[str, Any], draw: Any) -> str:
+    """moto's random draw in ``cidr``, drawn again while the address is in use or one AWS reserves (the first four
+    and the last of a subnet, https://docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html)."""
+    network = ipaddress.IPv4Network(cidr)
+    reserved = {str(network.network_address + n) for n in range(4)} | {str(network.broadcast_address)}
+    address = str(draw(cidr))
+    for _ in range(FREE_ADDRESS_DRAWS):
+        if address not in taken and address not in reserved:
+            break
+        address = str(draw(cidr))
+    return address
+
+
+def _patch_unique_addresses() -> None:
+    """One interface per address in a subnet, as AWS assigns them: moto's draws while an interface is made see
+    the subnet's addresses in use, and every address an interface ends up with (asked for or drawn) is marked."""
+    from moto.ec2.models import elastic_network_interfaces as eni_models
+
+    moto_draw = eni_models.random_private_ip
+
+    def random_private_ip(cidr: str | None = None, ipv6: bool = False) -> str:
+        taken = _subnet_addresses.get()
+        if taken is None or ipv6 or not cidr:
+            return str(moto_draw(cidr, ipv6=ipv6))
+        address = free_address(cidr, taken, moto_draw)
+        taken.setdefault(address, None)  # before the next draw of the same interface (its secondary addresses)
+        return address
+
+    eni_models.random_private_ip = random_private_ip
+    original_init = eni_models.NetworkInterface.__init__
+
+    @functools.wraps(original_init)
+    def init(self: Any, ec2_backend: Any, subnet: Any, *args: Any, **kwargs: Any) -> None:
+        resolved = ec2_backend.get_subnet(subnet) if isinstance(subnet, str) else subnet
+        taken = addresses_in_use(resolved) if resolved is not None else None
+        token = _subnet_addresses.set(taken)
+        try:
+            original_init(self, ec2_backend, subnet, *args, **kwargs)
+        finally:
+            _subnet_addresses.reset(token)
+        if taken is not None:  # asked-for addresses too; an instance's own stays registered to the instance
+            for item in self.private_ip_addresses:
+                if isinstance(item, dict) and item.get("PrivateIpAddress"):
+                    taken.setdefault(item["PrivateIpAddress"], None)
+
+    eni_models.NetworkInterface.__init__ = init
 
 
 def _patch_instance_placement() -> None:
@@ -334,7 +398,9 @@ def _patch_endpoint_interfaces() -> None:
         groups = [g for g in (self.get_security_group_from_id(i) for i in endpoint.security_group_ids or []) if g]
         for eni_id in endpoint.network_interface_ids or []:
             eni = self.get_network_interface(eni_id)
-            eni.private_ip_address = random_private_ip(eni.subnet.cidr_block)
+            taken = addresses_in_use(eni.subnet)
+            eni.private_ip_address = free_address(eni.subnet.cidr_block, taken, random_private_ip)
+            taken.setdefault(eni.private_ip_address, None)
             eni.private_ip_addresses = [{"Primary": True, "PrivateIpAddress": eni.private_ip_address}]
             eni.description = f"VPC Endpoint Interface {endpoint.id}"
             eni.requester_managed = True
