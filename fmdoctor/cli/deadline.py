@@ -10,7 +10,8 @@ place:
   waiting for when one has taken more than :data:`WAITING_NOTE_S`;
 * at the deadline the run is cancelled (no further AWS call starts) and :class:`DeadlineExceeded` names the
   service that did not answer, where, and what to try; the command exits 3 (unknown). Calls still hanging
-  are abandoned: the process does not wait for them on its way out (:func:`abandoned`).
+  are abandoned: the process does not wait for them on its way out (:func:`abandoned`). Ctrl-C and SIGTERM
+  while it waits cancel and abandon the same way.
 """
 
 from __future__ import annotations
@@ -134,6 +135,18 @@ def within(doctor: Doctor, seconds: float, work: Callable[[threading.Event], T],
 
     thread = threading.Thread(target=run, name="fmdoctor-work", daemon=True)
     started = time.monotonic()
+    try:
+        _wait(thread, started, seconds, calls, stream)
+    except BaseException:  # the deadline, Ctrl-C or SIGTERM: no further call starts, none is waited for on exit
+        cancel.set()
+        _ABANDONED.set()
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]  # type: ignore[no-any-return]
+
+
+def _wait(thread: threading.Thread, started: float, seconds: float, calls: InFlight, stream: TextIO | None) -> None:
     thread.start()
     while True:
         left = seconds - (time.monotonic() - started)
@@ -141,8 +154,6 @@ def within(doctor: Doctor, seconds: float, work: Callable[[threading.Event], T],
         if not thread.is_alive():
             break
         if time.monotonic() - started >= seconds:
-            cancel.set()
-            _ABANDONED.set()
             raise _exceeded(calls.oldest(), seconds)
         slow = calls.oldest()
         if stream is not None and slow is not None and time.monotonic() - slow.since >= WAITING_NOTE_S:
@@ -150,9 +161,6 @@ def within(doctor: Doctor, seconds: float, work: Callable[[threading.Event], T],
             stream.write(f"fmdoctor: waiting for {slow.service} ({slow.operation} at {slow.where}): no answer for "
                          f"{waited} (gives up at --timeout {format_duration_s(seconds)})\n")
             stream.flush()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["result"]  # type: ignore[no-any-return]
 
 
 def format_duration_s(seconds: float) -> str:

@@ -115,9 +115,10 @@ class Service:
 
     def run(self) -> None:
         """Serve until SIGTERM/SIGINT (or ``stop``): the queue if configured, else only the HTTP side."""
+        previous = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda *_: self.shutdown())
+                previous[sig] = signal.signal(sig, lambda *_: self.shutdown())
         try:
             if self.settings.queue_url:
                 self.consumer = SqsConsumer(aws_client(self.doctor, "sqs"), self.settings.queue_url, self.processor,
@@ -133,6 +134,8 @@ class Service:
             if self.http is not None:
                 self.http.stop()
             self.ledger.close()
+            for sig, handler in previous.items():  # a stopped service no longer owns Ctrl-C (an embedding caller)
+                signal.signal(sig, handler)
             log.info("fmdoctor serve stopped: %s", dict(self.metrics.events))
 
     def shutdown(self) -> None:

@@ -222,3 +222,27 @@ def test_the_endpoint_named_is_the_one_botocore_called(silent_endpoint, capsys, 
     assert err.splitlines()[0].endswith(f"from {silent_endpoint}...")
     assert f"ec2 did not answer: DescribeInstances at {silent_endpoint} was still waiting" in err
     assert "(--endpoint-url, AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL," in err
+
+
+def test_ctrl_c_while_waiting_cancels_the_run_and_abandons_its_calls(monkeypatch):
+    """Ctrl-C (or SIGTERM) while the command waits for its work: no further AWS call starts (the work's cancel is
+    set) and the exit does not wait for the calls still hanging, as at the --timeout deadline."""
+    import _thread
+
+    from fmdoctor.cli import deadline
+
+    monkeypatch.setattr(deadline, "_ABANDONED", threading.Event())
+    seen: dict[str, threading.Event] = {}
+
+    class Doctor:
+        aws_factory = staticmethod(lambda options: None)
+
+    def work(cancel: threading.Event) -> None:
+        seen["cancel"] = cancel
+        threading.Timer(0.2, _thread.interrupt_main).start()  # SIGINT's KeyboardInterrupt, in the main thread
+        cancel.wait(30)
+
+    with pytest.raises(KeyboardInterrupt):
+        deadline.within(Doctor(), 60, work)  # type: ignore[arg-type]
+    assert seen["cancel"].is_set()
+    assert deadline.abandoned()

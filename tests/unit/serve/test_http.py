@@ -170,3 +170,19 @@ def test_held_connections_leave_healthz_and_webhooks_answering(monkeypatch):
         for conn in held:
             conn.close()
         server.stop()
+
+
+def test_a_stopped_service_gives_ctrl_c_back():
+    """``run`` takes SIGTERM and SIGINT for its graceful stop while it serves; once stopped, whoever embedded it gets
+    its own handlers back (a leaked handler would turn a later Ctrl-C into a call on a dead service)."""
+    import signal
+
+    from fmdoctor.config import ServeSettings
+    from fmdoctor.engine.api import Connection, Doctor
+    from fmdoctor.serve.service import Service
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    service = Service(Doctor(connection=Connection(region="us-west-2")), ServeSettings(), [])
+    service.stop.set()
+    service.run()
+    assert {sig: signal.getsignal(sig) for sig in before} == before
