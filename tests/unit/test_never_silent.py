@@ -193,13 +193,24 @@ def test_ask_answers_fold_to_the_terminal_width():
                in line for line in lines)  # an id or URI is never cut
 
 
+def as_from_a_terminal() -> None:
+    """In the child before exec: SIGINT and SIGTERM at their defaults and unblocked, as a shell starts a foreground
+    command. A child inherits an ignored or blocked signal through exec, and the test process's state is not a
+    terminal's: twice in CI the child never acted on its SIGINT (it kept waiting for EC2), with the same code that
+    passes alone. This test is about what fmdoctor does with a Ctrl-C it receives."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 @pytest.mark.parametrize("sig, code, kind", [(signal.SIGINT, 130, "Interrupted"), (signal.SIGTERM, 143, "Terminated")])
 def test_a_run_stopped_by_a_signal_still_prints_one_json_document(silent_endpoint, sig, code, kind):
     """Ctrl-C, or a pipeline's `timeout` sending SIGTERM, mid-run: one JSON document saying so, never an empty
     stdout (SIGTERM used to kill the process with no word on either stream)."""
     process = subprocess.Popen([sys.executable, "-m", "fmdoctor", "check", "--cluster", "llm", "--region",
                                 "us-west-2", "--endpoint-url", silent_endpoint, "--format", "json"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=as_from_a_terminal)
     assert process.stderr is not None
     first = process.stderr.readline()  # written before the first AWS call: the run is under way
     assert first.startswith("fmdoctor: checking cluster llm")
@@ -242,7 +253,11 @@ def test_ctrl_c_while_waiting_cancels_the_run_and_abandons_its_calls(monkeypatch
         threading.Timer(0.2, _thread.interrupt_main).start()  # SIGINT's KeyboardInterrupt, in the main thread
         cancel.wait(30)
 
-    with pytest.raises(KeyboardInterrupt):
-        deadline.within(Doctor(), 60, work)  # type: ignore[arg-type]
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a command's; not whatever a runner left
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            deadline.within(Doctor(), 60, work)  # type: ignore[arg-type]
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert seen["cancel"].is_set()
     assert deadline.abandoned()
