@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -25,9 +26,13 @@ def test_wheel_contents(tmp_path):
         [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(tmp_path), str(ROOT)],
         check=True, capture_output=True, text=True, cwd=tmp_path, env=env,
     )
+    # (a file's name may say "warning": setuptools' lines naming files are not its warnings)
     warnings = [line for line in (built.stdout + built.stderr).splitlines()
-                if re.search(r"warn|would be ignored", line, re.I)]
+                if re.search(r"warn|would be ignored", line, re.I)
+                and not re.match(r"(copying|adding|creating|hard linking) ", line)]
     assert warnings == []
+    [sdist] = tmp_path.glob("fmdoctor-*.tar.gz")
+    assert_sdist_is_the_tracked_tree(sdist)
     [wheel] = tmp_path.glob("fmdoctor-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
@@ -52,3 +57,28 @@ def test_wheel_contents(tmp_path):
     assert "fmdoctor/evals/cases.yaml" in names  # fmdoctor eval works from an installed wheel
     assert "fmdoctor/tui/app.tcss" in names  # fmdoctor chat finds its styles in an installed wheel
     assert "fmdoctor/cli/checks_catalogue.json" in names  # fmdoctor checks list reads it
+
+
+def tracked_files() -> set[str] | None:
+    """git ls-files of the source tree, or None outside a git work tree (an unpacked sdist)."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return {name for name in listed.stdout.decode().split("\0") if name}
+
+
+def assert_sdist_is_the_tracked_tree(sdist: Path) -> None:
+    """A packager rebuilds, tests and documents from the sdist: it holds every tracked file (tests, docs,
+    bench, deploy, .ci) and nothing a working tree leaves behind (bytecode)."""
+    with tarfile.open(sdist) as archive:
+        members = {m.name.split("/", 1)[1] for m in archive.getmembers() if m.isfile() and "/" in m.name}
+    assert [n for n in members if "__pycache__" in n or n.endswith((".pyc", ".pyo"))] == []
+    tracked = tracked_files()
+    if tracked is None:
+        return
+    missing = sorted(n for n in tracked if (ROOT / n).is_file() and n not in members)
+    assert missing == [], "list these files' kind in MANIFEST.in"
+    made_by_setuptools = {"PKG-INFO", "setup.cfg"}
+    extra = sorted(n for n in members - tracked - made_by_setuptools if not n.startswith("fmdoctor.egg-info/"))
+    assert extra == [], "the sdist holds files git does not track"
