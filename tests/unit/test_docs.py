@@ -25,6 +25,7 @@ def test_generated_pages_are_current():
 def test_docs_gen_check_mode_reports_a_stale_page(tmp_path, monkeypatch, capsys):
     page = tmp_path / "checks.md"
     page.write_text("old\n")
+    (tmp_path / "mkdocs.yml").write_text("site_name: x\n")
     monkeypatch.setattr(docs_gen, "generated", lambda: {page: lambda: "new\n"})
     monkeypatch.setattr(docs_gen, "ROOT", tmp_path)
     assert docs_gen.main(["--check"]) == 1
@@ -32,6 +33,17 @@ def test_docs_gen_check_mode_reports_a_stale_page(tmp_path, monkeypatch, capsys)
     assert page.read_text() == "old\n"  # --check writes nothing
     assert docs_gen.main([]) == 0
     assert docs_gen.main(["--check"]) == 0
+
+
+def test_docs_gen_outside_a_source_tree_writes_nothing(tmp_path, monkeypatch, capsys):
+    # From an installed wheel ROOT is site-packages' parent: writing there would leave docs/ in the environment.
+    page = tmp_path / "docs" / "checks.md"
+    monkeypatch.setattr(docs_gen, "generated", lambda: {page: lambda: "new\n"})
+    monkeypatch.setattr(docs_gen, "ROOT", tmp_path)
+    assert docs_gen.main([]) == 2
+    assert docs_gen.main(["--check"]) == 2
+    assert "not fmdoctor's source tree" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_every_check_has_its_section_in_the_checks_page():
