@@ -22,7 +22,7 @@ ROOT = Path(fmdoctor.__file__).resolve().parent.parent
 PRODUCT_DIRS = ["fmdoctor", "checks", "assistant", "tui", "runbooks", "evals"]
 
 # Modules only an extra's front end reaches, and the extras that must declare what they import. A module that
-# serves several front ends names each (safety/server.py hardens serve's and Slack's HTTP servers).
+# serves several front ends names each (safety/server.py hardens the HTTP servers of serve, Slack and MCP).
 EXTRA_MODULES = {
     "fmdoctor/demo/": ("demo",),
     "fmdoctor/mcp/": ("mcp",),
@@ -31,7 +31,7 @@ EXTRA_MODULES = {
     "fmdoctor/cli/slack_cmd.py": ("slack",),
     "fmdoctor/serve/": ("serve",),
     "fmdoctor/cli/serve_cmd.py": ("serve",),
-    "fmdoctor/safety/server.py": ("serve", "slack"),
+    "fmdoctor/safety/server.py": ("serve", "slack", "mcp"),
     "fmdoctor/scheduler/": ("kubernetes",),
 }
 
