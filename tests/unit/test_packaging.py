@@ -82,3 +82,21 @@ def assert_sdist_is_the_tracked_tree(sdist: Path) -> None:
     made_by_setuptools = {"PKG-INFO", "setup.cfg"}
     extra = sorted(n for n in members - tracked - made_by_setuptools if not n.startswith("fmdoctor.egg-info/"))
     assert extra == [], "the sdist holds files git does not track"
+
+
+@pytest.mark.skipif(not (ROOT / "CHANGELOG.md").exists(), reason="needs the source tree")
+def test_the_changelog_and_the_example_images_name_the_one_version():
+    # fmdoctor/__init__.py is the one place the version is written; the changelog's newest section (or the
+    # Unreleased one, saying what it will be released as) and the deployments' image tags follow it.
+    version = fmdoctor.__version__
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    sections = re.findall(r"^## \[([^\]]+)\]", changelog, re.M)
+    released = [s for s in sections if s != "Unreleased"]
+    if released:
+        assert released[0] == version
+    else:
+        unreleased = changelog.split("## [Unreleased]", 1)[1].split("\n## ", 1)[0]
+        assert f"released as {version}" in unreleased
+    tags = {tag for path in (ROOT / "deploy").rglob("*") if path.is_file()
+            for tag in re.findall(r"/fmdoctor:(\d[\w.]*)", path.read_text())}
+    assert tags == {version}
