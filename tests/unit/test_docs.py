@@ -132,3 +132,18 @@ def test_generated_pages_do_not_depend_on_the_environment(monkeypatch):
         monkeypatch.setenv(name, value)
     assert docs_gen.cli_page() == (DOCS / "cli.md").read_text()
     assert docs_gen.configuration_page() == (DOCS / "configuration.md").read_text()
+
+
+# What a copied benchmark figure looks like: a table cell that is a bare time or size, the machine's load, CPU
+# time as a result, a "when measured" aside. Limits and defaults (`30s`, "1 MiB, refused before...") are not.
+MEASUREMENT = re.compile(r"\|\s*~?\d[\d.,]*\s?(?:s|ms|MiB|GiB)\s*(?=\|)|load average|\d[\d.,]*\s?m?s of CPU"
+                         r"|(?:when|was|were) measured|measured (?:it )?at\b")
+
+
+def test_no_page_carries_measurements():
+    # Figures are produced by bench/ into bench/RESULTS.md and go stale anywhere they are copied by hand
+    # (the README's timing diary, the scale table of robustness.md). Pages say what a benchmark measures.
+    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted(DOCS.rglob("*.md"))]
+    found = [f"{page.relative_to(ROOT)}:{n}: {line.strip()[:80]}" for page in pages
+             for n, line in enumerate(page.read_text().splitlines(), 1) if MEASUREMENT.search(line)]
+    assert found == [], "put figures in bench/RESULTS.md (by a bench script) and link them"
