@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -23,7 +24,7 @@ def test_wheel_contents(tmp_path):
     # only effect is distutils' "byte-compiling is disabled" line.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     built = subprocess.run(
-        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(tmp_path), str(clean_tree(tmp_path))],
         check=True, capture_output=True, text=True, cwd=tmp_path, env=env,
     )
     # (a file's name may say "warning": setuptools' lines naming files are not its warnings)
@@ -57,6 +58,21 @@ def test_wheel_contents(tmp_path):
     assert "fmdoctor/evals/cases.yaml" in names  # fmdoctor eval works from an installed wheel
     assert "fmdoctor/tui/app.tcss" in names  # fmdoctor chat finds its styles in an installed wheel
     assert "fmdoctor/cli/checks_catalogue.json" in names  # fmdoctor checks list reads it
+
+
+def clean_tree(tmp_path: Path) -> Path:
+    """The tracked files alone, as a fresh clone has them: built in the checkout, setuptools also reads the
+    fmdoctor.egg-info/SOURCES.txt an earlier build or `pip install -e` left there and ships what it lists, so a
+    data file the package-data rules no longer name still reached the wheel. Outside git: the tree itself."""
+    tracked = tracked_files()
+    if tracked is None:
+        return ROOT
+    tree = tmp_path / "src"
+    for name in tracked:
+        if (ROOT / name).is_file():  # a tracked file deleted in the working tree is not there to build from
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, tree / name)
+    return tree
 
 
 def tracked_files() -> set[str] | None:
