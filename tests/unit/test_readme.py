@@ -28,6 +28,8 @@ def test_ci_runs_the_readme_test_command():
 def test_readme_demo_command_runs_the_demo():
     demo = next(b for b in shell_blocks(README.read_text()) if "--demo" in b)
     assert demo.endswith("fmdoctor check --demo")
+    # CI runs it verbatim too (its output aside), so [demo] alone is proven enough for the demo on a fresh clone.
+    assert f"{demo} >/dev/null" in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
 def test_readme_says_what_the_demo_commands_exit_status_means():
