@@ -693,7 +693,8 @@ class Settings(_Section):
     training: TrainingSettings = Field(default_factory=TrainingSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
-    clusters: dict[str, ClusterSettings] = Field(default_factory=dict)
+    clusters: dict[str, ClusterSettings] = Field(default_factory=dict, description="Cluster name -> its own "
+                                                 "values of the keys marked per cluster, over the top-level ones.")
     max_workers: int = Field(8, ge=1, le=64, description="Checks running at once (a check waiting on AWS gives "
                              "its turn up).")
     runbooks_dir: str | None = Field(None, description="Folder of runbooks that add to or override the built-in "

@@ -169,7 +169,7 @@ def configuration_page() -> str:
              "| key | type | default | description |\n|---|---|---|---|\n"]
     for key, kind, default, description in model_rows(Settings, ""):
         top = key.split(".", 1)[0].split("[", 1)[0]
-        if top == "clusters":
+        if top == "clusters" and key != "clusters":  # its keys are the per-cluster ones, marked below
             continue
         scope = " *per cluster*" if top in cluster_keys and "." not in key else ""
         lines.append(f"| {code(key)}{scope} | {kind} | {default} | {description} |\n")
