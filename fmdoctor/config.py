@@ -73,8 +73,10 @@ class _Section(BaseModel):
 
 
 class NetworkSettings(_Section):
+    """``ssh-unreachable``: who must reach the head and login nodes over SSH, and on which port."""
+
     admin_cidrs: list[str] = Field(default_factory=list, description="Where people SSH from (CIDRs or IPs).")
-    ssh_port: int = Field(22, ge=1, le=65535)
+    ssh_port: int = Field(22, ge=1, le=65535, description="Port the head and login nodes accept SSH on.")
 
     @field_validator("admin_cidrs")
     @classmethod
@@ -90,9 +92,10 @@ class NetworkSettings(_Section):
 class GpuSettings(_Section):
     """GPU/Neuron utilization, EFA counters (CloudWatch) and the on-node GPU checks."""
 
-    window: Duration = timedelta(minutes=30)
-    period: Duration = timedelta(minutes=5)
-    idle_percent: float = Field(10.0, ge=0, le=100)
+    window: Duration = Field(timedelta(minutes=30), description="How far back GPU/Neuron and EFA metrics are read.")
+    period: Duration = Field(timedelta(minutes=5), description="Step of the metric series read over the window.")
+    idle_percent: float = Field(10.0, ge=0, le=100, description="Mean utilization under this over the window is "
+                                "idle (gpu-idle); at or above it a node is busy.")
     memory_pressure_percent: float = Field(95.0, ge=0, le=100, description="Memory share that counts as the ceiling.")
     memory_collapse_percent: float = Field(
         50.0, gt=0, le=100, description="Utilization drop (share of its earlier level) that is trouble at the ceiling."
@@ -101,7 +104,9 @@ class GpuSettings(_Section):
         10.0, gt=0, le=100, description="Points of memory a steady rise over the window must gain to be reported."
     )
     straggler_robust_z: float = Field(3.5, gt=0, description="Modified z-score (MAD) below the median.")
-    straggler_min_gap_percent: float = Field(15.0, ge=0, le=100)
+    straggler_min_gap_percent: float = Field(
+        15.0, ge=0, le=100, description="Utilization points below the median a straggler must also be."
+    )
     straggler_min_drop_percent: float = Field(
         15.0, ge=0, le=100, description="Power, SM clock or tensor activity this far below the median (relative)."
     )
@@ -114,14 +119,16 @@ class GpuSettings(_Section):
     startup_grace: Duration = Field(
         timedelta(minutes=15), description="Nodes launched more recently are not judged (agent and job starting)."
     )
-    namespace: str = "CWAgent"
-    utilization_metric: str = "nvidia_smi_utilization_gpu"
-    memory_used_metric: str = "nvidia_smi_memory_used"
-    memory_total_metric: str = "nvidia_smi_memory_total"
-    neuron_namespace: str = "NeuronMonitor"
-    neuron_utilization_metric: str = "neuroncore_utilization"
+    namespace: str = Field("CWAgent", description="CloudWatch namespace of the NVIDIA GPU metrics.")
+    utilization_metric: str = Field("nvidia_smi_utilization_gpu", description="GPU utilization metric (percent).")
+    memory_used_metric: str = Field("nvidia_smi_memory_used", description="GPU memory used metric.")
+    memory_total_metric: str = Field("nvidia_smi_memory_total", description="GPU memory total metric.")
+    neuron_namespace: str = Field("NeuronMonitor", description="CloudWatch namespace of the Neuron metrics.")
+    neuron_utilization_metric: str = Field("neuroncore_utilization", description="NeuronCore utilization metric.")
     neuron_memory_used_metric: str | None = Field(None, description="Unset: memory pressure is not checked on Neuron.")
-    neuron_memory_total_metric: str | None = None
+    neuron_memory_total_metric: str | None = Field(
+        None, description="Neuron memory total metric; memory pressure on Neuron needs both it and the used one."
+    )
     power_metric: str | None = Field(
         None, description="Unset: the publisher's own (nvidia_smi_power_draw, node_gpu_power_draw)."
     )
@@ -139,15 +146,16 @@ class GpuSettings(_Section):
         default_factory=lambda: ["index", "GpuDevice", "uuid", "NeuronCore", "NeuronDevice"],
         description="Dimensions that tell one GPU or NeuronCore from another.",
     )
-    efa_namespace: str = "CWAgent"
-    efa_interface_dimension: str = "eniId"
+    efa_namespace: str = Field("CWAgent", description="CloudWatch namespace of the EFA counters.")
+    efa_interface_dimension: str = Field("eniId", description="Dimension naming the EFA network interface.")
     efa_metrics: list[str] = Field(
         default_factory=lambda: [
             "efa_retrans_timeout_events",
             "efa_impaired_remote_conn_events",
             "efa_unresponsive_remote_events",
             "efa_rx_dropped",
-        ]
+        ],
+        description="EFA error counters read (efa-errors); a rise in any is reported.",
     )
     efa_critical_metrics: list[str] = Field(
         default_factory=lambda: ["efa_retrans_timeout_events", "efa_unresponsive_remote_events"],
@@ -270,18 +278,29 @@ class MetricsSettings(_Section):
 
 
 class CheckpointSettings(_Section):
-    locations: list[CheckpointLocation] = Field(default_factory=list)
-    max_age: Duration = timedelta(hours=2)
+    """The checkpoint checks: where the job saves and how old its newest usable save may be."""
+
+    locations: list[CheckpointLocation] = Field(
+        default_factory=list, description="Where checkpoints are written: s3://bucket/prefix, fsx://fs-id/path or "
+        "an absolute path."
+    )
+    max_age: Duration = Field(timedelta(hours=2), description="Allowed age of the newest usable checkpoint "
+                              "(checkpoint-stale; the Spot and Capacity Block checks weigh lost work by it too).")
     incomplete_size_ratio: float = Field(0.5, gt=0, le=1, description="Newest smaller than this x previous.")
     write_grace: Duration = Field(timedelta(minutes=15), description="Newer than this may still be being written.")
 
 
 class SpotSettings(_Section):
-    queue_url: str | None = None
-    use_imds: bool = False
+    """The Spot checks: where interruption and rebalance notices arrive."""
+
+    queue_url: str | None = Field(None, description="SQS queue an EventBridge rule feeds with Spot events.")
+    use_imds: bool = Field(False, description="Has no effect: no check reads Spot notices from the instance "
+                           "metadata service (kept so files that set it still load).")
 
 
 class CapacityBlockSettings(_Section):
+    """``capacity-block-expiring``: how early the end of a Capacity Block is reported."""
+
     expiry_window: Duration = Field(
         timedelta(hours=3),
         description="Report nodes whose Capacity Block ends within this (an extension needs at least 1h).",
@@ -289,14 +308,19 @@ class CapacityBlockSettings(_Section):
 
 
 class HyperPodSettings(_Section):
+    """``hyperpod-node-unhealthy``: which SageMaker HyperPod cluster the cluster is."""
+
     cluster_name: str | None = Field(None, description="SageMaker HyperPod cluster name, if not the same.")
 
 
 class InferenceSettings(_Section):
+    """The inference checks: which endpoints, their SLOs and the thresholds their metrics are judged by."""
+
     endpoints: list[str] = Field(default_factory=list, description="SageMaker endpoints to check by name.")
-    window: Duration = timedelta(minutes=15)
+    window: Duration = Field(timedelta(minutes=15), description="How far back endpoint metrics are read (whole "
+                             "minutes: one CloudWatch period).")
     latency_p90_ms: float = Field(500.0, gt=0, description="Real-time, serverless and inference-component SLO.")
-    latency_p99_ms: float = Field(2000.0, gt=0)
+    latency_p99_ms: float = Field(2000.0, gt=0, description="The same SLO at p99, in milliseconds.")
     async_max_age: Duration = Field(
         timedelta(minutes=10), description="Asynchronous endpoints' SLO: the oldest queued request may be this old."
     )
@@ -307,9 +331,13 @@ class InferenceSettings(_Section):
     serverless_max_cold_start: Duration = Field(
         timedelta(seconds=30), description="Serverless endpoints: p90 ModelSetupTime (a cold start) may be this long."
     )
-    error_rate_percent: float = Field(1.0, ge=0, le=100)
-    saturation_percent: float = Field(90.0, ge=0, le=100)
-    stuck_after: Duration = timedelta(minutes=60)
+    error_rate_percent: float = Field(1.0, ge=0, le=100, description="Share of requests that may fail over the "
+                                      "window (inference-errors).")
+    saturation_percent: float = Field(90.0, ge=0, le=100, description="Mean compute utilization at or above this "
+                                      "over the window is saturated (accelerator-saturation).")
+    stuck_after: Duration = Field(timedelta(minutes=60), description="An endpoint or inference component in a "
+                                  "transitional status (Creating, Updating...) this long is stuck "
+                                  "(endpoint-unhealthy).")
     latency_metric: str | None = Field(None, description="For EC2/EKS fleets: namespace/metric of latency.")
     latency_unit: Literal["microseconds", "milliseconds", "seconds"] = Field(
         "milliseconds", description="Unit of latency_metric's values."
@@ -439,8 +467,11 @@ class ModelPrice(_Section):
 
 
 class AgentSettings(_Section):
+    """The assistant (``ask``, ``chat``, Slack, ``eval``): its model and the limits of each question."""
+
     model: str | None = Field(None, description="Provider string, e.g. 'bedrock_converse:...'; unset = offline.")
-    max_tool_calls: int = Field(12, ge=1, le=100)
+    max_tool_calls: int = Field(12, ge=1, le=100, description="Tool calls per question; past it the model "
+                                "answers without tools.")
     max_tokens: int = Field(4096, ge=256, description="Tokens the model may write per call.")
     redact: list[str] = Field(default_factory=list, description="Extra regexes to redact before sending.")
     base_url: str | None = Field(None, description="OpenAI-compatible or Ollama endpoint, e.g. a vLLM server; for "
@@ -449,8 +480,8 @@ class AgentSettings(_Section):
                                     "a provider's *_API_KEY (not AWS_*), FMDOCTOR_*, or listed in "
                                     "~/.config/fmdoctor/token-env.allow.")
     region: str | None = Field(None, description="Bedrock region (default: the AWS default region).")
-    temperature: float = Field(0.0, ge=0, le=2)
-    timeout_s: float = Field(120.0, gt=0)
+    temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature passed to the model.")
+    timeout_s: float = Field(120.0, gt=0, description="Seconds one call to an OpenAI-compatible model may take.")
     max_turn_tokens: int = Field(200_000, ge=1000, description="Input + output tokens per question, all calls.")
     max_tool_output_chars: int = Field(12_000, ge=500, description="Characters of one tool result the model sees; "
                                        "evidence digests, then the least severe finding lines give way first, "
@@ -554,7 +585,10 @@ class FleetSettings(_Section):
 
 
 class ExportSettings(_Section):
-    cloudwatch_namespace: str = Field("fmdoctor", min_length=1, max_length=255, pattern=r"^[^:].*$")
+    """``fmdoctor export``: where verdicts are published."""
+
+    cloudwatch_namespace: str = Field("fmdoctor", min_length=1, max_length=255, pattern=r"^[^:].*$",
+                                      description="CloudWatch namespace `export cloudwatch` publishes to.")
 
 
 _SERVE_MATCH_KEYS = re.compile(r"^(kind|source|alarm|namespace|metric|endpoint|hyperpod_cluster|instance|title"
@@ -599,11 +633,12 @@ class ServeSettings(_Section):
                                           "(FMDOCTOR_*, or listed in ~/.config/fmdoctor/token-env.allow).")
     sns_topic_arn: str | None = Field(None, description="SNS topic each result is published to.")
     host: str = Field("127.0.0.1", description="Address of the HTTP endpoint (webhooks, /metrics, /healthz).")
-    port: int = Field(9877, ge=0, le=65535)
+    port: int = Field(9877, ge=0, le=65535, description="Port of the HTTP endpoint.")
     max_body_bytes: int = Field(1 << 20, ge=1024, description="Largest webhook body accepted.")
     max_event_bytes: int = Field(256 * 1024, ge=1024, description="Largest event parsed (SQS allows 256 KiB).")
     cluster_label: str = Field("cluster", description="Alertmanager label naming the cluster.")
-    routes: list[ServeRoute] = Field(default_factory=list)
+    routes: list[ServeRoute] = Field(default_factory=list, description="Routing rules, first match wins: which "
+                                     "events go to which cluster and checks, or are ignored.")
     dedupe_table: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{3,255}$", description=(
         "DynamoDB table the replicas on one queue share, so an event is posted once whichever replica gets "
         "it (deploy/serve/dedupe-table.cfn.yaml); without it each replica remembers only its own deliveries."))
@@ -622,6 +657,8 @@ class ServeSettings(_Section):
 
 
 class AwsSettings(_Section):
+    """How fmdoctor talks to AWS."""
+
     read_timeout: Duration = Field(timedelta(seconds=30), description=(
         "How long one AWS response may take to arrive (botocore's read timeout); a timed-out read is retried "
         "as the standard retry mode retries any transient failure."))
@@ -637,12 +674,15 @@ class AwsSettings(_Section):
 class Settings(_Section):
     """The whole file. Cluster-level keys at the top are defaults for every cluster."""
 
-    region: str | None = None
-    profile: str | None = None
-    endpoint_url: str | None = None
+    region: str | None = Field(None, description="AWS region of the cluster (default: the AWS default region).")
+    profile: str | None = Field(None, description="AWS profile to read with (default: the AWS default chain).")
+    endpoint_url: str | None = Field(None, description="AWS endpoint for every service (e.g. a local emulator); "
+                                     "AWS_ENDPOINT_URL* in the environment wins.")
     aws: AwsSettings = Field(default_factory=AwsSettings)
-    tag_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_TAG_KEYS), min_length=1)
-    head_nodes: list[str] = Field(default_factory=list)
+    tag_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_TAG_KEYS), min_length=1,
+                                description="Instance tags whose value names the cluster an instance belongs to.")
+    head_nodes: list[str] = Field(default_factory=list, description="Instance ids of head and login nodes not "
+                                  "tagged as such (fmdoctor:role=head, parallelcluster:node-type=HeadNode).")
     network: NetworkSettings = Field(default_factory=NetworkSettings)
     gpu: GpuSettings = Field(default_factory=GpuSettings)
     checkpoints: CheckpointSettings = Field(default_factory=CheckpointSettings)
@@ -653,9 +693,12 @@ class Settings(_Section):
     training: TrainingSettings = Field(default_factory=TrainingSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
-    clusters: dict[str, ClusterSettings] = Field(default_factory=dict)
-    max_workers: int = Field(8, ge=1, le=64)
-    runbooks_dir: str | None = None
+    clusters: dict[str, ClusterSettings] = Field(default_factory=dict, description="Cluster name -> its own "
+                                                 "values of the keys marked per cluster, over the top-level ones.")
+    max_workers: int = Field(8, ge=1, le=64, description="Checks running at once (a check waiting on AWS gives "
+                             "its turn up).")
+    runbooks_dir: str | None = Field(None, description="Folder of runbooks that add to or override the built-in "
+                                     "ones (relative to the config file).")
     agent: AgentSettings = Field(default_factory=AgentSettings)
     slack: SlackSettings = Field(default_factory=SlackSettings)
     fleet: FleetSettings = Field(default_factory=FleetSettings)

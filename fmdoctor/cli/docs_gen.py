@@ -169,7 +169,7 @@ def configuration_page() -> str:
              "| key | type | default | description |\n|---|---|---|---|\n"]
     for key, kind, default, description in model_rows(Settings, ""):
         top = key.split(".", 1)[0].split("[", 1)[0]
-        if top == "clusters":
+        if top == "clusters" and key != "clusters":  # its keys are the per-cluster ones, marked below
             continue
         scope = " *per cluster*" if top in cluster_keys and "." not in key else ""
         lines.append(f"| {code(key)}{scope} | {kind} | {default} | {description} |\n")
@@ -271,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fmdoctor.cli.docs_gen", description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a generated file is stale")
     args = parser.parse_args(argv)
+    if not (ROOT / "mkdocs.yml").is_file():  # an installed wheel: ROOT is site-packages' parent, no docs/ there
+        sys.stderr.write(f"{parser.prog}: {ROOT} is not fmdoctor's source tree (it has no mkdocs.yml); run it "
+                         "from a checkout, where docs/ lives\n")
+        return 2
     if args.check:
         old = stale()
         for path in old:

@@ -75,10 +75,23 @@ def http_app(server: Any, token: str, host: str = "127.0.0.1", path: str = "/mcp
     return BearerAuth(server.streamable_http_app(streamable_http_path=path, host=host), token)
 
 
-def serve_http(server: Any, token: str, host: str, port: int) -> None:
-    """Serve until interrupted (uvicorn; its access log stays off, the token is in headers it would not log)."""
+def http_server(server: Any, token: str, host: str, port: int, bounds: Any = None) -> Any:
+    """The uvicorn server for the app above, with the one hardening of fmdoctor's HTTP servers
+    (:mod:`fmdoctor.safety.server`): the bearer token is checked only once a request's headers are complete, so
+    without it a peer that never finished them held its connection forever, as many as it liked. Its access
+    log stays off (the token is in headers it would not log anyway)."""
     import uvicorn
 
-    config = uvicorn.Config(http_app(server, token, host), host=host, port=port, log_level="warning",
-                            access_log=False)
-    uvicorn.Server(config).run()
+    from fmdoctor.safety.server import KEEP_ALIVE, ServerBounds
+
+    limits = bounds or ServerBounds()
+    # proxy_headers off: the bounds know a request's connection by scope["client"], the socket's peer.
+    config = uvicorn.Config(limits.app(http_app(server, token, host)), host=host, port=port, log_level="warning",
+                            access_log=False, proxy_headers=False, http=limits.protocol,
+                            timeout_keep_alive=KEEP_ALIVE, server_header=False)
+    return uvicorn.Server(config)
+
+
+def serve_http(server: Any, token: str, host: str, port: int) -> None:
+    """Serve until interrupted."""
+    http_server(server, token, host, port).run()

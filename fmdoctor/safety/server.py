@@ -1,5 +1,6 @@
-"""The one hardening of fmdoctor's HTTP servers (``slack serve --mode http`` and ``serve``): uvicorn's HTTP/1.1
-protocol with a deadline for each request's headers and a cap on the connections one peer may hold.
+"""The one hardening of fmdoctor's HTTP servers (``slack serve --mode http``, ``serve``, ``mcp --transport
+http``): uvicorn's HTTP/1.1 protocol with a deadline for each request's headers and a cap on the connections one
+peer may hold.
 
 uvicorn times out only idle keep-alive connections, and its ``limit_concurrency`` counts *connections*, so a
 peer that opens ~130 connections and never finishes a request line made every request, ``/healthz`` included,

@@ -67,10 +67,11 @@ def change_slurm_node(settings: SchedulerSettings, params: Mapping[str, Any],
 
 
 def change_k8s_node(settings: SchedulerSettings, params: Mapping[str, Any], api: Any = None) -> ChangeResult:
+    from fmdoctor.scheduler.kubernetes import REQUEST_TIMEOUT_S, api_client, require_client
+
+    require_client()
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
-
-    from fmdoctor.scheduler.kubernetes import REQUEST_TIMEOUT_S, api_client
 
     name, wanted, evict = str(params["name"]), bool(params["unschedulable"]), bool(params.get("evict"))
     core: Any = client.CoreV1Api(api or api_client(settings.kubernetes.context, settings.kubernetes.kubeconfig))

@@ -130,8 +130,19 @@ def _unschedulable(pod: Any) -> str | None:
     return None
 
 
+def require_client() -> None:
+    """The official client comes with the [kubernetes] extra: without it the scheduler cannot be read (nor a node
+    cordoned), and that is said with what to install, not as a crash of every Kubernetes check."""
+    try:
+        import kubernetes  # noqa: F401
+    except ImportError:
+        raise SchedulerUnavailable("the Kubernetes client is not installed", "pip install 'fmdoctor[kubernetes]'",
+                                   "MissingExtra") from None
+
+
 def api_client(context: str | None = None, kubeconfig: str | None = None) -> Any:
     """An ApiClient for the kubeconfig context (or in-cluster when no kubeconfig is found and none was named)."""
+    require_client()
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 

@@ -11,15 +11,15 @@ import anyio
 import httpx
 import httpx2
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from fmdoctor.cli.main import main
 from fmdoctor.engine.api import Connection, Doctor
-from fmdoctor.mcp.http import TOKEN_ENV, BearerAuth, http_app, token_from_env
+from fmdoctor.mcp.http import TOKEN_ENV, BearerAuth, http_server, token_from_env
 from fmdoctor.mcp.server import build_server
 from fmdoctor.mcp.service import McpService
+from fmdoctor.safety.server import ServerBounds
 
 TOKEN = "s3cret-token-for-tests-0123456789"
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -35,12 +35,17 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def url(aws) -> Iterator[str]:
-    """The MCP server over streamable HTTP on 127.0.0.1 (moto behind it), stopped after the test."""
+def bounds() -> ServerBounds:
+    return ServerBounds()
+
+
+@pytest.fixture
+def url(aws, bounds) -> Iterator[str]:
+    """The MCP server over streamable HTTP on 127.0.0.1 (moto behind it) as fmdoctor mcp serves it, stopped after
+    the test."""
     service = McpService(Doctor(connection=Connection(region="us-west-2")), cluster="test-cluster")
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(http_app(build_server(service), TOKEN), host="127.0.0.1", port=port,
-                                           log_level="warning", access_log=False))
+    server = http_server(build_server(service), TOKEN, "127.0.0.1", port, bounds)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -98,3 +103,40 @@ def test_http_refuses_to_start_without_a_token_or_with_a_short_one(capsys, monke
     assert main(["mcp", "--transport", "http", "--cluster", "c", "--region", "us-west-2"]) == 3
     assert "too short" in capsys.readouterr().err
     assert token_from_env({TOKEN_ENV: f"  {TOKEN}\n"}) == TOKEN
+
+
+def hold(url: str, count: int) -> list[socket.socket]:
+    """``count`` connections that start a request and never finish its headers (so never reach the token)."""
+    port = int(url.split(":")[2].split("/")[0])
+    held = []
+    for _ in range(count):
+        conn = socket.socket()
+        conn.bind(("127.0.0.2", 0))  # another address than the test's own requests, which the cap must not refuse
+        conn.connect(("127.0.0.1", port))
+        conn.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        held.append(conn)
+    return held
+
+
+def closed(conn: socket.socket, wait: float) -> bool:
+    conn.settimeout(wait)
+    try:
+        return conn.recv(1) == b""
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+@pytest.mark.parametrize("bounds", [ServerBounds(header_timeout=1.0, max_per_peer=4)])
+def test_unfinished_headers_are_closed_and_one_peer_holds_few_connections(url, bounds):
+    # The bearer token is checked once headers are complete: before the shared bounds, a peer that never
+    # finished them held every connection it opened, with no deadline.
+    held = hold(url, 6)
+    try:
+        assert [closed(c, 0.5) for c in held[4:]] == [True, True]  # over the per-peer cap: closed at once
+        assert httpx.post(url, json=INITIALIZE, headers=MCP_HEADERS, timeout=10).status_code == 401
+        assert all(closed(c, 5.0) for c in held[:4])  # no complete headers within header_timeout: closed
+    finally:
+        for conn in held:
+            conn.close()

@@ -226,3 +226,31 @@ def test_a_node_its_autoscaler_is_taking_away_is_not_placeable(tmp_path, taint, 
         api.nodes["items"][0]["spec"]["taints"] = [taint]
         view = k8s.read(k8s.api_client("eks-test", str(write_kubeconfig(tmp_path / "kc", url))), "test")
     assert schedulable(view.nodes[0], "kubernetes") is placeable
+
+
+@pytest.fixture
+def without_the_client(monkeypatch):
+    """A `pip install fmdoctor` without the [kubernetes] extra: importing the client fails."""
+    import sys
+
+    for name in [m for m in sys.modules if m == "kubernetes" or m.startswith("kubernetes.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "kubernetes", None)
+
+
+def test_without_the_kubernetes_extra_the_checks_are_not_verified_and_say_what_to_install(
+        tmp_path, world, without_the_client):
+    report = run(world, IDS, **settings(tmp_path / "kc"))
+    assert report.findings == [] and report.status is Status.UNKNOWN
+    assert {e.check for e in report.errors} == set(IDS)
+    assert all(e.code == "MissingExtra" and "pip install 'fmdoctor[kubernetes]'" in e.message
+               for e in report.errors), [(e.code, e.message) for e in report.errors]
+
+
+def test_without_the_kubernetes_extra_a_cordon_fails_saying_what_to_install(without_the_client):
+    from fmdoctor.config import SchedulerSettings
+    from fmdoctor.scheduler.changes import change_node
+    from fmdoctor.scheduler.model import KUBERNETES
+
+    result = change_node(SchedulerSettings(), KUBERNETES, {"name": N1, "unschedulable": True})
+    assert result.code == "MissingExtra" and "fmdoctor[kubernetes]" in result.detail, result
