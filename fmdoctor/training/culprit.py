@@ -304,7 +304,8 @@ def _from_watchdogs(evidence: Evidence, result: Answer, starts: list[datetime],
         for (pg, _), w in latest.items() if w.seq < head[pg]]
     signals: dict[tuple[str | None, int], DumpSignal] = {}
     for signal in evidence.signals:
-        signals[(signal.pg, signal.rank)] = signal
+        if signal.timed_out is None:  # a rank whose own watchdog timed out is judged by its timeout above
+            signals[(signal.pg, signal.rank)] = signal
     for (pg, rank), signal in sorted(signals.items(), key=lambda item: item[0][1]):
         seq = _head_of(head, pg)
         if seq is not None and signal.last_enqueued < seq and (pg, rank) not in latest:
