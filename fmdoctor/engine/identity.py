@@ -232,6 +232,12 @@ class NodeIdentities:
         """The node ``name`` names when exactly one does."""
         return self.resolve(name).instance
 
+    def node_of(self, name: str) -> str | None:
+        """The instance id of the node ``name`` names when exactly one does: the lookup incidents group by
+        (:func:`fmdoctor.engine.incidents.build_incidents`' ``node_of``)."""
+        found = self.resolve(name, suggest_close=False).instance
+        return found.id if found is not None else None
+
     def names(self, instance_id: str) -> tuple[str, ...]:
         """Every name a report should show for the node, best first: Name tag, id, private DNS name, its short
         form, hostnames from tags and aliases, addresses, interface ids."""
