@@ -175,7 +175,7 @@ class FakeRunbook:
         self.id = runbook_id
         self.rendered: list[Any] = []
 
-    def render(self, finding=None, cluster="", region=""):
+    def render(self, finding=None, cluster="", region="", demo=False):
         self.rendered.append(finding)
         group = finding.evidence["security_group"]
         return (f"## Fix\naws ec2 authorize-security-group-egress --group-id {group} "
