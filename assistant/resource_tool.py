@@ -127,7 +127,7 @@ def find_names_tool() -> BaseTool:
         found = e.mentioned(inventory, text, known)
         names = [{"text": word, **entity.to_json_dict()} for word, entity in found]
         close = [{"text": word, "close": names_} for word, names_ in
-                 e.near_misses(inventory, text, known, found=[word for word, _ in found]).items()]
+                 e.near_misses(inventory, text, known, found=[*(word for word, _ in found), ctx.cluster]).items()]
         message = (f"names {', '.join(n['label'] for n in names)}" if names else
                    f"names nothing of {ctx.cluster}")
         return ToolResult(tool=FIND_NAMES, status=ToolStatus.SUCCESS, message=message,

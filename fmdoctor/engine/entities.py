@@ -119,6 +119,35 @@ def mentioned(inventory: Inventory, text: str, known: Known | None = None,
     return list(found.values())
 
 
+# "cluster prod-train", "cluster named prod-train", "the prod-train cluster": a cluster named in a question. Its name
+# is no name of the inventory (the inventory is one cluster's), so only the kind word says it is one; a word counts
+# only when shaped like a name (a hyphen, underscore, digit or dot), and not when it is an instance type or family
+# ('the p5 cluster'), a size ('a 16-node cluster') or a region ('the us-west-2 cluster').
+_CLUSTER_NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]"
+_CLUSTER_BEFORE = re.compile(rf"\bcluster\s+(?:called\s+|named\s+)?[`'\"\u2018\u201c]?({_CLUSTER_NAME})", re.I)
+_CLUSTER_AFTER = re.compile(rf"({_CLUSTER_NAME})[`'\"\u2019\u201d]?\s+cluster\b", re.I)
+_NOT_CLUSTER = re.compile(r"^(?:(?:ml\.)?[a-z]+\d+[a-z-]*(?:\.\w+)?|\d+(?:-\w+)?|"
+                          r"(?:us|eu|ap|sa|ca|me|af|il|mx|cn)(?:-gov|-iso\w*)?-[a-z]+-\d)$", re.I)
+
+
+def clusters_named(text: str, known: Iterable[str] = ()) -> list[str]:
+    """The clusters a question names, in order, each once: a ``known`` cluster's name (the configuration's) as a
+    word of it, whatever its shape, and a name-shaped word beside the word 'cluster'. Which of them the
+    conversation can see is the caller's to say (:func:`fmdoctor.assistant.guard` answers for every front end)."""
+    found: dict[str, int] = {}
+    names = {n.lower(): n for n in known if n}
+    for match in WORD.finditer(text):
+        word = match.group(0).rstrip(".:")
+        if word.lower() in names:
+            found.setdefault(names[word.lower()], match.start())
+    for pattern in (_CLUSTER_BEFORE, _CLUSTER_AFTER):
+        for match in pattern.finditer(text):
+            word = match.group(1)
+            if re.search(r"[-_.\d]", word) and not _NOT_CLUSTER.match(word):
+                found.setdefault(names.get(word.lower(), word), match.start(1))
+    return sorted(found, key=found.__getitem__)
+
+
 def near_misses(inventory: Inventory, text: str, known: Known | None = None, found: Iterable[str] = (),
                 limit: int = 200) -> dict[str, list[str]]:
     """The words of ``text`` shaped like a resource name (a hyphen, underscore, dot, slash or colon in it) that

@@ -166,3 +166,23 @@ def test_a_folder_named_like_a_word_is_no_run():
     assert set(known.runs()) == {"run-7", "llm/run-7"}
     assert e.mentioned(_inventory(), "are the checkpoints of run-7 fresh?", known)[0][1].kind == e.JOB
     assert [w for w, _ in e.mentioned(_inventory(), "are the checkpoints of run-7 fresh?", known)] == ["run-7"]
+
+
+@pytest.mark.parametrize("text, known, named", [
+    ("is gpu-node-2 of cluster prod-train healthy?", (), ["prod-train"]),
+    ("is the prod-train cluster ok?", (), ["prod-train"]),
+    ("cluster named 'llm_70b' health", (), ["llm_70b"]),
+    ("how is prod today?", ("prod",), ["prod"]),  # a configured name needs no kind word, whatever its shape
+    ("compare cluster a-1 with the b-2 cluster", (), ["a-1", "b-2"]),
+    ("is my cluster healthy?", (), []),
+    ("is the whole cluster slow?", (), []),
+    ("is the p5 cluster slow?", (), []),  # an instance family
+    ("the p4d.24xlarge cluster", (), []),  # an instance type
+    ("a 16-node cluster", (), []),  # a size
+    ("the us-west-2 cluster", (), []),  # a region
+    ("is the cluster-wide EFA ok?", (), []),
+])
+def test_the_clusters_a_question_names(text, known, named):
+    from fmdoctor.engine.entities import clusters_named
+
+    assert clusters_named(text, known) == named
