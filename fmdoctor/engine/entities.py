@@ -102,12 +102,20 @@ def find_entity(inventory: Inventory, text: str, known: Known | None = None) -> 
 def mentioned(inventory: Inventory, text: str, known: Known | None = None,
               limit: int = 200) -> list[tuple[str, Entity]]:
     """The things of the cluster ``text`` names, in order, each once, with the word that named it: every word is
-    looked up in the inventory (and ``known``), so a name is recognised by being the cluster's, whatever its
-    shape ('demo-llm-chat'). 'head' alone is left to the caller (it is also an English word)."""
+    looked up in the inventory (and ``known``), and every name of several words is looked for as it stands, so a
+    name is recognised by being the cluster's, whatever its shape ('demo-llm-chat', 'chatbot', 'LLM scratch').
+    'head' alone is left to the caller (it is also an English word)."""
     known = known or Known()
-    found: dict[tuple[str, str], tuple[str, Entity]] = {}
-    words = [w.rstrip(".:") for w in WORD.findall(text)][:limit]
-    for word in words:
+    found: dict[tuple[str, str], tuple[int, str, Entity]] = {}
+    words = [(m.start(), m.group(0).rstrip(".:")) for m in WORD.finditer(text)][:limit]
+    # a name of several words (a Name tag 'GPU node 7', a file system 'LLM scratch') is no word of the question:
+    # it is looked for as it stands, whole words, in any case
+    phrases = [n for n in dict.fromkeys(_names(inventory, known)) if " " in n.strip() and len(n) <= 256]
+    for name in phrases:
+        spotted = re.search(rf"(?<![\w-]){re.escape(name.strip())}(?![\w-])", text, re.I)
+        if spotted:
+            words.append((spotted.start(), name.strip()))
+    for start, word in sorted(words):
         if not word or word.lower() in _HEAD_WORDS:
             continue
         try:
@@ -115,8 +123,8 @@ def mentioned(inventory: Inventory, text: str, known: Known | None = None,
         except TargetNotFound:  # a name several nodes carry: the caller's lookup says so
             entity = None
         if entity is not None:
-            found.setdefault((entity.kind, entity.id), (word, entity))
-    return list(found.values())
+            found.setdefault((entity.kind, entity.id), (start, word, entity))
+    return [(word, entity) for _, word, entity in sorted(found.values(), key=lambda f: f[0])]
 
 
 # "cluster prod-train", "cluster named prod-train", "the prod-train cluster": a cluster named in a question. Its name

@@ -186,3 +186,23 @@ def test_the_clusters_a_question_names(text, known, named):
     from fmdoctor.engine.entities import clusters_named
 
     assert clusters_named(text, known) == named
+
+
+@pytest.mark.parametrize("question, found", [
+    ("why is chatbot slow?", [("chatbot", e.ENDPOINT)]),  # a plain word: no hyphen, digit or kind word
+    ("is Chatbot ok?", []),  # endpoint names are case-sensitive in SageMaker: another name
+    ("is LLM scratch full?", [("LLM scratch", e.FILE_SYSTEM)]),  # a Name tag of two words, as it stands
+    ("is llm scratch full, and gpu node 7?", [("LLM scratch", e.FILE_SYSTEM), ("GPU node 7", e.NODE)]),
+    ("is the scratch space of gpu node 70 full?", []),  # parts of names are no names
+    ("does sg default block it?", [("default", e.SECURITY_GROUP)]),
+])
+def test_plain_word_and_several_word_names_come_from_the_inventory(question, found):
+    seven = Instance("i-00000000000000007", "p5.48xlarge", "running", "subnet-a", "vpc-1", "us-west-2a",
+                     private_ip="10.0.0.9", tags={"Name": "GPU node 7"})
+    base = _inventory()
+    inventory = Inventory("llm", "us-west-2", (*base.instances, seven),
+                          interfaces=dict(base.interfaces.items()),
+                          security_groups={"sg-2": SecurityGroup("sg-2", "default", "vpc-1")},
+                          endpoints=(Endpoint("chatbot", "arn:bot", "InService"),))
+    known = e.Known(file_systems={"fs-0123456789abcdef0": "LLM scratch"})
+    assert [(word, entity.kind) for word, entity in e.mentioned(inventory, question, known)] == found
