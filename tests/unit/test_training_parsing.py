@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pickle
 from datetime import UTC, datetime
@@ -495,3 +496,86 @@ def test_a_rank_that_timed_out_itself_is_judged_by_its_timeout_not_its_progress_
     found = answer(read_evidence(events, {}), [])
     assert found.named["nccl-watchdog"] == ["ip-10-0-0-5"], found.said
     assert found.ranks["ip-10-0-0-5"] == [13]
+
+
+# -- two jobs writing to one log group ------------------------------------------------------------------------------
+
+def _two_jobs(tell: str) -> tuple[list[LogEvent], dict[str, str]]:
+    """Jobs A (16 ranks on nodes 1-2) and B (24 ranks on nodes 3-5) run at once and write to one log group with the
+    same log identifier; both hang. A's timeout is the newest: its rank 13 (node 2) timed out in collective 5209
+    while its other ranks wait in 5210. B's ranks all time out a minute or two earlier in its own collective 9000,
+    under the same rank numbers. Read as one job, every rank of A looks thousands of collectives behind B's and A's
+    rank 13 is lost among them. ``tell``: how the jobs are told apart (the scheduler's job per node, torchrun's run
+    id in its report, a pod's job labels)."""
+    events, node_jobs = [], {}
+    for job, first, seq, ranks in (("A", 1, 5210, 16), ("B", 3, 9000, 24)):
+        for rank in range(ranks):
+            n = first + rank // 8
+            host, instance = f"ip-10-0-0-{n}", f"i-0000000000000000{n}"
+            at = NOW.replace(minute=20 + rank // 16 if job == "B" else 22)
+            work = WORK.replace("5210", str(5209 if (job, rank) == ("A", 13) else seq))
+            text = (f"[rank{rank}]:[E ProcessGroupNCCL.cpp:563] [Rank {rank}] Watchdog caught collective operation "
+                    f"timeout: {work} ran for 600100 milliseconds before timing out.")
+            label = f"training/llama-{job.lower()}" if tell == "labels" else None
+            events.append(LogEvent("g", f"{host}.{instance}.training", at, text, host, instance, label))
+            node_jobs[instance] = f"10{ord(job)}"
+        if tell == "run id":  # each node's agent reports its ranks' failure, with the run's log directory
+            for n in range(first, first + ranks // 8):
+                report = ("Root Cause (first observed failure):\n[0]:\n  time      : 2026-05-01_10:31:09\n"
+                          f"  host      : ip-10-0-0-{n}\n  rank      : {8 * (n - first)} (local_rank: 0)\n"
+                          "  exitcode  : -6 (pid: 4242)\n"
+                          f"  error_file: /tmp/torchelastic_sio2pi4d/llama-{job.lower()}_cejtyodz/attempt_0/0/"
+                          "error.json\n  traceback : Signal 6 (SIGABRT) received by PID 4242")
+                events.append(LogEvent("g", f"ip-10-0-0-{n}.i-0000000000000000{n}.training", at, report,
+                                       f"ip-10-0-0-{n}", f"i-0000000000000000{n}"))
+    events.sort(key=lambda e: e.time)
+    return events, (node_jobs if tell == "scheduler" else {})
+
+
+@pytest.mark.parametrize("tell, hung, other", [
+    ("scheduler", "1065", ["1066"]),  # Slurm's running jobs and their node lists
+    ("run id", "llama-a", ["llama-b"]),  # torchrun's --rdzv-id in its report's error_file
+    ("labels", "training/llama-a", ["training/llama-b"]),  # a PyTorchJob's pods' training.kubeflow.org/job-name
+])
+def test_two_jobs_in_one_log_group_are_not_one_jobs_ranks(tell, hung, other):
+    events, node_jobs = _two_jobs(tell)
+    found = read_evidence(events, {}, node_jobs=node_jobs)
+    assert (found.job, found.other_jobs) == (hung, other)
+    culprit = answer(found, [])
+    assert culprit.named["nccl-watchdog"] == ["i-00000000000000002"], culprit.said
+    assert found.rank_hosts[0] == "i-00000000000000001"  # job A's rank 0, not job B's
+
+
+def test_without_anything_to_tell_the_jobs_apart_every_line_is_read():
+    """Nothing names a job (no scheduler, no run id, no labels): every line is read as one job's, as before."""
+    events, _ = _two_jobs("nothing")
+    found = read_evidence(events, {})
+    assert (found.job, found.other_jobs) == (None, [])
+    assert len(found.watchdogs) == 40
+
+
+def test_a_fluent_bit_records_job_labels():
+    from fmdoctor.training.logs import _events
+
+    record = {"log": "[rank0]:step 5\n", "stream": "stderr",
+              "kubernetes": {"host": "ip-10-0-0-1.us-west-2.compute.internal", "pod_name": "llama-a-worker-0",
+                             "namespace_name": "training",
+                             "labels": {"training.kubeflow.org/job-name": "llama-a",
+                                        "training.kubeflow.org/replica-type": "worker"}}}
+    stream = "ip-10-0-0-1.us-west-2.compute.internal-application.var.log.containers.llama-a-worker-0_training_x.log"
+    [event] = _events("g", [{"logStreamName": stream, "timestamp": 1, "message": json.dumps(record)}])
+    assert (event.text, event.job) == ("[rank0]:step 5", "training/llama-a")
+    del record["kubernetes"]["labels"]
+    [event] = _events("g", [{"logStreamName": stream, "timestamp": 1, "message": json.dumps(record)}])
+    assert event.job is None
+
+
+@pytest.mark.parametrize("line, run", [
+    ("  error_file: /tmp/torchelastic_sio2pi4d/none_cejtyodz/attempt_0/0/error.json", None),  # the default run id
+    ("  error_file: /tmp/torchelastic_sio2pi4d/4242_cejtyodz/attempt_1/3/error.json", "4242"),
+    ("  error_file: <N/A>", None),
+])
+def test_torchruns_run_id_from_its_report(line, run):
+    from fmdoctor.training.culprit import run_id
+
+    assert run_id(line) == run
