@@ -30,7 +30,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from fmdoctor.assistant.compose import compose
 from fmdoctor.assistant.intents import Plan
 from fmdoctor.assistant.results import result_of
-from fmdoctor.assistant.safety import Redactor, delimit, undelimit
+from fmdoctor.assistant.safety import Redactor, delimit, undelimit, without_data
 from fmdoctor.assistant.session import AssistantContext
 from fmdoctor.config import AgentSettings
 from fmdoctor.engine.entities import clusters_named
@@ -100,7 +100,8 @@ def other_cluster(messages: list[BaseMessage], ctx: AssistantContext) -> AIMessa
     settings = ctx.doctor.settings
     own = {ctx.cluster, ctx.doctor.cluster_settings(ctx.cluster).hyperpod.cluster_name or ctx.cluster}
     configured = [name for name in settings.clusters if name not in own]
-    others = [n for n in clusters_named(question, [*own, *configured]) if n.lower() not in {o.lower() for o in own}]
+    asked = without_data(question)  # an alert quoted as data may name its own cluster (an EKS cluster's name)
+    others = [n for n in clusters_named(asked, [*own, *configured]) if n.lower() not in {o.lower() for o in own}]
     if not others:
         return None
     name = others[0]

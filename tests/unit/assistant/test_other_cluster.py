@@ -50,6 +50,17 @@ def test_a_question_about_this_cluster_goes_on(question, cluster):
     assert len(model.received) == 1 and answer.answer == "Nothing to check.", answer.answer
 
 
+def test_a_cluster_named_in_quoted_data_is_no_question_about_it():
+    """serve asks about an alert with the alert quoted as data; the alert's own labels may name its EKS cluster,
+    which is not what the person (here: serve) asked about."""
+    from fmdoctor.assistant.safety import delimit
+
+    model = scripted("The EFA security group blocks the job.")
+    alert = delimit("alert", "NCCLHang on cluster eks-prod-1 (job llama)")
+    answer = Assistant(doctor(), "llm-train", model=model).ask(f"An alert fired on this cluster. Explain it.\n{alert}")
+    assert len(model.received) == 1 and answer.answer == "The EFA security group blocks the job."
+
+
 @pytest.mark.usefixtures("one_demo_per_module")
 def test_the_demo_says_it_has_one_cluster(capsys):
     assert main(["ask", "--demo", "--format", "json", "is gpu-node-2 of cluster prod-train healthy?"]) == 0
