@@ -284,7 +284,8 @@ class Doctor:
         try:
             inventory = fetch_inventory(aws, name, settings.tag_keys, settings.head_nodes,
                                         hyperpod_name=settings.hyperpod.cluster_name,
-                                        endpoint_names=settings.inference.endpoints, parts=wanted)
+                                        endpoint_names=settings.inference.endpoints, parts=wanted,
+                                        hostname_tags=settings.gpu.hostname_tags)
         except Exception as exc:
             failure = describe_aws_failure(exc)
             if failure is None:

@@ -106,9 +106,11 @@ class NodeIdentities:
     # -- building -----------------------------------------------------------------------------------------
 
     @classmethod
-    def of(cls, inventory: Inventory, hostname_tags: Iterable[str] = ()) -> NodeIdentities:
-        """The identities of ``inventory``'s instances, built once per inventory and tag list."""
-        tags = tuple(hostname_tags)
+    def of(cls, inventory: Inventory, hostname_tags: Iterable[str] | None = None) -> NodeIdentities:
+        """The identities of ``inventory``'s instances, built once per inventory and tag list; ``hostname_tags``
+        defaults to the inventory's own (the configuration's ``gpu.hostname_tags``), so every caller resolves a
+        node's hostname tag alike."""
+        tags = tuple(inventory.hostname_tags if hostname_tags is None else hostname_tags)
         cache: dict[tuple[str, ...], NodeIdentities] = inventory.__dict__.setdefault("_node_identities", {})
         found = cache.get(tags)
         if found is None:

@@ -3,6 +3,8 @@ are on it or involve it, and a miss that says what could not be read instead of 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from fmdoctor.engine import entities as e
@@ -206,3 +208,19 @@ def test_plain_word_and_several_word_names_come_from_the_inventory(question, fou
                           endpoints=(Endpoint("chatbot", "arn:bot", "InService"),))
     known = e.Known(file_systems={"fs-0123456789abcdef0": "LLM scratch"})
     assert [(word, entity.kind) for word, entity in e.mentioned(inventory, question, known)] == found
+
+
+def test_a_hostname_tag_the_configuration_names_resolves_for_every_reader():
+    """``gpu.hostname_tags`` names the tag that holds a node's Slurm host name (ParallelCluster's
+    ``queue1-st-p5-3``): the inventory carries the setting, so a question ("is queue1-st-p5-3 ok?"), why-not and
+    every other reader of node names resolve it, not only the callers that were handed the setting."""
+    base = _inventory()
+    tagged = dataclasses.replace(base.instances[1], tags={**base.instances[1].tags, "slurm:hostname": "queue1-st-p5-3"})
+    inventory = dataclasses.replace(Inventory("llm", "us-west-2", (base.instances[0], tagged),
+                                              interfaces=dict(base.interfaces.items())),
+                                    hostname_tags=("slurm:hostname",))
+    entity = e.find_entity(inventory, "queue1-st-p5-3")
+    assert (entity.kind, entity.id) == (e.NODE, "i-00000000000000003")
+    assert [w for w, _ in e.mentioned(inventory, "is queue1-st-p5-3 ok?")] == ["queue1-st-p5-3"]
+    with pytest.raises(TargetNotFound):  # without the setting the tag is just a tag
+        e.find_entity(dataclasses.replace(inventory, hostname_tags=()), "queue1-st-p5-3")
