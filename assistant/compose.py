@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from fmdoctor.assistant.digest import incidents_of
+from fmdoctor.assistant.digest import grouping_of, incidents_of
 from fmdoctor.assistant.intents import Intent, Plan
 from fmdoctor.assistant.results import ToolResult, ToolStatus
 from fmdoctor.engine.incidents import Incident
@@ -198,7 +198,8 @@ def most_urgent_first(results: list[ToolResult]) -> list[ToolResult]:
     if len(known) < 2:
         return results
     findings = {f["id"]: f for r in known for f in r.findings if isinstance(f, dict) and "id" in f}
-    ranked = incidents_of(findings.values(), cluster=next((r.data.get("cluster") for r in known), None))
+    ranked = incidents_of(findings.values(), cluster=next((r.data.get("cluster") for r in known), None),
+                          **grouping_of(known))
 
     def position(result: ToolResult) -> int:
         related = [findings[i] for i in [*result.data.get("on", []), *result.data.get("involves", [])]
@@ -340,7 +341,7 @@ def compose(question: str, plan: Plan, results: list[ToolResult], *, target: dic
     if findings:
         cluster_name = cluster if cluster != "the cluster" else None
         region = next((r.data["region"] for r in results if r.data.get("region")), None)
-        incidents = incidents_of(findings, cluster=cluster_name, region=region)
+        incidents = incidents_of(findings, cluster=cluster_name, region=region, **grouping_of(results))
         if not fix_lines:
             lines += [""] + act_first_lines(incidents)
         lines += ["", "Still open:" if fixed else "Findings:"] + [finding_line(f) for f in by_incident(findings,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -77,9 +77,12 @@ INCIDENTS_SHOWN = 5  # incident lines in a tool result's head (the findings list
 
 
 def incidents_of(findings: Iterable[dict[str, Any]], now: datetime | None = None, cluster: str | None = None,
-                 region: str | None = None) -> list[Incident]:
+                 region: str | None = None, *, nodes: Mapping[str, str] | None = None,
+                 demo: bool = False) -> list[Incident]:
     """The incidents of finding JSON as the tools return it: the grouping and ranking every report uses
-    (:mod:`fmdoctor.engine.incidents`). A finding read back from text has no evidence, so it stands alone."""
+    (:mod:`fmdoctor.engine.incidents`), with the run's node identities (``nodes``: :func:`grouping_of`) and, for
+    the demo's findings, fix commands that carry ``--demo``. A finding read back from text has no evidence, so it
+    stands alone."""
     made = []
     for raw in findings:
         try:
@@ -89,7 +92,20 @@ def incidents_of(findings: Iterable[dict[str, Any]], now: datetime | None = None
                                 runbook=str(raw.get("runbook") or raw.get("check"))))
         except (ValidationError, TypeError, ValueError):
             continue
-    return build_incidents(made, now=now, cluster=cluster, region=region)
+    return build_incidents(made, now=now, cluster=cluster, region=region, node_of=(nodes or {}).get, demo=demo)
+
+
+def grouping_of(results: Iterable[Any]) -> dict[str, Any]:
+    """What tool results say about regrouping their findings: the node names their runs resolved (``nodes``: the
+    run's :class:`~fmdoctor.engine.identity.NodeIdentities` answers) and whether they are the demo's (``demo``)."""
+    nodes: dict[str, str] = {}
+    demo = False
+    for result in results:
+        data = getattr(result, "data", None) or {}
+        if isinstance(data.get("nodes"), Mapping):
+            nodes.update({str(k): str(v) for k, v in data["nodes"].items()})
+        demo = demo or bool(data.get("demo"))
+    return {"nodes": nodes, "demo": demo}
 
 
 def incident_line(number: int, incident: Incident, now: datetime) -> str:
@@ -103,12 +119,13 @@ def incident_line(number: int, incident: Incident, now: datetime) -> str:
 
 
 def incident_head(findings: Sequence[dict[str, Any]], budget: int, now: datetime | None = None,
-                  cluster: str | None = None, region: str | None = None, shown: int = INCIDENTS_SHOWN) -> list[str]:
+                  cluster: str | None = None, region: str | None = None, shown: int = INCIDENTS_SHOWN, *,
+                  nodes: Mapping[str, str] | None = None, demo: bool = False) -> list[str]:
     """The lines that open a result with findings: its incidents, most urgent first, each naming its cause
     first and the findings that share it; at most ``shown`` of them within ``budget`` characters, none when
     not even the most urgent one fits (the findings list that follows names every finding)."""
     moment = now or datetime.now().astimezone()
-    incidents = incidents_of(findings, moment, cluster, region)
+    incidents = incidents_of(findings, moment, cluster, region, nodes=nodes, demo=demo)
     heading = ("incidents ({span}, most urgent first; severity | cause (+ the findings that share it) | when | "
                "impact | first step):")
     lines: list[str] = []

@@ -110,7 +110,8 @@ def runbook_tool(backends: Backends) -> BaseTool:
         finding = ctx.session.finding(finding_id) if finding_id else None
         if finding_id and finding is None:
             return ToolResult.error(GET_RUNBOOK, f"no finding {finding_id!r} in this conversation; run its check first")
-        text = runbook.render(finding=finding, cluster=ctx.cluster, region=ctx.session.region() or "")
+        text = runbook.render(finding=finding, cluster=ctx.cluster, region=ctx.session.region() or "",
+                              demo=ctx.doctor.demo)
         return ToolResult(tool=GET_RUNBOOK, status=ToolStatus.SUCCESS, message=f"runbook {runbook_id}",
                           data={"runbook_id": runbook_id, "finding_id": finding_id, "markdown": text})
 

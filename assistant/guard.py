@@ -8,6 +8,10 @@
 - Caps: once the question used ``agent.max_tool_calls`` tool calls the model is called without tools (it
   must answer); past ``agent.max_turn_tokens`` (input + output, all calls of the question) or when a model
   keeps calling tools anyway, the turn ends with an answer written from the findings gathered so far.
+- Scope: a question naming a cluster other than the conversation's (``is gpu-node-2 of cluster prod-train
+  healthy?`` asked of demo-llm-train) is answered with what this conversation can see and how to ask about the
+  other, before any tool runs: a node of the same name in this cluster is another node, so its answer would be
+  about something that was not asked (:func:`other_cluster`).
 - Usage: tokens are counted from the provider's numbers (``usage_metadata``) where it reports them, else
   estimated at 4 characters a token; the turn's :class:`~fmdoctor.assistant.session.Usage` says which.
 """
@@ -15,6 +19,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -25,9 +30,10 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from fmdoctor.assistant.compose import compose
 from fmdoctor.assistant.intents import Plan
 from fmdoctor.assistant.results import result_of
-from fmdoctor.assistant.safety import Redactor, delimit, undelimit
+from fmdoctor.assistant.safety import Redactor, delimit, undelimit, without_data
 from fmdoctor.assistant.session import AssistantContext
 from fmdoctor.config import AgentSettings
+from fmdoctor.engine.entities import clusters_named
 
 CHARS_PER_TOKEN = 4  # a conservative estimate where a provider reports no usage
 EXTRA_MODEL_CALLS = 3  # model calls allowed past the tool-call cap before the turn is ended for it
@@ -82,6 +88,36 @@ def stop_answer(messages: list[BaseMessage], note: str) -> AIMessage:
     return AIMessage(compose(question, Plan(), results, note=note))
 
 
+def other_cluster(messages: list[BaseMessage], ctx: AssistantContext) -> AIMessage | None:
+    """The answer to a question that names a cluster this conversation does not look at, or None. Asked before any
+    tool of the question ran (never after: the tools' answers are about this conversation's cluster)."""
+    start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+    if start < 0 or any(isinstance(m, ToolMessage) for m in messages[start + 1:]):
+        return None
+    content = messages[start].content
+    question = content if isinstance(content, str) else " ".join(
+        b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+    settings = ctx.doctor.settings
+    own = {ctx.cluster, ctx.doctor.cluster_settings(ctx.cluster).hyperpod.cluster_name or ctx.cluster}
+    configured = [name for name in settings.clusters if name not in own]
+    asked = without_data(question)  # an alert quoted as data may name its own cluster (an EKS cluster's name)
+    others = [n for n in clusters_named(asked, [*own, *configured]) if n.lower() not in {o.lower() for o in own}]
+    if not others:
+        return None
+    name = others[0]
+    if ctx.doctor.demo:
+        how = f"The demo has only cluster {ctx.cluster}."
+    elif name in configured:
+        how = (f"fmdoctor is configured for {name}: ask about it in a conversation about that cluster "
+               f"(fmdoctor ask --cluster {shlex.quote(name)} ...).")
+    else:
+        known = ", ".join(settings.clusters) or "none"
+        how = f"fmdoctor is configured for no cluster {name} (clusters in its configuration: {known})."
+    return AIMessage(f"You asked about cluster {name}, but I can only see cluster {ctx.cluster} here, so I have not "
+                     f"answered about {name} and checked nothing: a resource of the same name in {ctx.cluster} is "
+                     f"another one. {how} Ask again about {ctx.cluster}, or without naming another cluster.")
+
+
 class ModelGuard(AgentMiddleware):
     def __init__(self, settings: AgentSettings, redactor: Redactor | None = None):
         super().__init__()
@@ -108,6 +144,9 @@ class ModelGuard(AgentMiddleware):
         estimate = estimate_tokens(messages, str(system)) + self._schema_tokens(tools)
         if ctx.cancel is not None and ctx.cancel.is_set():
             return stop_answer(list(request.messages), "Cancelled. What the tools found before that:")
+        elsewhere = other_cluster(list(request.messages), ctx)
+        if elsewhere is not None:
+            return elsewhere
         if turn is not None:
             turn.model_calls += 1
             cap = self.settings.max_tool_calls

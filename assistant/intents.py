@@ -13,7 +13,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
-from fmdoctor.assistant.scope import HEAD, Named, may_name, named_things, path_question, without_names
+from fmdoctor.assistant.scope import HEAD, Named, named_things, path_question, without_names
 
 EFA_CONFIG = ("efa-sg-self-reference", "efa-subnet-spread", "efa-not-attached", "efa-missing-interfaces",
               "placement-group", "efa-peer-unreachable")
@@ -150,9 +150,10 @@ def plan_for(question: str, families: dict[str, tuple[str, ...]], available: set
 
 
 def wants_names(question: str) -> bool:
-    """Whether the question may name things whose names matter to its plan (a fix or a runbook picks from the
-    unscoped results)."""
-    return may_name(question) and not FIX.pattern.search(question) and not RUNBOOK.search(question)
+    """Whether the names the question may hold matter to its plan: always, except for a fix or a runbook (they pick
+    from the unscoped results). Any word may be one of the cluster's names ('chatbot', an endpoint; 'scratch', a
+    file system), so the inventory is asked (find_names), never the shape of the word."""
+    return bool(question.strip()) and not FIX.pattern.search(question) and not RUNBOOK.search(question)
 
 
 def _plan(question: str, intents: list[Intent], fix: bool, families: dict[str, tuple[str, ...]],

@@ -20,12 +20,12 @@ from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
 
+from fmdoctor.assistant.digest import grouping_of
 from fmdoctor.assistant.results import ToolResult, ToolStatus
 from fmdoctor.assistant.session import AssistantContext
 from fmdoctor.assistant.tools import make_tool, run_checks_result
 from fmdoctor.engine import entities as e
 from fmdoctor.engine.errors import FmdoctorError, TargetNotFound
-from fmdoctor.engine.identity import NodeIdentities
 from fmdoctor.engine.incidents import build_incidents
 from fmdoctor.engine.model import Finding
 from fmdoctor.words import plural
@@ -59,9 +59,7 @@ def check_resource_tool() -> BaseTool:
         wanted = [c for c in checks or () if c in concerning] or concerning
         result = run_checks_result(ctx, CHECK_RESOURCE, wanted, runtime.stream_writer)
         via = [c.id for c in cluster_checks if entity.kind == e.JOB and e.JOB in c.concerns]
-        nodes = NodeIdentities.of(inventory)
-        return scoped(result, entity, e.other_tokens(inventory, entity), note, via,
-                      node_of=lambda name: (found.id if (found := nodes.find(name)) else None))
+        return scoped(result, entity, e.other_tokens(inventory, entity), note, via)
 
     return make_tool(CHECK_RESOURCE, "Answer a question about one node, security group, SageMaker endpoint, HyperPod "
                      "instance group or S3 bucket: resolves the name, runs the checks that concern it and returns only "
@@ -95,11 +93,14 @@ def scoped(result: ToolResult, entity: e.Entity, others: list[str], note: str = 
 def _incidents(result: ToolResult, related: set[str],
                node_of: Callable[[str], str | None] | None = None) -> list[dict]:
     """The run's incidents that hold a finding about the entity, most urgent first, each with ``when`` (how soon,
-    in words) and ``first_step`` (the fix command or the runbook)."""
+    in words) and ``first_step`` (the fix command or the runbook); grouped through the run's own node identities
+    (the result's ``nodes``) unless ``node_of`` is given."""
     now = datetime.now(UTC)
     findings = [Finding.model_validate(f) for f in result.findings]
+    grouping = grouping_of([result])
     incidents = build_incidents(findings, now=now, cluster=result.data.get("cluster"),
-                                region=result.data.get("region"), node_of=node_of)
+                                region=result.data.get("region"), node_of=node_of or grouping["nodes"].get,
+                                demo=grouping["demo"])
     return [{**i.to_json_dict(), "when": i.when(now), "first_step": i.next_words()} for i in incidents
             if any(m.id in related for m in i.members)]
 
@@ -126,7 +127,7 @@ def find_names_tool() -> BaseTool:
         found = e.mentioned(inventory, text, known)
         names = [{"text": word, **entity.to_json_dict()} for word, entity in found]
         close = [{"text": word, "close": names_} for word, names_ in
-                 e.near_misses(inventory, text, known, found=[word for word, _ in found]).items()]
+                 e.near_misses(inventory, text, known, found=[*(word for word, _ in found), ctx.cluster]).items()]
         message = (f"names {', '.join(n['label'] for n in names)}" if names else
                    f"names nothing of {ctx.cluster}")
         return ToolResult(tool=FIND_NAMES, status=ToolStatus.SUCCESS, message=message,

@@ -16,7 +16,17 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from fmdoctor.assistant.digest import MCP_MORE, More, incident_head, one_line, ordered, parse, render, severity_counts
+from fmdoctor.assistant.digest import (
+    MCP_MORE,
+    More,
+    grouping_of,
+    incident_head,
+    one_line,
+    ordered,
+    parse,
+    render,
+    severity_counts,
+)
 from fmdoctor.assistant.safety import delimit, strip_invisible, undelimit
 from fmdoctor.engine.model import Report
 
@@ -50,7 +60,11 @@ class ToolResult(BaseModel):
 
     @classmethod
     def from_report(cls, tool: str, report: Report) -> ToolResult:
-        return cls.from_report_json(tool, report.to_json_dict())
+        result = cls.from_report_json(tool, report.to_json_dict())
+        nodes = report.resolved_nodes()  # the run's node identities, for regrouping these findings (grouping_of)
+        if nodes:
+            result.data["nodes"] = nodes
+        return result
 
     @classmethod
     def from_report_json(cls, tool: str, raw: dict[str, Any]) -> ToolResult:
@@ -69,7 +83,8 @@ class ToolResult(BaseModel):
             status, message = ToolStatus.NO_DATA, "no check applied to this cluster"
         return cls(tool=tool, status=status, message=message, findings=ordered(findings), errors=errors,
                    skipped=raw["skipped"], checks_run=ran,
-                   data={"cluster": raw["cluster"], "region": raw["region"], "report_status": raw["status"]})
+                   data={"cluster": raw["cluster"], "region": raw["region"], "report_status": raw["status"],
+                         **({"demo": True} if raw.get("demo") else {})})
 
     @property
     def found_any(self) -> bool:
@@ -101,7 +116,8 @@ class ToolResult(BaseModel):
         if self.findings or self.checks_run or self.errors or self.skipped:
             offset = int(self.data.get("offset") or 0)
             if not offset:  # a later page's findings are a slice: their grouping would be partial
-                head += incident_head(self.findings, limit // 12, cluster=cluster, region=region)
+                head += incident_head(self.findings, limit // 12, cluster=cluster, region=region,
+                                      **grouping_of([self]))
             text = render(self.findings, limit, head=head, errors=self.errors, checks_run=self.checks_run,
                           skipped=self.skipped, offset=offset, total=self.data.get("total"), more=more)
         if extra:
@@ -110,7 +126,7 @@ class ToolResult(BaseModel):
 
 
 # data the head or the findings section already states
-_SHOWN = frozenset({"cluster", "region", "report_status", "offset", "total"})
+_SHOWN = frozenset({"cluster", "region", "report_status", "offset", "total", "nodes", "demo"})
 
 
 def _data_text(data: dict[str, Any], room: int) -> str:

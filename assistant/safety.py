@@ -48,6 +48,13 @@ def undelimit(content: str) -> str:
     return match.group(2) if match else content
 
 
+def without_data(text: str) -> str:
+    """``text`` less its :func:`delimit` blocks: the words a person wrote, not the data quoted with them (an alert
+    that ``serve`` hands the assistant with its question)."""
+    return re.sub(r'<tool_output tool="[^"]*" nonce="([0-9a-z]+)">\n.*?\n</tool_output nonce="\1">', " ", text,
+                  flags=re.S)
+
+
 def clean_output(text: str) -> str:
     """Model output before it reaches a terminal, Slack or a file: no escape sequences or invisible text."""
     return strip_invisible(text).strip()

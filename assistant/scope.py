@@ -78,19 +78,6 @@ def named_things(question: str, recognised: list[Named] | None = None) -> list[N
     return sorted(names, key=lambda n: n.start)
 
 
-def may_name(question: str) -> bool:
-    """Whether a word of the question could be a resource's name, so the inventory is worth asking (find_names):
-    one with a hyphen, underscore, dot, slash or colon, or a digit beside lowercase letters ('gpu4', not an
-    access key's 'AKIA...'), that is no instance type, percentile or step. A question of plain words ('is my
-    cluster healthy?') is answered without the lookup."""
-    for match in TOKEN.finditer(question):
-        token = match.group(0).rstrip(".:")
-        shaped = re.search(r"[-_./:]", token) or (re.search(r"\d", token) and re.search(r"[a-z]", token))
-        if shaped and not NOT_NAMES.match(token) and not token.startswith("[REDACTED"):
-            return True
-    return False
-
-
 _KINDS = r"(?:node|instance|host|server|endpoint|bucket|security group|instance group)"
 
 

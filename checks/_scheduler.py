@@ -173,3 +173,24 @@ def map_ranks_by_job(ctx: CheckContext, ranks: Iterable[int], known: Mapping[int
         return {}
     mapped, how = layout
     return {r: (mapped[r], how) for r in ranks if r not in known and r in mapped}
+
+
+def jobs_by_node(ctx: CheckContext, key: Callable[[str], str | None]) -> dict[str, str]:
+    """For training-stalled: node key -> the one running Slurm job on it (nodes running several are left out), so
+    two jobs writing to one log group are told apart; {} where the scheduler is not Slurm or cannot be read (this
+    never records an error under the caller)."""
+    scope = ctx.scope
+    kinds, _ = kinds_of(scope)
+    if SLURM not in kinds:
+        return {}
+    try:
+        found = scope.shared.get(SHARED_KEY + SLURM, lambda: _load(scope, SLURM))
+    except SchedulerUnavailable:
+        return {}
+    on: dict[str, set[str]] = {}
+    for job in found.view.jobs:
+        for name in job.nodes:
+            node = key(found.instance_of.get(name) or name)
+            if node:
+                on.setdefault(node, set()).add(job.id)
+    return {node: next(iter(ids)) for node, ids in on.items() if len(ids) == 1}

@@ -16,7 +16,7 @@ from fmdoctor.training.culprit import READABLE, Answer, Evidence, NodeKeys, answ
 from fmdoctor.training.flight_recorder import find_laggards, of_the_run
 from fmdoctor.training.logs import JobLogs, discover_groups, is_signature, read_job_logs
 
-from ._scheduler import map_ranks_by_job
+from ._scheduler import jobs_by_node, map_ranks_by_job
 from ._training import (
     Activity,
     Progress,
@@ -55,7 +55,8 @@ class TrainingStalled(Check):
     (NVIDIA's Xid catalogue), EFA error counters, a Spot interruption, a failed HyperPod node. Ranks map to hosts by
     every line that names its writer (the hung rank's own heartbeat-monitor lines, torchrun's whole report), and
     every name is resolved to its node first (fmdoctor.engine.identity), so sources agree or conflict about
-    nodes; conflicting sources propose no fix.
+    nodes; conflicting sources propose no fix. Another job writing to the same log groups is told apart by its
+    pods' job labels, torchrun's run id (its report's error_file) or Slurm's job on each node, and left out.
 
     With no log group, a checkpoint within its usual interval and no rank behind in the dumps are proof of
     progress (nothing to name); the missing logs are reported as not verified when a stall's culprit cannot be
@@ -87,7 +88,8 @@ class TrainingStalled(Check):
         dumps = flight_recorder_dumps(ctx, dump_gaps)
         dump_gaps.report(ctx)
         identities = _identities(ctx, hyperpod)
-        evidence = read_evidence(logs.events, logs.streams, NodeKeys(identities, logs.streams))
+        keys = NodeKeys(identities, logs.streams)
+        evidence = read_evidence(logs.events, logs.streams, keys, jobs_by_node(ctx, keys))
         dumps, earlier_dumps = of_the_run(dumps, evidence.run_since)  # another hang's dumps under the same prefix
         laggards = find_laggards(dumps, evidence.waiting_points())
         # Ranks no log line places, placed by the Slurm job's node list where that layout is proven (scheduler).

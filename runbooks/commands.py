@@ -33,6 +33,11 @@ class ShellVar(str):
     """A shell variable reference (``$AWS_REGION``) standing for a value fmdoctor does not know."""
 
 
+class Command(str):
+    """Words of a command fmdoctor itself writes (``fmdoctor fix --demo``), never a finding's value: placed as
+    they are."""
+
+
 class ShellWord:
     """A value the author asked to see shell-quoted (``| sh``), even in prose."""
 
@@ -128,7 +133,7 @@ class _Placer:
 
     def shown(self, match: re.Match[str], lines: bool = False) -> str:
         value = self.values.items[int(match.group(1))]
-        if isinstance(value, self.raw):
+        if isinstance(value, self.raw | Command):
             return str(value)
         if isinstance(value, ShellWord):
             inner = value.value
@@ -149,7 +154,7 @@ class _Placer:
 
     def _word(self, value: Any, scanner: ShellScanner) -> str:
         value = value.value if isinstance(value, ShellWord) else value
-        if isinstance(value, self.raw):
+        if isinstance(value, self.raw | Command):
             return str(value)
         if isinstance(value, ShellVar):  # expanded by the shell, as one word
             return {"unquoted": f'"{value}"', "single": f"'\"{value}\"'"}.get(scanner.state, str(value))

@@ -77,10 +77,11 @@ class Runbook:
         return bool(self.remediation_iam_actions)
 
     def render(self, finding: Finding | dict[str, Any] | None = None, cluster: str | None = None,
-               region: str | None = None) -> str:
+               region: str | None = None, demo: bool = False) -> str:
         """Markdown for one finding (strict: evidence the body needs but the finding lacks is an error),
-        or, with no finding, the runbook with each value it needs marked where it goes."""
-        return render_runbook(self, finding, cluster, region)
+        or, with no finding, the runbook with each value it needs marked where it goes; ``demo``: the finding is
+        the demo's (its ``fmdoctor fix`` commands carry ``--demo``)."""
+        return render_runbook(self, finding, cluster, region, demo)
 
     def to_json_dict(self) -> dict[str, Any]:
         return {

@@ -25,8 +25,9 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import ValidationError
 
+from fmdoctor.engine.incidents import fix_words
 from fmdoctor.engine.model import Finding
-from fmdoctor.runbooks.commands import ShellVar, ShellWord, Values, place_values
+from fmdoctor.runbooks.commands import Command, ShellVar, ShellWord, Values, place_values
 from fmdoctor.runbooks.errors import RunbookRenderError
 from fmdoctor.safety.text import visible
 
@@ -143,15 +144,18 @@ def finding_context(finding: Finding | dict[str, Any]) -> dict[str, Any]:
 
 
 def render_runbook(runbook: Runbook, finding: Finding | dict[str, Any] | None, cluster: str | None,
-                   region: str | None) -> str:
+                   region: str | None, demo: bool = False) -> str:
+    """``demo``: the finding is the demo's, so the body's ``{{ fmdoctor_fix }}`` is ``fmdoctor fix --demo``
+    (:func:`fmdoctor.engine.incidents.fix_words`, the words of every fix command fmdoctor renders)."""
     if finding is None:
-        return _render_template_view(runbook, cluster, region)
+        return _render_template_view(runbook, cluster, region, demo)
     data = finding_context(finding)
     context = {
         "finding": data,
         "evidence": data["evidence"],
         "cluster": cluster or ShellVar("$FMDOCTOR_CLUSTER"),
         "region": region or ShellVar("$AWS_REGION"),
+        "fmdoctor_fix": Command(fix_words(demo)),
     }
     body, refused = _render(runbook, context, Placeholder)
     where = f" · cluster `{_code(cluster)}`" if cluster else ""
@@ -202,7 +206,7 @@ def _code(value: Any) -> str:
     return visible(value, lines=False).replace("`", "'")
 
 
-def _render_template_view(runbook: Runbook, cluster: str | None, region: str | None) -> str:
+def _render_template_view(runbook: Runbook, cluster: str | None, region: str | None, demo: bool = False) -> str:
     check = runbook.checks[0]
     target = cluster or "NAME"
     header = [
@@ -224,6 +228,7 @@ def _render_template_view(runbook: Runbook, cluster: str | None, region: str | N
         "evidence": Placeholder("evidence"),
         "cluster": cluster or Placeholder("cluster"),
         "region": region or Placeholder("region"),
+        "fmdoctor_fix": Command(fix_words(demo)),
     }
     try:
         body = _render(runbook, context, Placeholder)[0] if runbook.template else runbook.body

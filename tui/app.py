@@ -318,7 +318,8 @@ class FmdoctorApp(Jobs, App[None]):
 
     def on_finding_chosen(self, message: msg.FindingChosen) -> None:
         finding, report = message.finding, self.findings.report
-        text, error = runbook_for(finding, self.doctor.settings, self.cluster, report.region if report else None)
+        text, error = runbook_for(finding, self.doctor.settings, self.cluster, report.region if report else None,
+                                  demo=self.doctor.demo)
         self.push_screen(FindingScreen(finding, text, error), lambda choice: self._after_finding(finding, choice))
 
     def _after_finding(self, finding: Finding, choice: str | None) -> None:

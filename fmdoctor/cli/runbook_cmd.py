@@ -72,10 +72,11 @@ def run_show(args: argparse.Namespace) -> int:
         findings = _findings_for(runbook, data, args.resource)
     cluster = args.cluster or report.get("cluster") or os.environ.get("FMDOCTOR_CLUSTER") or settings.default_cluster()
     region = args.region or report.get("region") or _configured_region(settings, cluster)
+    demo = bool(report.get("demo"))  # a demo report's JSON: its fix commands carry --demo
     if findings is None:
         texts = [runbook.render(None, cluster=cluster, region=region)]
     else:
-        texts = [runbook.render(f, cluster=cluster, region=region) for f in findings]
+        texts = [runbook.render(f, cluster=cluster, region=region, demo=demo) for f in findings]
     if args.format == "json":
         sys.stdout.write(dumps_json({**runbook.to_json_dict(), "markdown": texts}, indent=2) + "\n")
     elif sys.stdout.isatty():  # a person reads it: rendered (headings, lists, code blocks); a pipe gets the Markdown

@@ -38,6 +38,7 @@ from fmdoctor.engine.errors import (
     describe_aws_failure,
 )
 from fmdoctor.engine.host import Host, LocalHost
+from fmdoctor.engine.identity import NodeIdentities
 from fmdoctor.engine.inventory import ENDPOINTS, HYPERPOD, INVENTORY_PARTS, Inventory
 from fmdoctor.engine.model import CheckError, Report, RunStats, Skipped, Status, status_for
 from fmdoctor.engine.regions import check_region
@@ -223,6 +224,11 @@ class Doctor:
     # Per-run settings from flags (e.g. {"checkpoints": {"locations": [...]}}), deep-merged over the config.
     overrides: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def demo(self) -> bool:
+        """It runs against the demo's in-process AWS (``--demo``): what it renders to paste (fix commands) says so."""
+        return "demo" in self.extras
+
     def resolve_cluster(self, cluster: str | None) -> str:
         if cluster:
             return cluster
@@ -278,7 +284,8 @@ class Doctor:
         try:
             inventory = fetch_inventory(aws, name, settings.tag_keys, settings.head_nodes,
                                         hyperpod_name=settings.hyperpod.cluster_name,
-                                        endpoint_names=settings.inference.endpoints, parts=wanted)
+                                        endpoint_names=settings.inference.endpoints, parts=wanted,
+                                        hostname_tags=settings.gpu.hostname_tags)
         except Exception as exc:
             failure = describe_aws_failure(exc)
             if failure is None:
@@ -388,6 +395,11 @@ def _not_found_hint(tag_keys: Sequence[str], parts: frozenset[str]) -> str:
 
 
 def _report(scope: RunScope, outcome: RunOutcome, started: float) -> Report:
+    inventory, tags = scope.inventory, tuple(scope.settings.gpu.hostname_tags)
+
+    def node_of(name: str) -> str | None:  # built on first use: most reports' incidents name no host
+        return NodeIdentities.of(inventory, tags).node_of(name)
+
     return Report(
         cluster=scope.cluster,
         region=scope.aws.region if scope.aws else "local",
@@ -402,7 +414,8 @@ def _report(scope: RunScope, outcome: RunOutcome, started: float) -> Report:
             duration_s=round(time.perf_counter() - started, 3),
             checks_run=outcome.completed,
         ),
-    )
+        demo="demo" in scope.extras,
+    ).with_node_of(node_of if inventory.instances else None)
 
 
 class _InventoryFailed(AwsUnavailable):

@@ -85,6 +85,7 @@ def fetch_inventory(
     *,
     endpoint_names: Sequence[str] = (),
     parts: Collection[str] = INVENTORY_PARTS,
+    hostname_tags: Sequence[str] = (),
 ) -> Inventory:
     ec2 = aws.client("ec2")
     # Endpoint discovery needs nothing from the instances: its chain (GetResources, the describes) runs beside theirs.
@@ -93,7 +94,8 @@ def fetch_inventory(
         if ENDPOINTS in parts:
             endpoints = pool.submit(fetch_endpoints, aws, cluster, tag_keys, endpoint_names)
         instances, interfaces = _fetch_instances(ec2, cluster, tag_keys, set(head_node_ids))
-        inventory = Inventory(cluster=cluster, region=aws.region, instances=tuple(instances), interfaces=interfaces)
+        inventory = Inventory(cluster=cluster, region=aws.region, instances=tuple(instances), interfaces=interfaces,
+                              hostname_tags=tuple(hostname_tags))
         if instances and INSTANCES in parts:
             inventory = _with_instance_details(ec2, inventory)
         if not instances and HYPERPOD in parts:

@@ -102,12 +102,20 @@ def find_entity(inventory: Inventory, text: str, known: Known | None = None) -> 
 def mentioned(inventory: Inventory, text: str, known: Known | None = None,
               limit: int = 200) -> list[tuple[str, Entity]]:
     """The things of the cluster ``text`` names, in order, each once, with the word that named it: every word is
-    looked up in the inventory (and ``known``), so a name is recognised by being the cluster's, whatever its
-    shape ('demo-llm-chat'). 'head' alone is left to the caller (it is also an English word)."""
+    looked up in the inventory (and ``known``), and every name of several words is looked for as it stands, so a
+    name is recognised by being the cluster's, whatever its shape ('demo-llm-chat', 'chatbot', 'LLM scratch').
+    'head' alone is left to the caller (it is also an English word)."""
     known = known or Known()
-    found: dict[tuple[str, str], tuple[str, Entity]] = {}
-    words = [w.rstrip(".:") for w in WORD.findall(text)][:limit]
-    for word in words:
+    found: dict[tuple[str, str], tuple[int, str, Entity]] = {}
+    words = [(m.start(), m.group(0).rstrip(".:")) for m in WORD.finditer(text)][:limit]
+    # a name of several words (a Name tag 'GPU node 7', a file system 'LLM scratch') is no word of the question:
+    # it is looked for as it stands, whole words, in any case
+    phrases = [n for n in dict.fromkeys(_names(inventory, known)) if " " in n.strip() and len(n) <= 256]
+    for name in phrases:
+        spotted = re.search(rf"(?<![\w-]){re.escape(name.strip())}(?![\w-])", text, re.I)
+        if spotted:
+            words.append((spotted.start(), name.strip()))
+    for start, word in sorted(words):
         if not word or word.lower() in _HEAD_WORDS:
             continue
         try:
@@ -115,8 +123,37 @@ def mentioned(inventory: Inventory, text: str, known: Known | None = None,
         except TargetNotFound:  # a name several nodes carry: the caller's lookup says so
             entity = None
         if entity is not None:
-            found.setdefault((entity.kind, entity.id), (word, entity))
-    return list(found.values())
+            found.setdefault((entity.kind, entity.id), (start, word, entity))
+    return [(word, entity) for _, word, entity in sorted(found.values(), key=lambda f: f[0])]
+
+
+# "cluster prod-train", "cluster named prod-train", "the prod-train cluster": a cluster named in a question. Its name
+# is no name of the inventory (the inventory is one cluster's), so only the kind word says it is one; a word counts
+# only when shaped like a name (a hyphen, underscore, digit or dot), and not when it is an instance type or family
+# ('the p5 cluster'), a size ('a 16-node cluster') or a region ('the us-west-2 cluster').
+_CLUSTER_NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]"
+_CLUSTER_BEFORE = re.compile(rf"\bcluster\s+(?:called\s+|named\s+)?[`'\"\u2018\u201c]?({_CLUSTER_NAME})", re.I)
+_CLUSTER_AFTER = re.compile(rf"({_CLUSTER_NAME})[`'\"\u2019\u201d]?\s+cluster\b", re.I)
+_NOT_CLUSTER = re.compile(r"^(?:(?:ml\.)?[a-z]+\d+[a-z-]*(?:\.\w+)?|\d+(?:-\w+)?|"
+                          r"(?:us|eu|ap|sa|ca|me|af|il|mx|cn)(?:-gov|-iso\w*)?-[a-z]+-\d)$", re.I)
+
+
+def clusters_named(text: str, known: Iterable[str] = ()) -> list[str]:
+    """The clusters a question names, in order, each once: a ``known`` cluster's name (the configuration's) as a
+    word of it, whatever its shape, and a name-shaped word beside the word 'cluster'. Which of them the
+    conversation can see is the caller's to say (:func:`fmdoctor.assistant.guard` answers for every front end)."""
+    found: dict[str, int] = {}
+    names = {n.lower(): n for n in known if n}
+    for match in WORD.finditer(text):
+        word = match.group(0).rstrip(".:")
+        if word.lower() in names:
+            found.setdefault(names[word.lower()], match.start())
+    for pattern in (_CLUSTER_BEFORE, _CLUSTER_AFTER):
+        for match in pattern.finditer(text):
+            word = match.group(1)
+            if re.search(r"[-_.\d]", word) and not _NOT_CLUSTER.match(word):
+                found.setdefault(names.get(word.lower(), word), match.start(1))
+    return sorted(found, key=found.__getitem__)
 
 
 def near_misses(inventory: Inventory, text: str, known: Known | None = None, found: Iterable[str] = (),

@@ -106,9 +106,11 @@ class NodeIdentities:
     # -- building -----------------------------------------------------------------------------------------
 
     @classmethod
-    def of(cls, inventory: Inventory, hostname_tags: Iterable[str] = ()) -> NodeIdentities:
-        """The identities of ``inventory``'s instances, built once per inventory and tag list."""
-        tags = tuple(hostname_tags)
+    def of(cls, inventory: Inventory, hostname_tags: Iterable[str] | None = None) -> NodeIdentities:
+        """The identities of ``inventory``'s instances, built once per inventory and tag list; ``hostname_tags``
+        defaults to the inventory's own (the configuration's ``gpu.hostname_tags``), so every caller resolves a
+        node's hostname tag alike."""
+        tags = tuple(inventory.hostname_tags if hostname_tags is None else hostname_tags)
         cache: dict[tuple[str, ...], NodeIdentities] = inventory.__dict__.setdefault("_node_identities", {})
         found = cache.get(tags)
         if found is None:
@@ -231,6 +233,12 @@ class NodeIdentities:
     def find(self, name: str) -> Instance | None:
         """The node ``name`` names when exactly one does."""
         return self.resolve(name).instance
+
+    def node_of(self, name: str) -> str | None:
+        """The instance id of the node ``name`` names when exactly one does: the lookup incidents group by
+        (:func:`fmdoctor.engine.incidents.build_incidents`' ``node_of``)."""
+        found = self.resolve(name, suggest_close=False).instance
+        return found.id if found is not None else None
 
     def names(self, instance_id: str) -> tuple[str, ...]:
         """Every name a report should show for the node, best first: Name tag, id, private DNS name, its short

@@ -175,12 +175,13 @@ class Incident:
 
 def build_incidents(findings: Iterable[Finding], *, now: datetime | None = None, cluster: str | None = None,
                     region: str | None = None, node_of: Callable[[str], str | None] | None = None,
-                    ) -> list[Incident]:
+                    demo: bool = False) -> list[Incident]:
     """The incidents of ``findings``, most urgent first; every finding is in exactly one.
 
-    ``now`` orders deadlines already passed (default: the current time). ``cluster`` and ``region`` go into
-    the ``fmdoctor fix`` command. ``node_of`` maps a node name a finding carries (a host name) to its
-    instance id, so an on-node finding and a stalled job's culprit named differently still meet."""
+    ``now`` orders deadlines already passed (default: the current time). ``cluster``, ``region`` and ``demo`` (the
+    findings are the demo's) go into the ``fmdoctor fix`` command. ``node_of`` maps a node name a finding carries
+    (a host name) to its instance id (:meth:`fmdoctor.engine.identity.NodeIdentities.node_of`), so an on-node
+    finding and a stalled job's culprit named differently still meet."""
     found = list(findings)
     parent = list(range(len(found)))
 
@@ -201,7 +202,7 @@ def build_incidents(findings: Iterable[Finding], *, now: datetime | None = None,
     for index, finding in enumerate(found):
         groups.setdefault(root(index), []).append(finding)
     moment = now or datetime.now(UTC)
-    incidents = [_incident(group, cluster, region, moment) for group in groups.values()]
+    incidents = [_incident(group, cluster, region, moment, demo) for group in groups.values()]
     return sorted(incidents, key=lambda incident: rank_key(incident, moment))
 
 
@@ -231,6 +232,18 @@ def cause_keys(finding: Finding, node_of: Callable[[str], str | None] | None = N
     for culprit in _dicts(evidence.get("culprits")):
         keys |= _node_keys(culprit.get("host"), culprit.get("instance"), node_of)
     return keys
+
+
+def node_names(findings: Iterable[Finding]) -> set[str]:
+    """The node names the findings carry that :func:`cause_keys` asks ``node_of`` about (an on-node resource's host,
+    a stalled job's culprit hosts): what a resolver must answer for these findings to group as it would."""
+    names = set()
+    for finding in findings:
+        if finding.resource.startswith("node/"):
+            names.add(finding.resource.split("/")[1])
+        names.update(c["host"] for c in _dicts(finding.evidence.get("culprits"))
+                     if isinstance(c.get("host"), str) and c["host"])
+    return names
 
 
 def _thing(finding: Finding) -> str:
@@ -264,7 +277,8 @@ def _host_key(host: str) -> str:
     return name if _INSTANCE.fullmatch(name) else f"host:{name}"
 
 
-def _incident(group: list[Finding], cluster: str | None, region: str | None, now: datetime) -> Incident:
+def _incident(group: list[Finding], cluster: str | None, region: str | None, now: datetime,
+              demo: bool = False) -> Incident:
     cause = _cause(group, now)
     members = (cause, *(f for f in group if f is not cause))
     severity = max((f.severity.value for f in group), key=lambda s: _SEVERITY_RANK.get(s, 0))
@@ -282,7 +296,7 @@ def _incident(group: list[Finding], cluster: str | None, region: str | None, now
         resources=tuple(dict.fromkeys(f.resource for f in members)),
         findings=tuple(FindingRef(f.check, f.resource) for f in members),
         cause=FindingRef(cause.check, cause.resource),
-        next=NextStep(cause.runbook, fix_command(fixable, cluster, region) if fixable else None),
+        next=NextStep(cause.runbook, fix_command(fixable, cluster, region, demo) if fixable else None),
         urgency=urgency,
         since=since if urgency == NOW else None,
         harm=HARM_NOW[harms[0].check] if urgency == NOW else None,
@@ -393,9 +407,16 @@ def _jobs(finding: Finding) -> set[str]:
     return set()
 
 
-def fix_command(finding: Finding, cluster: str | None = None, region: str | None = None) -> str:
+def fix_words(demo: bool = False) -> str:
+    """The command that applies a fix: ``fmdoctor fix``, with ``--demo`` for the demo's findings (pasted without
+    it, the command would plan the fix against the real AWS account of the shell it is pasted in). Every command
+    fmdoctor renders for a fix starts with these words (:func:`fix_command`, the runbooks' ``fmdoctor_fix``)."""
+    return "fmdoctor fix --demo" if demo else "fmdoctor fix"
+
+
+def fix_command(finding: Finding, cluster: str | None = None, region: str | None = None, demo: bool = False) -> str:
     """The ``fmdoctor fix`` command for this finding's proposed fix, every value quoted for a shell."""
-    words = ["fmdoctor", "fix"]
+    words = [fix_words(demo)]
     if cluster:
         words += ["--cluster", shlex.quote(cluster)]
     if region:

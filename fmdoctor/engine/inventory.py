@@ -240,6 +240,9 @@ class Inventory:
     hyperpod: HyperPodCluster | None = None
     endpoints: tuple[Endpoint, ...] = ()  # SageMaker endpoints tagged with the cluster or named in the config
     endpoint_gaps: tuple[DiscoveryGap, ...] = ()  # what endpoint discovery could not read
+    # The tags the configuration says carry a node's host name (gpu.hostname_tags): every reader of this inventory's
+    # node names (fmdoctor.engine.identity.NodeIdentities.of) knows them, not only those handed the setting.
+    hostname_tags: tuple[str, ...] = ()
 
     def is_empty(self) -> bool:
         """Nothing of the cluster was found: the name is wrong, or the region, or the tag keys."""

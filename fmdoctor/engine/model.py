@@ -7,9 +7,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from fmdoctor.engine.incidents import Incident, build_incidents
+from fmdoctor.engine.incidents import Incident, build_incidents, node_names
 
 
 class Severity(StrEnum):
@@ -96,6 +96,22 @@ class Report(BaseModel):
     errors: list[CheckError] = Field(default_factory=list)
     skipped: list[Skipped] = Field(default_factory=list)
     stats: RunStats = Field(default_factory=RunStats)
+    demo: bool = Field(False, description="The demo's in-process AWS (--demo), not an account: its fix commands "
+                       "carry --demo. In the JSON only when true.")
+    # The run's node-identity resolver (fmdoctor.engine.identity.NodeIdentities.node_of), set by the run that read
+    # the inventory; a report read back from JSON has none and its incidents meet on the names findings carry.
+    _node_of: Callable[[str], str | None] | None = PrivateAttr(default=None)
+
+    def resolved_nodes(self) -> dict[str, str]:
+        """{node name a finding carries: its instance id} as the run's resolver answers them, for a reader that
+        regroups these findings without the run (the assistant's tool results)."""
+        if self._node_of is None:
+            return {}
+        return {name: found for name in sorted(node_names(self.findings)) if (found := self._node_of(name))}
+
+    def with_node_of(self, node_of: Callable[[str], str | None] | None) -> Report:
+        self._node_of = node_of
+        return self
 
     @property
     def exit_code(self) -> int:
@@ -106,15 +122,19 @@ class Report(BaseModel):
 
     def incidents(self, node_of: Callable[[str], str | None] | None = None) -> list[Incident]:
         """The findings grouped by the thing at fault, most urgent first (:mod:`fmdoctor.engine.incidents`);
-        ``node_of`` maps a host name a finding carries to its instance id (the node-identity resolver)."""
+        ``node_of`` maps a host name a finding carries to its instance id: by default the run's own resolver, so
+        every front end that shows this report's incidents (text, Markdown, JSON, Slack, the TUI, serve) groups
+        through the one node identity."""
         return build_incidents(self.findings, now=self.generated_at, cluster=self.cluster or None,
-                               region=self.region or None, node_of=node_of)
+                               region=self.region or None, node_of=node_of or self._node_of, demo=self.demo)
 
     def to_json_dict(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         for raw, finding in zip(data["findings"], self.findings, strict=True):
             raw["id"] = finding.id
         data["incidents"] = [incident.to_json_dict() for incident in self.incidents()]
+        if not self.demo:
+            data.pop("demo", None)
         return data
 
 

@@ -128,7 +128,8 @@ class McpService:
                 raise UsageError(f"no current finding {finding_id} on {name}",
                                  hint="run the check tool for the finding ids raised now")
             finding = matches[0]
-        markdown = runbook.render(finding, cluster=name, region=region or self.doctor.connection.region)
+        markdown = runbook.render(finding, cluster=name, region=region or self.doctor.connection.region,
+                                  demo=self.doctor.demo)
         return {**runbook.to_json_dict(), "finding": finding, "markdown": markdown}
 
     # --- fix tools ---------------------------------------------------------------------------------------

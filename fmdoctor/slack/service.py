@@ -122,7 +122,7 @@ class SlackService:
 
         finding, region = self.finding(cluster, finding_id)
         runbook = get_runbook(runbook_id, self.doctor.settings)
-        text = blocks.markdown_to_mrkdwn(render_runbook(runbook, finding, cluster, region))
+        text = blocks.markdown_to_mrkdwn(render_runbook(runbook, finding, cluster, region, self.doctor.demo))
         gone = "" if finding else " (no longer raised: shown with placeholders)"
         title = f":book: Runbook `{blocks.escape(runbook_id)}` for `{blocks.escape(finding_id)}`{gone}"
         return blocks.text_messages(title, text, self.settings.max_blocks, code=False)

@@ -12,6 +12,7 @@ one suspect, and sources agree or disagree about nodes, never about spellings.
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -109,6 +110,8 @@ class Evidence:
     gpu_faults: dict[str, list[LogEvent]] = field(default_factory=dict)  # host key -> CUDA error / grave Xid lines
     keys: NodeKeys = field(default_factory=NodeKeys)
     run_since: datetime | None = None  # where the run that hung begins to time out (None: no watchdog line)
+    job: str | None = None  # the job that hung, where its lines say which (see of_the_hung_job)
+    other_jobs: list[str] = field(default_factory=list)  # jobs sharing the log groups whose lines were left out
     _mappings: list[tuple[datetime | None, int, str, str]] = field(default_factory=list)
 
     @property
@@ -146,13 +149,16 @@ class Evidence:
 
 
 def read_evidence(events: list[LogEvent], streams: dict[str, tuple[str | None, str | None]],
-                  keys: NodeKeys | None = None) -> Evidence:
+                  keys: NodeKeys | None = None, node_jobs: Mapping[str, str] | None = None) -> Evidence:
     """Parse what the job wrote; ``streams`` (every stream of the groups, with its host) tells which nodes write
     the same kind of output as those whose ranks timed out. Ranks are mapped to hosts by every line that names
     its rank: the ``[rankN]:`` prefix of any line, the heartbeat monitor's lines (the hung rank's own), the
-    watchdog's, and every entry of torchrun's report (its Failures section as well as its root cause)."""
+    watchdog's, and every entry of torchrun's report (its Failures section as well as its root cause). Another
+    job's lines in the same groups are left out first (:func:`of_the_hung_job`; ``node_jobs``: node key -> the
+    scheduler's job running on it)."""
     keys = keys or NodeKeys(None, streams)
     found = Evidence(keys=keys)
+    events, found.job, found.other_jobs = of_the_hung_job(events, keys, node_jobs or {})
     for host, instance in streams.values():
         if (key := keys(instance) or keys(host)) is not None:
             found.hosts.setdefault(key, instance)
@@ -185,6 +191,48 @@ def read_evidence(events: list[LogEvent], streams: dict[str, tuple[str | None, s
     found.job_hosts = {key for stream, (host, instance) in streams.items()
                        if stream_kind(stream) in timed_out_kinds and (key := keys(instance) or keys(host))}
     return found
+
+
+# torch elastic's log directory for a run: tempfile.mkdtemp(prefix=f"{run_id}_") under a "torchelastic_" one
+# (torch/distributed/elastic/agent/server/local_elastic_agent.py, _make_log_dir), which torchrun's report prints as
+# each failure's error_file: /tmp/torchelastic_sio2pi4d/<run id>_cejtyodz/attempt_0/0/error.json. The run id is
+# --rdzv-id (often $SLURM_JOB_ID); torchrun's default, "none", tells no run from another.
+_RUN_DIR = re.compile(r"error_file\s*:\s*\S*/torchelastic_[^/\s]+/(?P<run>[^/\s]+)_[a-z0-9_]{8}/attempt_\d+/")
+
+
+def run_id(text: str) -> str | None:
+    """The torchrun run id an ``error_file:`` line of its report carries, else None."""
+    match = _RUN_DIR.search(text)
+    return match["run"] if match and match["run"] != "none" else None
+
+
+def of_the_hung_job(events: list[LogEvent], keys: NodeKeys, node_jobs: Mapping[str, str]
+                    ) -> tuple[list[LogEvent], str | None, list[str]]:
+    """The lines of the job that hung, when several jobs write to the same log groups (a ParallelCluster log
+    identifier every job's nodes share, a Container Insights group of every pod): (its lines, its job, the other
+    jobs). A line's job is what it says itself (a pod's job labels in its Fluent Bit record; torchrun's run id in
+    its report's error_file), else the one job the other lines of its node name; where no line names its job,
+    the one job the scheduler runs on its node (``node_jobs``: Slurm's ids are another naming than run ids, so
+    the two are never mixed). The job that hung is the newest watchdog timeout's; a line of another job is left
+    out. With no job to tell, every line is kept."""
+    job_of: dict[int, str | None] = {id(e): e.job or run_id(e.text) for e in events}
+    if not any(job_of.values()):
+        job_of = {id(e): node_jobs.get(node) if (node := keys.of(e)) else None for e in events}
+    by_node: dict[str, set[str]] = defaultdict(set)
+    for event in events:
+        node, job = keys.of(event), job_of[id(event)]
+        if node and job:
+            by_node[node].add(job)
+    for event in events:
+        if job_of[id(event)] is None and (node := keys.of(event)) and len(named := by_node.get(node, set())) == 1:
+            job_of[id(event)] = next(iter(named))
+    timeouts = [e for e in events if parse_watchdog(e.text, None, e.time) is not None]
+    hung = job_of[id(max(timeouts, key=lambda e: e.time))] if timeouts else None
+    jobs = {j for j in job_of.values() if j}
+    if hung is None or len(jobs) < 2:
+        return events, hung, []
+    kept = [e for e in events if job_of[id(e)] in (hung, None)]
+    return kept, hung, sorted(jobs - {hung})
 
 
 def _keep_the_run_that_hung(found: Evidence) -> None:
@@ -304,7 +352,8 @@ def _from_watchdogs(evidence: Evidence, result: Answer, starts: list[datetime],
         for (pg, _), w in latest.items() if w.seq < head[pg]]
     signals: dict[tuple[str | None, int], DumpSignal] = {}
     for signal in evidence.signals:
-        signals[(signal.pg, signal.rank)] = signal
+        if signal.timed_out is None:  # a rank whose own watchdog timed out is judged by its timeout above
+            signals[(signal.pg, signal.rank)] = signal
     for (pg, rank), signal in sorted(signals.items(), key=lambda item: item[0][1]):
         seq = _head_of(head, pg)
         if seq is not None and signal.last_enqueued < seq and (pg, rank) not in latest:

@@ -50,6 +50,7 @@ class LogEvent:
     text: str
     host: str | None  # the node that wrote it, as its log names it (ip-10-0-1-23, a pod's node...)
     instance_id: str | None  # where the stream name carries it (ParallelCluster, HyperPod)
+    job: str | None = None  # the job that wrote it, where its record says (a Kubernetes pod's job labels)
 
 
 @dataclass
@@ -172,24 +173,37 @@ def is_signature(text: str) -> bool:
 def _events(group: str, raw: Iterable[dict[str, Any]]) -> Iterable[LogEvent]:
     for event in raw:
         stream = event.get("logStreamName", "")
-        text, record_host = _unwrap(event.get("message", ""))
+        text, record_host, job = _unwrap(event.get("message", ""))
         host, instance = _source(stream)
         yield LogEvent(group, stream, datetime.fromtimestamp(event["timestamp"] / 1000, UTC), text,
-                       record_host or host, instance)
+                       record_host or host, instance, job)
 
 
-def _unwrap(message: str) -> tuple[str, str | None]:
-    """A Fluent Bit record's container line and node; any other message as it is."""
+# The labels that name a pod's job: the training operator's (PyTorchJob, MPIJob: training.kubeflow.org/job-name), the
+# Job controller's (batch.kubernetes.io/job-name, and job-name before Kubernetes 1.27) and JobSet's; Fluent Bit's
+# kubernetes filter copies the pod's labels into the record (kubernetes.labels).
+JOB_LABELS = ("training.kubeflow.org/job-name", "jobset.sigs.k8s.io/jobset-name", "batch.kubernetes.io/job-name",
+              "job-name")
+
+
+def _unwrap(message: str) -> tuple[str, str | None, str | None]:
+    """A Fluent Bit record's container line, node and job (``namespace/name`` from its pod's job labels); any other
+    message as it is."""
     if message.startswith("{"):
         try:
             record = json.loads(message)
         except ValueError:
-            return message, None
+            return message, None, None
         if isinstance(record, dict) and isinstance(record.get("log"), str):
             kubernetes = record.get("kubernetes")
-            host = kubernetes.get("host") if isinstance(kubernetes, dict) else None
-            return record["log"].rstrip("\n"), host if isinstance(host, str) else None
-    return message, None
+            kubernetes = kubernetes if isinstance(kubernetes, dict) else {}
+            host = kubernetes.get("host")
+            labels = kubernetes.get("labels") if isinstance(kubernetes.get("labels"), dict) else {}
+            name = next((labels[k] for k in JOB_LABELS if isinstance(labels.get(k), str) and labels[k]), None)
+            namespace = kubernetes.get("namespace_name")
+            job = f"{namespace}/{name}" if name and isinstance(namespace, str) else name
+            return record["log"].rstrip("\n"), host if isinstance(host, str) else None, job
+    return message, None, None
 
 
 def _source(stream: str) -> tuple[str | None, str | None]:

@@ -2,8 +2,10 @@
 
 * PyTorch's NCCL watchdog (pytorch/pytorch ``torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp``):
   ``[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=64214, OpType=ALLGATHER,
-  NumelIn=1, NumelOut=32, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.`` Newer releases
-  prefix ``[PG ID 0 PG GUID 0(default_pg) Rank 3]`` instead of ``[Rank 3]``.
+  NumelIn=1, NumelOut=32, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.`` (<= 2.2, and the
+  watchdog line of 2.3-2.4); the group's prefix is ``[PG 0 Rank 3]`` in 2.3, ``[PG 0 (default_pg) Rank 3]`` in 2.4 and
+  ``[PG ID 0 PG GUID 0(default_pg) Rank 3]`` from 2.5 (:data:`_PG_PREFIX` reads them all); with
+  ``NCCL_BLOCKING_WAIT=1`` the timeout reads ``[Rank 3] Work WorkNCCL(...) timed out in blocking wait``.
 * NCCL's warnings (NVIDIA/nccl ``src/debug.cc``): ``<host>:<pid>:<tid> [<cuda dev>] [file:line (func)] NCCL WARN
   <message>``; the socket transport's ``socketProgress: Connection closed by remote peer <host><<port>>``
   (``src/misc/socket.cc``) and the IB transport's ``Got completion from peer <host><<port>>``
@@ -34,25 +36,35 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-WATCHDOG = re.compile(
-    r"\[(?:PG ID (?P<pg_id>\d+) PG GUID (?P<pg_guid>[^\s(\]]+)(?:\((?P<pg_desc>[^)]*)\))? )?Rank (?P<rank>\d+)\]\s*"
-    r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)"
-    r"[^)]*?Timeout\(ms\)=(?P<timeout_ms>\d+)\) ran for (?P<ran_ms>\d+) milliseconds"
-)
 NCCL_WARN = re.compile(r"(?:^|\s)(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
                        r".*?NCCL WARN (?P<message>.*)$")
 PEER_SOCKET = re.compile(r"(?:Connection closed by remote peer|Got completion from peer) (?P<peer>[\w.:-]+?)<\d+>")
 PEER_HOST_ID = re.compile(r"Peer host id: (?P<peer>i-[0-9a-f]{8,17})")
 MY_HOST_ID = re.compile(r"My host id: (?P<me>i-[0-9a-f]{8,17})")
 EFA_ERROR = re.compile(r"Error: (?P<errno>\d+) \((?P<text>[^()]*(?:\([^()]*\))?[^()]*?)(?: My EFA addr|\))")
-_PG_PREFIX = (r"\[(?:PG ID (?P<pg_id>\d+) PG GUID (?P<pg_guid>[^\s(\]]+)(?:\((?P<pg_desc>[^)]*)\))? )?"
-              r"Rank (?P<rank>\d+)\]\s*")
+# The rank prefix of c10d's lines in every release: ``[Rank 3]`` (<= 2.2: ``"[Rank " << rank_ << "] "``),
+# ``[PG 0 Rank 3]`` (2.3: the group's uid), ``[PG 0 (default_pg) Rank 3]`` (2.4: uid and description),
+# ``[PG ID 0 PG GUID 0(default_pg) Rank 3]`` and ``[PG ID 2 PG GUID 3 Rank 3]`` (2.5+, ``createLogPrefix``).
+_PG_PREFIX = (r"\[(?:PG (?:ID )?(?P<pg_id>\d+) (?:PG GUID (?P<pg_guid>[^\s(\]]+))?"
+              r"(?:\s*\((?P<pg_desc>[^)]*)\))? ?)?Rank (?P<rank>\d+)\]\s*")
+_WORK = (r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout_ms>\d+)\)")
+# The watchdog's timeout (every release), and the same timeout met in a blocking wait (NCCL_BLOCKING_WAIT=1:
+# "[Rank N] Work WorkNCCL(...) timed out in blocking wait", <= 2.2; "Caught collective operation timeout", 1.x).
+WATCHDOG = re.compile(_PG_PREFIX + r"(?:(?:Watchdog caught|Caught) collective operation timeout: |Work )" + _WORK
+                      + r" (?:ran for (?P<ran_ms>\d+) milliseconds|timed out in blocking wait)")
+# A rank's own account of where its default group stands: 2.5+ "Received a dump signal due to a collective timeout
+# from rank 7 and we will try our best to dump the debug info. Last enqueued NCCL work: ..."; 2.4 "Received a dump
+# signal from this local rank and will start to dump the debug info. Last enqueued NCCL work: ..."; 2.3-2.5 "Timeout
+# at NCCL work: 7, last enqueued NCCL work: 8, last completed NCCL work: 6." (a rank whose own watchdog timed out).
 DUMP_SIGNAL = re.compile(
-    _PG_PREFIX + r"Received a dump signal due to a collective timeout from\s*(?P<origin>this local rank|rank -?\d+)?"
-    r" and we will try our best to dump the debug info\. Last enqueued \w+ work: (?P<enqueued>-?\d+), "
-    r"last completed \w+ work: (?P<completed>-?\d+)")
-RANK_LINE = re.compile(_PG_PREFIX + r"(?:\[PG ID [^\]]*\] )?(?:Terminating the process after attempting to dump|"
-                       r"ProcessGroupNCCL's watchdog got stuck for|Observed flight recorder dump signal)")
+    _PG_PREFIX + r"(?:Received a dump signal (?:due to a collective timeout )?from\s*(?P<origin>this local rank|"
+    r"rank -?\d+)?\s*and (?:we )?will (?:try our best to|start to) dump the debug info\. Last enqueued \w+ work: "
+    r"(?P<enqueued>-?\d+), last completed \w+ work: (?P<completed>-?\d+)|Timeout at \w+ work: (?P<timed_out>\d+), "
+    r"last enqueued \w+ work: (?P<enqueued2>-?\d+), last completed \w+ work: (?P<completed2>-?\d+))")
+RANK_LINE = re.compile(_PG_PREFIX + r"(?:\[PG [^\]]*\] )?(?:Terminating the process after attempting to dump|"
+                       r"ProcessGroupNCCL's watchdog got stuck for|Observed flight recorder dump signal|"
+                       r"Heartbeat monitor timed out|NCCL monitor thread timeout|"
+                       r"monitoring thread detects no heartbeat)")
 ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):")
 FAILURES = re.compile(r"^\s*Failures:\s*$")
 SUMMARY_FIELD = re.compile(r"^\s*(?P<key>host|rank|exitcode|time)\s*: (?P<value>.*?)\s*$", re.M)
@@ -66,7 +78,9 @@ FILTER_TERMS = ("Watchdog caught collective operation timeout", "NCCL WARN", "Pe
                 "Received a dump signal", "Terminating the process after attempting to dump",
                 "watchdog got stuck for", "Failures:", "Root Cause (first observed failure)", "time      :",
                 "host      :", "rank      :", "exitcode  :", "NVRM: Xid", "worker group successfully finished",
-                "CUDA error")
+                "CUDA error", "Caught collective operation timeout", "timed out in blocking wait",
+                "Timeout at NCCL work", "Heartbeat monitor timed out", "NCCL monitor thread timeout",
+                "monitoring thread detects no heartbeat", "error_file:")
 FILTER_PATTERN = " ".join(f'?"{term}"' for term in FILTER_TERMS)
 
 
@@ -120,23 +134,32 @@ class DumpSignal:
     host: str | None
     time: datetime
     line: str
+    timed_out: int | None = None  # 2.3-2.5's "Timeout at NCCL work: N": the rank's own watchdog timed out at N
 
 
 def parse_watchdog(text: str, host: str | None, time: datetime) -> Watchdog | None:
     match = WATCHDOG.search(text)
     if not match:
         return None
-    return Watchdog(_global_rank(text, match), int(match["seq"]), match["op"], int(match["timeout_ms"]),
-                    int(match["ran_ms"]), match["pg_desc"] or match["pg_guid"], host, time, text.strip()[-400:],
-                    _job_rank(text, match))
+    timeout = int(match["timeout_ms"])  # a blocking wait gives up at the timeout
+    return Watchdog(_global_rank(text, match), int(match["seq"]), match["op"], timeout,
+                    int(match["ran_ms"]) if match["ran_ms"] else timeout, _group(match), host, time,
+                    text.strip()[-400:], _job_rank(text, match))
 
 
 def parse_dump_signal(text: str, host: str | None, time: datetime) -> DumpSignal | None:
     match = DUMP_SIGNAL.search(text)
     if not match:
         return None
-    return DumpSignal(_global_rank(text, match), match["pg_desc"] or match["pg_guid"], int(match["enqueued"]),
-                      int(match["completed"]), host, time, text.strip()[-400:])
+    enqueued, completed = match["enqueued"] or match["enqueued2"], match["completed"] or match["completed2"]
+    return DumpSignal(_global_rank(text, match), _group(match), int(enqueued), int(completed), host, time,
+                      text.strip()[-400:], int(match["timed_out"]) if match["timed_out"] else None)
+
+
+def _group(match: re.Match[str]) -> str | None:
+    """The process group a prefix names: its description ('default_pg'), else its GUID, else (2.3) its uid; None
+    for a release that names no group."""
+    return match["pg_desc"] or match["pg_guid"] or match["pg_id"]
 
 
 def line_rank(text: str) -> int | None:

@@ -3,6 +3,8 @@ are on it or involve it, and a miss that says what could not be read instead of 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from fmdoctor.engine import entities as e
@@ -166,3 +168,59 @@ def test_a_folder_named_like_a_word_is_no_run():
     assert set(known.runs()) == {"run-7", "llm/run-7"}
     assert e.mentioned(_inventory(), "are the checkpoints of run-7 fresh?", known)[0][1].kind == e.JOB
     assert [w for w, _ in e.mentioned(_inventory(), "are the checkpoints of run-7 fresh?", known)] == ["run-7"]
+
+
+@pytest.mark.parametrize("text, known, named", [
+    ("is gpu-node-2 of cluster prod-train healthy?", (), ["prod-train"]),
+    ("is the prod-train cluster ok?", (), ["prod-train"]),
+    ("cluster named 'llm_70b' health", (), ["llm_70b"]),
+    ("how is prod today?", ("prod",), ["prod"]),  # a configured name needs no kind word, whatever its shape
+    ("compare cluster a-1 with the b-2 cluster", (), ["a-1", "b-2"]),
+    ("is my cluster healthy?", (), []),
+    ("is the whole cluster slow?", (), []),
+    ("is the p5 cluster slow?", (), []),  # an instance family
+    ("the p4d.24xlarge cluster", (), []),  # an instance type
+    ("a 16-node cluster", (), []),  # a size
+    ("the us-west-2 cluster", (), []),  # a region
+    ("is the cluster-wide EFA ok?", (), []),
+])
+def test_the_clusters_a_question_names(text, known, named):
+    from fmdoctor.engine.entities import clusters_named
+
+    assert clusters_named(text, known) == named
+
+
+@pytest.mark.parametrize("question, found", [
+    ("why is chatbot slow?", [("chatbot", e.ENDPOINT)]),  # a plain word: no hyphen, digit or kind word
+    ("is Chatbot ok?", []),  # endpoint names are case-sensitive in SageMaker: another name
+    ("is LLM scratch full?", [("LLM scratch", e.FILE_SYSTEM)]),  # a Name tag of two words, as it stands
+    ("is llm scratch full, and gpu node 7?", [("LLM scratch", e.FILE_SYSTEM), ("GPU node 7", e.NODE)]),
+    ("is the scratch space of gpu node 70 full?", []),  # parts of names are no names
+    ("does sg default block it?", [("default", e.SECURITY_GROUP)]),
+])
+def test_plain_word_and_several_word_names_come_from_the_inventory(question, found):
+    seven = Instance("i-00000000000000007", "p5.48xlarge", "running", "subnet-a", "vpc-1", "us-west-2a",
+                     private_ip="10.0.0.9", tags={"Name": "GPU node 7"})
+    base = _inventory()
+    inventory = Inventory("llm", "us-west-2", (*base.instances, seven),
+                          interfaces=dict(base.interfaces.items()),
+                          security_groups={"sg-2": SecurityGroup("sg-2", "default", "vpc-1")},
+                          endpoints=(Endpoint("chatbot", "arn:bot", "InService"),))
+    known = e.Known(file_systems={"fs-0123456789abcdef0": "LLM scratch"})
+    assert [(word, entity.kind) for word, entity in e.mentioned(inventory, question, known)] == found
+
+
+def test_a_hostname_tag_the_configuration_names_resolves_for_every_reader():
+    """``gpu.hostname_tags`` names the tag that holds a node's Slurm host name (ParallelCluster's
+    ``queue1-st-p5-3``): the inventory carries the setting, so a question ("is queue1-st-p5-3 ok?"), why-not and
+    every other reader of node names resolve it, not only the callers that were handed the setting."""
+    base = _inventory()
+    tagged = dataclasses.replace(base.instances[1], tags={**base.instances[1].tags, "slurm:hostname": "queue1-st-p5-3"})
+    inventory = dataclasses.replace(Inventory("llm", "us-west-2", (base.instances[0], tagged),
+                                              interfaces=dict(base.interfaces.items())),
+                                    hostname_tags=("slurm:hostname",))
+    entity = e.find_entity(inventory, "queue1-st-p5-3")
+    assert (entity.kind, entity.id) == (e.NODE, "i-00000000000000003")
+    assert [w for w, _ in e.mentioned(inventory, "is queue1-st-p5-3 ok?")] == ["queue1-st-p5-3"]
+    with pytest.raises(TargetNotFound):  # without the setting the tag is just a tag
+        e.find_entity(dataclasses.replace(inventory, hostname_tags=()), "queue1-st-p5-3")

@@ -376,3 +376,33 @@ def test_the_assistant_reads_and_answers_with_the_same_incidents(demo):
 def test_a_title_is_the_causes_first_clause_without_its_lists_and_ids(summary, title):
     cause = Finding(check="c", severity=Severity.WARNING, resource="r", summary=summary, runbook="c")
     assert title_of(cause) == title
+
+
+def test_every_front_end_groups_through_the_runs_own_node_identities(demo):
+    """An Xid on-node finding names its node by its Name tag (``node/gpu-node-2``), a name only the inventory
+    knows; the stalled job names the same node by host and id. The run's report carries its resolver, so its
+    incidents (JSON, text, Markdown, Slack, the TUI, serve all read ``report.incidents()``) and the assistant's
+    regrouping of its tool result meet them as one incident, without any caller passing ``node_of``."""
+    from fmdoctor.assistant.digest import incident_head
+    from fmdoctor.assistant.results import ToolResult
+    from fmdoctor.report.markdown import render_markdown
+    from fmdoctor.report.text import render_text
+
+    _, report, _ = demo
+    stalled = one(report.findings, "training-stalled")
+    name = stalled.evidence["culprits"][0]["names"][0]
+    assert not name.startswith(("i-", "ip-"))  # the Name tag: canonical() alone cannot tie it to the node
+    xids = xid_on(name, None)
+    alone = build_incidents([*xids, stalled], now=report.generated_at)
+    assert len(alone) == 2  # without the inventory's answer the two do not meet
+    ours = report.model_copy(update={"findings": [*xids, stalled]})
+    [incident] = ours.incidents()
+    assert incident.cause.check == "gpu-xid"
+    [as_json] = ours.to_json_dict()["incidents"]
+    assert as_json["cause"]["check"] == "gpu-xid" and len(as_json["findings"]) == len(xids) + 1
+    assert "## Act first: 1 incident," in render_markdown(ours)
+    assert "ACT FIRST" in render_text(ours) and "1 incident" in render_text(ours)
+    result = ToolResult.from_report("check_all", ours)
+    assert result.data["nodes"][name] == stalled.resource
+    head = incident_head(result.findings, 4000, cluster=report.cluster, nodes=result.data["nodes"])
+    assert head[0].startswith("incidents (all 1,"), head

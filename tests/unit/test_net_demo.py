@@ -61,7 +61,8 @@ def _render(body: str, finding: Finding) -> str:
     env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["sh"] = lambda value: shlex.quote(str(value))
     template = env.from_string(body)
-    return template.render(finding=finding, evidence=finding.evidence, cluster="demo-llm-train", region="us-west-2")
+    return template.render(finding=finding, evidence=finding.evidence, cluster="demo-llm-train", region="us-west-2",
+                           fmdoctor_fix="fmdoctor fix")
 
 
 @pytest.mark.parametrize("check_id", NETWORK_CHECKS)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pickle
 from datetime import UTC, datetime
@@ -387,3 +388,194 @@ def test_dumps_of_an_earlier_hang_under_the_same_prefix_are_not_this_runs():
     # without a run to date them by, each rank's newest dump still decides
     kept, stale = of_the_run(old[2:] + new, None)
     assert sorted(d.source for d in kept) == sorted(d.source for d in new) and stale == 2
+
+
+# -- every PyTorch release's c10d lines (tests/fixtures/training/README.md, "Rank prefixes by release") -----------
+
+WORK = "WorkNCCL(SeqNum=5210, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000)"
+
+
+@pytest.mark.parametrize("line, rank, job_rank, pg, ran_ms", [
+    # <= 2.2: checkTimeout's "[Rank N] " prefix, the whole line as the C++ logger wrote it
+    (f"[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout: {WORK} ran for 600351 "
+     "milliseconds before timing out.", 3, 3, None, 600351),
+    # <= 2.2 with the [rankN]: stderr prefix (torchrun) naming the global rank
+    (f"[rank11]:[E ProcessGroupNCCL.cpp:563] [Rank 3] Watchdog caught collective operation timeout: {WORK} ran for "
+     "600351 milliseconds before timing out.", 11, 11, None, 600351),
+    # 1.x: WorkNCCL printed a TensorShape instead of NumelIn/NumelOut
+    ("[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5210, OpType=ALLREDUCE, "
+     "TensorShape=[1024, 1024], Timeout(ms)=600000) ran for 600100 milliseconds before timing out.", 3, 3, None,
+     600100),
+    # NCCL_BLOCKING_WAIT=1 (<= 2.2): the same timeout met in wait(); it gives up at the timeout
+    (f"[Rank 6] Work {WORK} timed out in blocking wait (NCCL_BLOCKING_WAIT=1).", 6, 6, None, 600000),
+    # 2.3: "[PG <uid> Rank N]"
+    (f"[PG 0 Rank 3] Watchdog caught collective operation timeout: {WORK} ran for 600081 milliseconds before timing "
+     "out.", 3, 3, "0", 600081),
+    # 2.4: "[PG <uid> (<desc>) Rank N]"
+    (f"[PG 0 (default_pg) Rank 3] Watchdog caught collective operation timeout: {WORK} ran for 600081 milliseconds "
+     "before timing out.", 3, 3, "default_pg", 600081),
+    # 2.5+: "[PG ID <uid> PG GUID <guid>(<desc>) Rank N]", with and without a description
+    (f"[PG ID 0 PG GUID 0(default_pg) Rank 3] Watchdog caught collective operation timeout: {WORK} ran for 600081 "
+     "milliseconds before timing out.", 3, 3, "default_pg", 600081),
+    (f"[PG ID 2 PG GUID 3 Rank 1] Watchdog caught collective operation timeout: {WORK} ran for 600081 milliseconds "
+     "before timing out.", 1, None, "3", 600081),  # another group's Rank is no job rank
+    (f"[PG 1 Rank 1] Watchdog caught collective operation timeout: {WORK} ran for 600081 milliseconds before timing "
+     "out.", 1, None, "1", 600081),
+])
+def test_the_watchdog_timeout_of_every_release(line, rank, job_rank, pg, ran_ms):
+    found = parse_watchdog(line, "h", NOW)
+    assert found is not None, line
+    assert (found.rank, found.global_rank, found.pg, found.seq, found.op, found.timeout_ms, found.ran_ms) == (
+        rank, job_rank, pg, 5210, "ALLREDUCE", 600000, ran_ms)
+    assert is_signature(line)  # the filter pattern asks CloudWatch Logs for it
+
+
+@pytest.mark.parametrize("line", [
+    # DeepSpeed's and Megatron's own "[Rank N]" lines are no timeout
+    "[2024-04-21 02:45:24,651] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | fwd_microstep: 3859.38",
+    "[Rank 1] (after 1 iterations) memory (MB) | allocated: 4866.666015625",
+    f"[Rank 3] Work {WORK} completed",
+])
+def test_rank_lines_that_are_no_timeout(line):
+    assert parse_watchdog(line, "h", NOW) is None and parse_dump_signal(line, "h", NOW) is None
+
+
+@pytest.mark.parametrize("line, rank, pg, enqueued, timed_out", [
+    # 2.3 (real line from a public issue log: the completed counter is garbage there, and is not used)
+    ("[rank7]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 7] Timeout at NCCL work: 1, last enqueued NCCL work: 1, last "
+     "completed NCCL work: 3452013982.", 7, "0", 1, 1),
+    ("[rank1]:[E ProcessGroupNCCL.cpp:1540] [PG 1 Rank 1] Timeout at NCCL work: 7, last enqueued NCCL work: 8, last "
+     "completed NCCL work: 6.", 1, "1", 8, 7),
+    # 2.4
+    ("[rank1]:[E1003 18:37:01.833621509 ProcessGroupNCCL.cpp:1709] [PG 0 (default_pg) Rank 1] Timeout at NCCL work: "
+     "6463, last enqueued NCCL work: 6463, last completed NCCL work: 6462.", 1, "default_pg", 6463, 6463),
+    ("[PG 0 (default_pg) Rank 13] Received a dump signal from this local rank and will start to dump the debug info. "
+     "Last enqueued NCCL work: 5209, last completed NCCL work: 5209.", 13, "default_pg", 5209, None),
+    # 2.5+
+    (SIGNAL, 13, "default_pg", 5209, None),
+])
+def test_a_ranks_own_progress_line_of_every_release(line, rank, pg, enqueued, timed_out):
+    found = parse_dump_signal(line, "h", NOW)
+    assert found is not None, line
+    assert (found.rank, found.pg, found.last_enqueued, found.timed_out) == (rank, pg, enqueued, timed_out)
+    assert line_rank(line) == rank and is_signature(line)
+
+
+@pytest.mark.parametrize("line, rank", [
+    # 2.2's heartbeat monitor on the rank whose watchdog hung (the one that never timed out)
+    ("[Rank 13] NCCL monitor thread timeout. Basically, this could be due to CUDA or NCCL calls being unexpectedly "
+     "blocking", 13),
+    ("[Rank 13] monitoring thread detects no heartbeat and will finally kill the process! terminateProcessGroup_0 "
+     "collectiveDebugInfoMode_0", 13),
+    # 2.3 (real lines from a public issue log: the doubled prefix of the FATAL line)
+    ("[rank25]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 25] Heartbeat monitor timed out! Process will be terminated "
+     "after dumping debug info. workMetaList_.size()=2", 25),
+    ("[PG 0 Rank 25] [PG 0 Rank 25] ProcessGroupNCCL's watchdog got stuck for 600 seconds without making progress in "
+     "monitoring enqueued collectives.", 25),
+    ("[PG 1 Rank 2] [PG 1 Rank 2] ProcessGroupNCCL's watchdog got stuck for 600 seconds", None),
+])
+def test_the_hung_ranks_own_lines_of_every_release(line, rank):
+    assert line_rank(line) == rank and is_signature(line)
+
+
+def test_a_rank_that_timed_out_itself_is_judged_by_its_timeout_not_its_progress_line():
+    """2.3 prints two lines for a rank whose watchdog timed out: the watchdog's under ``[Rank N]`` and its progress
+    under ``[PG 0 Rank N]`` ("Timeout at NCCL work: 5210, last enqueued NCCL work: 5211"). A rank that enqueued past
+    the collective is not behind; rank 13, whose watchdog timed out in the collective before (5209), is, once."""
+    events = []
+    for rank in range(16):
+        host = f"ip-10-0-0-{4 + rank // 8}"
+        seq, enqueued = (5209, 5209) if rank == 13 else (5210, 5211)
+        work = WORK.replace("5210", str(seq))
+        events.append(LogEvent("g", f"{host}.training", NOW, f"[rank{rank}]:[E ProcessGroupNCCL.cpp:563] [Rank "
+                               f"{rank}] Watchdog caught collective operation timeout: {work} ran for 600100 "
+                               "milliseconds before timing out.", host, None))
+        events.append(LogEvent("g", f"{host}.training", NOW, f"[rank{rank}]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank "
+                               f"{rank}] Timeout at NCCL work: {seq}, last enqueued NCCL work: {enqueued}, last "
+                               f"completed NCCL work: {seq - 1}.", host, None))
+    found = answer(read_evidence(events, {}), [])
+    assert found.named["nccl-watchdog"] == ["ip-10-0-0-5"], found.said
+    assert found.ranks["ip-10-0-0-5"] == [13]
+
+
+# -- two jobs writing to one log group ------------------------------------------------------------------------------
+
+def _two_jobs(tell: str) -> tuple[list[LogEvent], dict[str, str]]:
+    """Jobs A (16 ranks on nodes 1-2) and B (24 ranks on nodes 3-5) run at once and write to one log group with the
+    same log identifier; both hang. A's timeout is the newest: its rank 13 (node 2) timed out in collective 5209
+    while its other ranks wait in 5210. B's ranks all time out a minute or two earlier in its own collective 9000,
+    under the same rank numbers. Read as one job, every rank of A looks thousands of collectives behind B's and A's
+    rank 13 is lost among them. ``tell``: how the jobs are told apart (the scheduler's job per node, torchrun's run
+    id in its report, a pod's job labels)."""
+    events, node_jobs = [], {}
+    for job, first, seq, ranks in (("A", 1, 5210, 16), ("B", 3, 9000, 24)):
+        for rank in range(ranks):
+            n = first + rank // 8
+            host, instance = f"ip-10-0-0-{n}", f"i-0000000000000000{n}"
+            at = NOW.replace(minute=20 + rank // 16 if job == "B" else 22)
+            work = WORK.replace("5210", str(5209 if (job, rank) == ("A", 13) else seq))
+            text = (f"[rank{rank}]:[E ProcessGroupNCCL.cpp:563] [Rank {rank}] Watchdog caught collective operation "
+                    f"timeout: {work} ran for 600100 milliseconds before timing out.")
+            label = f"training/llama-{job.lower()}" if tell == "labels" else None
+            events.append(LogEvent("g", f"{host}.{instance}.training", at, text, host, instance, label))
+            node_jobs[instance] = f"10{ord(job)}"
+        if tell == "run id":  # each node's agent reports its ranks' failure, with the run's log directory
+            for n in range(first, first + ranks // 8):
+                report = ("Root Cause (first observed failure):\n[0]:\n  time      : 2026-05-01_10:31:09\n"
+                          f"  host      : ip-10-0-0-{n}\n  rank      : {8 * (n - first)} (local_rank: 0)\n"
+                          "  exitcode  : -6 (pid: 4242)\n"
+                          f"  error_file: /tmp/torchelastic_sio2pi4d/llama-{job.lower()}_cejtyodz/attempt_0/0/"
+                          "error.json\n  traceback : Signal 6 (SIGABRT) received by PID 4242")
+                events.append(LogEvent("g", f"ip-10-0-0-{n}.i-0000000000000000{n}.training", at, report,
+                                       f"ip-10-0-0-{n}", f"i-0000000000000000{n}"))
+    events.sort(key=lambda e: e.time)
+    return events, (node_jobs if tell == "scheduler" else {})
+
+
+@pytest.mark.parametrize("tell, hung, other", [
+    ("scheduler", "1065", ["1066"]),  # Slurm's running jobs and their node lists
+    ("run id", "llama-a", ["llama-b"]),  # torchrun's --rdzv-id in its report's error_file
+    ("labels", "training/llama-a", ["training/llama-b"]),  # a PyTorchJob's pods' training.kubeflow.org/job-name
+])
+def test_two_jobs_in_one_log_group_are_not_one_jobs_ranks(tell, hung, other):
+    events, node_jobs = _two_jobs(tell)
+    found = read_evidence(events, {}, node_jobs=node_jobs)
+    assert (found.job, found.other_jobs) == (hung, other)
+    culprit = answer(found, [])
+    assert culprit.named["nccl-watchdog"] == ["i-00000000000000002"], culprit.said
+    assert found.rank_hosts[0] == "i-00000000000000001"  # job A's rank 0, not job B's
+
+
+def test_without_anything_to_tell_the_jobs_apart_every_line_is_read():
+    """Nothing names a job (no scheduler, no run id, no labels): every line is read as one job's, as before."""
+    events, _ = _two_jobs("nothing")
+    found = read_evidence(events, {})
+    assert (found.job, found.other_jobs) == (None, [])
+    assert len(found.watchdogs) == 40
+
+
+def test_a_fluent_bit_records_job_labels():
+    from fmdoctor.training.logs import _events
+
+    record = {"log": "[rank0]:step 5\n", "stream": "stderr",
+              "kubernetes": {"host": "ip-10-0-0-1.us-west-2.compute.internal", "pod_name": "llama-a-worker-0",
+                             "namespace_name": "training",
+                             "labels": {"training.kubeflow.org/job-name": "llama-a",
+                                        "training.kubeflow.org/replica-type": "worker"}}}
+    stream = "ip-10-0-0-1.us-west-2.compute.internal-application.var.log.containers.llama-a-worker-0_training_x.log"
+    [event] = _events("g", [{"logStreamName": stream, "timestamp": 1, "message": json.dumps(record)}])
+    assert (event.text, event.job) == ("[rank0]:step 5", "training/llama-a")
+    del record["kubernetes"]["labels"]
+    [event] = _events("g", [{"logStreamName": stream, "timestamp": 1, "message": json.dumps(record)}])
+    assert event.job is None
+
+
+@pytest.mark.parametrize("line, run", [
+    ("  error_file: /tmp/torchelastic_sio2pi4d/none_cejtyodz/attempt_0/0/error.json", None),  # the default run id
+    ("  error_file: /tmp/torchelastic_sio2pi4d/4242_cejtyodz/attempt_1/3/error.json", "4242"),
+    ("  error_file: <N/A>", None),
+])
+def test_torchruns_run_id_from_its_report(line, run):
+    from fmdoctor.training.culprit import run_id
+
+    assert run_id(line) == run

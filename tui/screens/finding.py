@@ -19,12 +19,14 @@ from fmdoctor.tui.errors import explain
 from fmdoctor.tui.fixes import has_fix
 
 
-def runbook_for(finding: Finding, settings: Any, cluster: str, region: str | None) -> tuple[str | None, str | None]:
-    """(the finding's runbook filled in with its evidence, None), or (None, why there is none)."""
+def runbook_for(finding: Finding, settings: Any, cluster: str, region: str | None,
+                demo: bool = False) -> tuple[str | None, str | None]:
+    """(the finding's runbook filled in with its evidence, None), or (None, why there is none); ``demo``: the
+    finding is the demo's (its fix commands carry --demo)."""
     try:
         runbook = get_runbook(finding.runbook, settings)
         return runbook.render({**finding.model_dump(mode="json"), "id": finding.id}, cluster=cluster,
-                              region=region), None
+                              region=region, demo=demo), None
     except Exception as exc:  # an unknown or broken runbook: say so in the screen, never crash
         return None, explain(exc)[0]
 

@@ -31,7 +31,7 @@ def test_eval_prices_a_model_from_its_reported_tokens(tmp_path, capsys):
     tokens_in, tokens_out = sum(e.input_tokens for e in second), sum(e.output_tokens for e in second)
     assert (data["input_tokens"], data["output_tokens"], data["usage_source"]) == (tokens_in, tokens_out, "provider")
     assert data["cost_usd"] == round((tokens_in * 3.0 + tokens_out * 15.0) / 1e6, 6) > 0
-    assert data["passed"] == 1 and data["results"][0]["model_calls"] == 2
+    assert data["passed"] == 1 and data["results"][0]["model_calls"] == 3  # find_names, check_all, the answer
     row = re.search(r"^openai:loopback-model +1/1 +100\.0% +0 +([\d,]+) +([\d,]+) .* \$(\d+\.\d{4}) ", text, re.M)
     assert row is not None and int(row[1].replace(",", "")) == sum(e.input_tokens for e in first)
     assert "~" not in row[0]  # the provider's numbers, not estimates

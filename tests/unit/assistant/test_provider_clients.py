@@ -26,12 +26,13 @@ def test_each_providers_client_carries_the_findings_and_the_usage(sg_fault_clust
             "is EFA healthy? (key AKIAIOSFODNN7EXAMPLE)")
     exchanges = server.exchanges
     sent = "".join(e.body for e in exchanges)
-    assert [c.name for c in answer.tool_calls] == ["check_efa"] and len(exchanges) == 2
+    # the inventory is asked which names the question holds, then the EFA checks run, then the answer
+    assert [c.name for c in answer.tool_calls] == ["find_names", "check_efa"] and len(exchanges) == 3
     assert f"efa-sg-self-reference/{group}" in answer.citations
     assert answer.findings and all(f"| {f['id']} |" in sent for f in answer.findings)  # every finding, one line
     assert "AKIAIOSFODNN7EXAMPLE" not in sent  # redacted before it left
-    assert [e.path for e in exchanges] == [STREAMED[protocol]] * 2 and all(e.stream for e in exchanges)
+    assert [e.path for e in exchanges] == [STREAMED[protocol]] * 3 and all(e.stream for e in exchanges)
     assert answer.usage == {"input_tokens": sum(e.input_tokens for e in exchanges),
                             "output_tokens": sum(e.output_tokens for e in exchanges),
                             "total_tokens": sum(e.input_tokens + e.output_tokens for e in exchanges),
-                            "model_calls": 2, "source": "provider"}
+                            "model_calls": 3, "source": "provider"}

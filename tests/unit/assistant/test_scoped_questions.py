@@ -193,7 +193,11 @@ def test_a_jobs_answer_holds_its_stall_and_what_threatens_it(capsys):
 
 
 def test_a_name_the_inventory_knows_is_planned_whatever_its_shape():
-    from fmdoctor.assistant.scope import Named, may_name
+    from langchain_core.messages import HumanMessage
+
+    from fmdoctor.assistant.intents import wants_names
+    from fmdoctor.assistant.planner import FIND_NAMES, Toolbox, next_message
+    from fmdoctor.assistant.scope import Named
 
     families = {**FAMILIES, "check_inference": tuple(sorted(INFERENCE_SLOW | {"inference-idle"}))}
     question = "why is chat slow?"  # a plain word: no shape says it is a name
@@ -205,9 +209,12 @@ def test_a_name_the_inventory_knows_is_planned_whatever_its_shape():
         "endpoint-unhealthy"]})]
     node = Named("chat", question.index("chat"), True, "node")  # 'slow' about a node: the training checks
     assert plan_for(question, families, TOOLS, recognised=[node]).calls[0][1]["checks"][0] == "gpu-straggler"
-    assert may_name("why is demo-llm-chat slow?") and may_name("is gpu4 ok") and may_name("what about fs-0abc")
-    assert not may_name("is my cluster healthy?") and not may_name("is p99 up on p5.48xlarge since step-2400?")
-    assert not may_name("is EFA healthy? (key [REDACTED:aws-access-key-id])")
+    # the inventory is asked whatever the words' shape: 'chat' and 'scratch' may be the cluster's names
+    for plain in (question, "is scratch full?", "is my cluster healthy?", "why is demo-llm-chat slow?"):
+        assert wants_names(plain)
+        toolbox = Toolbox([{"name": n, "parameters": {}} for n in (*TOOLS, FIND_NAMES)])
+        assert [c["name"] for c in next_message([HumanMessage(plain)], toolbox).tool_calls] == [FIND_NAMES]
+    assert not wants_names("fix the security group") and not wants_names("how do I fix it by hand?")
 
 
 def test_ask_about_a_node_by_its_ec2_hostname(demo_world, demo_doctor):

@@ -65,7 +65,7 @@ def test_a_family_added_later_is_used_for_its_questions(healthy_efa_cluster):
     doctor = Doctor(settings=settings, connection=Connection(region=REGION), registry=_registry())
     answer = Assistant(doctor, backends=Backends()).ask("are my GPUs sitting idle?")
     gpu_1 = healthy_efa_cluster.nodes["gpu-1"]
-    assert [c.name for c in answer.tool_calls] == ["check_gpu"]
+    assert [c.name for c in answer.tool_calls] == ["find_names", "check_gpu"]
     assert f"gpu-idle/{gpu_1}" in answer.answer and "gpu-idle" in answer.checks_run
 
 
@@ -125,7 +125,7 @@ def test_why_not_resolves_head_and_admin_and_explains_the_block(healthy_efa_clus
     assert (f"\n- sg-0head: tcp/22 from 203.0.113.0/24 to {head} is blocked by security-group sg-0head "
             "(sg-ingress-no-match); the rule that fixes it: tcp 22 from 203.0.113.0/24") in answer.answer
     assert answer.citations == [f"ssh-unreachable/{head}"]
-    assert [c.name for c in answer.tool_calls] == ["check_network", "why_not"]
+    assert [c.name for c in answer.tool_calls] == ["find_names", "check_network", "why_not"]
 
 
 def test_why_not_takes_name_tags_and_reports_a_missing_head(builder, doctor_for):
@@ -175,7 +175,7 @@ class FakeRunbook:
         self.id = runbook_id
         self.rendered: list[Any] = []
 
-    def render(self, finding=None, cluster="", region=""):
+    def render(self, finding=None, cluster="", region="", demo=False):
         self.rendered.append(finding)
         group = finding.evidence["security_group"]
         return (f"## Fix\naws ec2 authorize-security-group-egress --group-id {group} "
