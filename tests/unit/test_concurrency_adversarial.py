@@ -12,12 +12,19 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ClientError
 
 from fmdoctor.engine.api import Connection, Doctor, new_aws
 from fmdoctor.engine.aws import Aws, AwsOptions
+from fmdoctor.metrics.cloudwatch import Sweep
+from fmdoctor.metrics.nodes import GPU, MetricSpec, plan_queries
+
+from .test_concurrency import _Raw, _window, cloudwatch  # noqa: F401  (cloudwatch: moto's CloudWatch fixture)
 
 
 
@@ -68,3 +75,54 @@ def test_the_demo_check_makes_no_request_twice(demo):
     assert report.findings and requests.seen
     assert requests.repeated() == []
     assert {("sagemaker", "DescribeCluster"), ("sagemaker", "ListClusterNodes")} <= requests.operations()
+
+
+def test_a_listing_page_failing_after_a_batch_left_reports_the_listing_once_the_batch_ended(cloudwatch):
+    """600 series list in two pages; the first page's 500 queries leave as a GetMetricData batch, and the second
+    page fails (an expired token) while that batch is still in flight. The run reports the listing's failure
+    (not the sweep's), sends nothing more, and only once the batch has ended: no call runs on behind the
+    report. The batch answers once the failure is raised, or after a second when the failure waits for it."""
+    aws, client = cloudwatch
+    start, end, period = _window()
+    client.put_metric_data(Namespace="CWAgent", MetricData=[
+        {"MetricName": "nvidia_smi_power_draw",
+         "Dimensions": [{"Name": "InstanceId", "Value": f"i-{n:04d}"}, {"Name": "index", "Value": "0"}],
+         "Timestamp": start + timedelta(minutes=5), "Value": float(n)} for n in range(600)])
+    batch_sent, raised = threading.Event(), threading.Event()
+    in_flight, lock = [0], threading.Lock()
+
+    def count(delta: int) -> Callable[..., None]:
+        def change(**_: Any) -> None:
+            with lock:
+                in_flight[0] += delta
+        return change
+
+    def hold_batch(**_: Any) -> None:
+        batch_sent.set()
+        raised.wait(1.0)
+
+    def expired(request: Any, **_: Any) -> AWSResponse | None:
+        if b"NextToken" not in (request.body or b""):
+            return None
+        assert batch_sent.wait(10), "the first page's batch never left"
+        body = b'{"__type": "InvalidNextToken", "message": "The token has expired"}'
+        return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.0"}, _Raw(body))
+
+    events = client.meta.events
+    events.register("before-call.cloudwatch.GetMetricData", count(+1))
+    events.register("after-call.cloudwatch.GetMetricData", count(-1))
+    events.register("after-call-error.cloudwatch.GetMetricData", count(-1))
+    events.register_first("before-send.cloudwatch.GetMetricData", hold_batch)
+    events.register_first("before-send.cloudwatch.ListMetrics", expired)
+    spec = MetricSpec(GPU, "utilization", "CWAgent", "nvidia_smi_power_draw", "Average")
+    sweep = Sweep(client, start, end, period)
+    try:
+        with pytest.raises(ClientError) as failed:
+            plan_queries(client, [spec], lambda _, s: s.dim("InstanceId"), lambda _: ("InstanceId", []),
+                         lambda _: ("index",), end - start, sweep=sweep)
+        still_running = in_flight[0]
+    finally:
+        raised.set()
+    assert failed.value.response["Error"]["Code"] == "InvalidNextToken"
+    assert still_running == 0
+    assert aws.calls.snapshot()["cloudwatch.GetMetricData"] == 1  # the last 100 queries were never sent
