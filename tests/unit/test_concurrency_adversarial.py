@@ -54,7 +54,7 @@ class Requests:
         return {(s, o) for s, o, _ in self.seen}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def demo():
     from fmdoctor.demo.runtime import demo_environment, demo_settings
 
