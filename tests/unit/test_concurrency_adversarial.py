@@ -21,11 +21,11 @@ from botocore.exceptions import ClientError
 
 from fmdoctor.engine.api import Connection, Doctor, new_aws
 from fmdoctor.engine.aws import Aws, AwsOptions
+from fmdoctor.engine.runner import run_checks
 from fmdoctor.metrics.cloudwatch import Sweep
 from fmdoctor.metrics.nodes import GPU, MetricSpec, plan_queries
 
-from .test_concurrency import _Raw, _window, cloudwatch  # noqa: F401  (cloudwatch: moto's CloudWatch fixture)
-
+from .test_concurrency import _check, _Raw, _scope, _window, cloudwatch  # noqa: F401  (cloudwatch: moto's CloudWatch fixture)
 
 
 class Requests:
@@ -77,7 +77,7 @@ def test_the_demo_check_makes_no_request_twice(demo):
     assert {("sagemaker", "DescribeCluster"), ("sagemaker", "ListClusterNodes")} <= requests.operations()
 
 
-def test_a_listing_page_failing_after_a_batch_left_reports_the_listing_once_the_batch_ended(cloudwatch):
+def test_a_listing_page_failing_after_a_batch_left_reports_the_listing_once_the_batch_ended(cloudwatch):  # noqa: F811
     """600 series list in two pages; the first page's 500 queries leave as a GetMetricData batch, and the second
     page fails (an expired token) while that batch is still in flight. The run reports the listing's failure
     (not the sweep's), sends nothing more, and only once the batch has ended: no call runs on behind the
@@ -126,3 +126,56 @@ def test_a_listing_page_failing_after_a_batch_left_reports_the_listing_once_the_
     assert failed.value.response["Error"]["Code"] == "InvalidNextToken"
     assert still_running == 0
     assert aws.calls.snapshot()["cloudwatch.GetMetricData"] == 1  # the last 100 queries were never sent
+
+
+def _run_bounded(work: Callable[[], Any], seconds: float = 20) -> Any:
+    """``work()`` in a thread of its own; a run still going after ``seconds`` is a hang (the thread is left)."""
+    out: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: out.setdefault("result", work()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "the run hung"
+    return out["result"]
+
+
+def test_loads_that_wait_on_each_other_fail_every_asker_instead_of_hanging():
+    """Two checks start two loads at once; each load asks for the other's data. Each would wait for the other for
+    ever; the load that closes the circle fails, the other fails with it, and both checks report it."""
+    both_started = threading.Barrier(2, timeout=10)
+
+    def load(mine: str, other: str) -> Callable[[], str]:
+        def loader() -> str:
+            both_started.wait()  # both loads are under way before either asks for the other's data
+            return mine + ctx_of[mine].shared(other, load(other, mine))
+        return loader
+
+    ctx_of: dict[str, Any] = {}
+
+    def asks(mine: str, other: str) -> Callable[[Any], list[Any]]:
+        def body(ctx: Any) -> list[Any]:
+            ctx_of[mine] = ctx
+            ctx.shared(mine, load(mine, other))
+            return []
+        return body
+
+    outcome = _run_bounded(lambda: run_checks(_scope(), [_check("wants-a", asks("a", "b")),
+                                                         _check("wants-b", asks("b", "a"))], max_workers=2))
+    assert sorted(e.check for e in outcome.errors) == ["wants-a", "wants-b"] and outcome.completed == []
+    assert {e.message for e in outcome.errors} == {"SharedDataCycle: shared data that wait on one another: a -> b"} \
+        or {e.message for e in outcome.errors} == {"SharedDataCycle: shared data that wait on one another: b -> a"}
+
+
+def test_a_load_asking_for_its_own_key_fails_instead_of_hanging():
+    def loader() -> int:
+        return ctx_box[0].shared("self", loader) + 1
+
+    ctx_box: list[Any] = []
+
+    def body(ctx: Any) -> list[Any]:
+        ctx_box.append(ctx)
+        ctx.shared("self", loader)
+        return []
+
+    outcome = _run_bounded(lambda: run_checks(_scope(), [_check("recurses", body)], max_workers=1))
+    assert [(e.check, e.code) for e in outcome.errors] == [("recurses", "InternalError")]
+    assert "SharedDataCycle" in outcome.errors[0].message
