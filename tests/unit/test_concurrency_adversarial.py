@@ -25,6 +25,7 @@ from fmdoctor.engine.runner import run_checks
 from fmdoctor.metrics.cloudwatch import Sweep
 from fmdoctor.metrics.nodes import GPU, MetricSpec, plan_queries
 
+from ..fault_injection import FaultInjector
 from .test_concurrency import _check, _Raw, _scope, _window, cloudwatch  # noqa: F401  (cloudwatch: moto's CloudWatch fixture)
 
 
@@ -179,3 +180,27 @@ def test_a_load_asking_for_its_own_key_fails_instead_of_hanging():
     outcome = _run_bounded(lambda: run_checks(_scope(), [_check("recurses", body)], max_workers=1))
     assert [(e.check, e.code) for e in outcome.errors] == [("recurses", "InternalError")]
     assert "SharedDataCycle" in outcome.errors[0].message
+
+
+@pytest.mark.parametrize("fault", ["throttle", "timeout"])
+def test_a_hyperpod_target_sagemaker_does_not_answer_is_unknown_not_missing(demo, retry_sleeps, fault):
+    """The demo's HyperPod cluster is a target no EC2 instance names; discovery finds it with DescribeCluster. That
+    call throttled past its retries (or timing out) leaves the target unread (exit 3, the failure named), never "no
+    such cluster", which reads as a typo of the user's. A denial still means "not found here" (a mistyped EC2
+    cluster name on an account without SageMaker access)."""
+    from fmdoctor.engine.errors import TargetNotFound
+
+    world, _ = demo
+    faults = FaultInjector()
+    if fault == "throttle":
+        faults.throttle("sagemaker", "DescribeCluster", code="ThrottlingException")
+    else:
+        faults.drop("sagemaker", "DescribeCluster", "timeout")
+    target = world.facts["hyperpod"]["cluster"]
+    report = _demo_doctor(demo, faults.aws_factory).check(target, only=["hyperpod-node-unhealthy"])
+    [error] = report.errors
+    assert error.check == "inventory" and error.code in {"ThrottlingException", "Timeout"}
+    assert report.exit_code == 3
+    denied = FaultInjector().deny("sagemaker", "DescribeCluster")
+    with pytest.raises(TargetNotFound):
+        _demo_doctor(demo, denied.aws_factory).check(target, only=["hyperpod-node-unhealthy"])
