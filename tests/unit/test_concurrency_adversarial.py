@@ -204,3 +204,22 @@ def test_a_hyperpod_target_sagemaker_does_not_answer_is_unknown_not_missing(demo
     denied = FaultInjector().deny("sagemaker", "DescribeCluster")
     with pytest.raises(TargetNotFound):
         _demo_doctor(demo, denied.aws_factory).check(target, only=["hyperpod-node-unhealthy"])
+
+
+def test_checks_waiting_on_nested_loads_never_exhaust_the_workers():
+    """Ten checks on two workers, each waiting for a load that waits, inline, for a second load; every second load
+    needs all ten under way at once (a barrier). A waiting check or load holding a worker would stop the barrier
+    short of ten and fail every check."""
+    count = 10
+    all_nested = threading.Barrier(count, timeout=10)
+
+    def check(n: int) -> Callable[[Any], list[Any]]:
+        def body(ctx: Any) -> list[Any]:
+            outer = ctx.shared(f"outer-{n}", lambda: ctx.shared(f"inner-{n}", lambda: all_nested.wait() + 1000))
+            assert outer >= 1000
+            return []
+        return body
+
+    outcome = _run_bounded(lambda: run_checks(_scope(), [_check(f"nested-{n}", check(n)) for n in range(count)],
+                                              max_workers=2))
+    assert outcome.errors == [] and len(outcome.completed) == count
