@@ -1,9 +1,10 @@
-"""Issue 39's concurrent loading, attacked: a request made twice, a failure swallowed by a loader another check
-started, results that move with thread timing, a listing page failing after GetMetricData batches left.
+"""Issue 39's concurrent loading, attacked: a request made twice, loads that wait on one another, a listing page
+failing after GetMetricData batches left, waiting checks and loads on few workers, a HyperPod target whose
+discovery call did not answer.
 
-The rules under test: every AWS request is made once per run; a call that failed for good is reported (not
-verified) under every check that needed it, never healthy; the same world gives the same report whatever order
-the answers come back in.
+The rules under test: every AWS request is made once per run; a failure is reported (not verified) under every
+check that needed it once every call it started has ended, never as healthy, never as "no such target"; no
+arrangement of shared loads hangs the run.
 """
 
 from __future__ import annotations
@@ -33,13 +34,12 @@ class Requests:
     """Every request the sessions it makes send, as (service, operation, parameters): a request made twice in one
     run is the same round trip paid twice."""
 
-    def __init__(self, then: Callable[[AwsOptions], Aws] | None = None):
+    def __init__(self) -> None:
         self.seen: Counter[tuple[str, str, str]] = Counter()
         self._lock = threading.Lock()
-        self._then = then
 
     def factory(self, options: AwsOptions, credentials: Any = None) -> Aws:
-        aws = self._then(options) if self._then else new_aws(options, credentials)
+        aws = new_aws(options, credentials)
         aws.session.events.register("provide-client-params", self._record)
         return aws
 
