@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fmdoctor.engine.context import CheckContext
-from fmdoctor.engine.hyperpod import HyperPodNode, list_hyperpod_nodes
+from fmdoctor.engine.hyperpod import HyperPodCluster, HyperPodNode, describe_hyperpod_cluster, list_hyperpod_nodes
 
 SAMPLE = 10
 
@@ -13,6 +13,15 @@ SAMPLE = 10
 def hyperpod_nodes_of(ctx: CheckContext, cluster: str) -> list[HyperPodNode]:
     """ListClusterNodes once per run, for every check that reads a HyperPod cluster's nodes."""
     return ctx.shared(f"hyperpod.nodes:{cluster}", lambda: list_hyperpod_nodes(ctx.client("sagemaker"), cluster))
+
+
+def hyperpod_cluster_of(ctx: CheckContext, name: str) -> HyperPodCluster | None:
+    """DescribeCluster once per run, for every check that reads a HyperPod cluster discovery did not describe
+    (its failure, memoised too, reaches each of them)."""
+    found = ctx.inventory.hyperpod
+    if found is not None and found.name == name:
+        return found
+    return ctx.shared(f"hyperpod.cluster:{name}", lambda: describe_hyperpod_cluster(ctx.client("sagemaker"), name))
 
 
 def sample(items: Sequence[str], limit: int = SAMPLE) -> list[str]:

@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from fmdoctor.engine.check import ACCELERATOR_METRICS
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.errors import AwsFailure, ConfigError, describe_aws_failure
-from fmdoctor.engine.hyperpod import HyperPodCluster, describe_hyperpod_cluster
+from fmdoctor.engine.hyperpod import HyperPodCluster
 from fmdoctor.metrics.cluster import ClusterMetrics, load_cloudwatch
 from fmdoctor.metrics.nodes import shared_lister
 from fmdoctor.metrics.prometheus import PrometheusClient, PrometheusFailed
 from fmdoctor.metrics.source import Sources, count_calls, load_metrics, plan_sources
 from fmdoctor.metrics.targets import MetricNode, ec2_nodes, hyperpod_nodes, sagemaker_instance_types
 
-from ._common import hyperpod_nodes_of
+from ._common import hyperpod_cluster_of, hyperpod_nodes_of
 
 METRICS_KEY = "cloudwatch.cluster-metrics"
 # Every call a run of the GPU/EFA-counter checks may make: the inventory's, CloudWatch's, the HyperPod node
@@ -48,7 +48,7 @@ def _targets(ctx: CheckContext) -> Targets:
     if not name:
         return Targets(tuple(nodes))
     try:
-        cluster = ctx.inventory.hyperpod or describe_hyperpod_cluster(ctx.client("sagemaker"), name)
+        cluster = ctx.inventory.hyperpod or hyperpod_cluster_of(ctx, name)
         if cluster is None:
             return Targets(tuple(nodes), hyperpod_name=name)
         listed = hyperpod_nodes_of(ctx, cluster.name)

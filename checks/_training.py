@@ -15,7 +15,6 @@ from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.errors import describe_aws_failure
 from fmdoctor.engine.gaps import Gaps
-from fmdoctor.engine.hyperpod import list_hyperpod_nodes
 from fmdoctor.engine.inventory import Instance
 from fmdoctor.engine.safe_files import BoundedReader, FileRefused
 from fmdoctor.metrics.dcgm import EFA_THROUGHPUT_COUNTERS
@@ -36,6 +35,7 @@ from fmdoctor.training.flight_recorder import (
 )
 from fmdoctor.training.logs import LogEvent
 
+from ._common import hyperpod_nodes_of
 from ._gpu import cluster_metrics
 from ._spot import interruptions
 
@@ -267,7 +267,7 @@ def cross_reference(ctx: CheckContext, instances: list[Instance], hyperpod_ids: 
     cluster = ctx.inventory.hyperpod.name if ctx.inventory.hyperpod else ctx.settings.hyperpod.cluster_name
     if cluster and hyperpod_ids:
         try:
-            for node in list_hyperpod_nodes(ctx.client("sagemaker"), cluster):
+            for node in hyperpod_nodes_of(ctx, cluster):
                 if node.node_id in facts:
                     facts[node.node_id]["hyperpod_status"] = node.status + (f" ({node.message})" if node.message
                                                                             else "")

@@ -7,11 +7,11 @@ from fmdoctor.engine.check import Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.entities import INSTANCE_GROUP, NODE
 from fmdoctor.engine.errors import describe_aws_failure
-from fmdoctor.engine.hyperpod import HyperPodCluster, HyperPodNode, describe_hyperpod_cluster
+from fmdoctor.engine.hyperpod import HyperPodCluster, HyperPodNode
 from fmdoctor.engine.inventory import HYPERPOD
 from fmdoctor.engine.model import Finding, Severity
 
-from ._common import hyperpod_nodes_of
+from ._common import hyperpod_cluster_of, hyperpod_nodes_of
 
 # What each non-Running status means for the job, and whether it is a fault or a wait.
 _STATUS = {
@@ -55,7 +55,7 @@ class HyperpodNodeUnhealthy(Check):
         if found is not None and found.name == name:
             return found  # discovery already described it
         try:
-            cluster = describe_hyperpod_cluster(ctx.client("sagemaker"), name)
+            cluster = hyperpod_cluster_of(ctx, name)
         except Exception as exc:
             failure = describe_aws_failure(exc)
             if configured or failure is None or failure.kind != "access-denied":

@@ -8,7 +8,6 @@ from fmdoctor.engine.check import ACCELERATOR_METRICS, EFA_METRICS, Check, NotAp
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.entities import JOB, NODE
 from fmdoctor.engine.gaps import Gaps
-from fmdoctor.engine.hyperpod import list_hyperpod_nodes
 from fmdoctor.engine.identity import HYPERPOD_GROUP_TAG, NodeIdentities, canonical
 from fmdoctor.engine.inventory import HYPERPOD, INSTANCES, Instance
 from fmdoctor.engine.model import Finding, Severity
@@ -16,6 +15,7 @@ from fmdoctor.training.culprit import READABLE, Answer, Evidence, NodeKeys, answ
 from fmdoctor.training.flight_recorder import find_laggards, of_the_run
 from fmdoctor.training.logs import JobLogs, discover_groups, is_signature, read_job_logs
 
+from ._common import hyperpod_nodes_of
 from ._scheduler import jobs_by_node, map_ranks_by_job
 from ._training import (
     Activity,
@@ -276,8 +276,7 @@ def _identities(ctx: CheckContext, hyperpod: str | None) -> NodeIdentities:
     if not hyperpod:
         return identities
     with ctx.guard(f"the names of HyperPod cluster {hyperpod}'s nodes (ListClusterNodes)"):
-        return identities.with_hyperpod_nodes(ctx.shared(f"training.hyperpod-nodes:{hyperpod}", lambda: (
-            list_hyperpod_nodes(ctx.client("sagemaker"), hyperpod))))
+        return identities.with_hyperpod_nodes(hyperpod_nodes_of(ctx, hyperpod))
     return identities
 
 

@@ -21,18 +21,27 @@ from fmdoctor.engine.model import CheckError
 T = TypeVar("T")
 
 
+class SharedDataCycle(RuntimeError):
+    """Loads that wait on one another (a loader asking, directly or through others, for its own key): each would
+    wait for ever, so the one that closes the circle fails instead, and every asker reports it."""
+
+
 class SharedData:
     """Per-run memo of futures: the first check to ask for a key starts its loader, every asker waits for it.
 
     The loader runs in a thread of its own (inline when the asker is itself a loader or holds no worker slot),
     so a check waiting for data holds no worker (fmdoctor.engine.slots) and two checks that need the same data
     wait for one load. :meth:`start` begins a load before anyone asks. Failures are memoised too, so a denied
-    API is called once per run and every check that needed it reports the same error.
+    API is called once per run and every check that needed it reports the same error. Which thread runs each
+    load and which key each thread waits for are kept, so a wait that would close a circle of loads raises
+    :class:`SharedDataCycle` instead of hanging the run.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._futures: dict[str, Future[Any]] = {}
+        self._loading: dict[str, int] = {}  # key -> the thread running its loader
+        self._waits: dict[int, str] = {}  # thread -> the key it waits for
 
     def start(self, key: str, loader: Callable[[], T]) -> Future[T]:
         """The future of ``key``, its loader started now in a thread of its own unless it was started before:
@@ -46,9 +55,9 @@ class SharedData:
                 return future
             future = self._futures[key] = Future()
         if inline:
-            _load(future, loader)
+            self._load(key, future, loader)
         else:
-            threading.Thread(target=_load, args=(future, loader), name=f"fmdoctor-load-{key[:40]}",
+            threading.Thread(target=self._load, args=(key, future, loader), name=f"fmdoctor-load-{key[:40]}",
                              daemon=True).start()
         return future
 
@@ -58,24 +67,47 @@ class SharedData:
         inline = getattr(_in_loader, "active", False) or not slots.holds_slot()
         future = self._start(key, loader, inline)
         if not future.done():
-            with slots.waiting():
-                future.exception()  # waits
+            me = threading.get_ident()
+            with self._lock:
+                self._refuse_circle(key, me)
+                self._waits[me] = key
+            try:
+                with slots.waiting():
+                    future.exception()  # waits
+            finally:
+                with self._lock:
+                    self._waits.pop(me, None)
         return future.result()
+
+    def _refuse_circle(self, key: str, me: int) -> None:
+        """Raise when waiting for ``key`` would wait for this thread itself: the thread loading ``key`` waits for
+        a key whose loader waits ... for one this thread is loading (called with the lock held)."""
+        chain, wanted = [key], key
+        while (loader := self._loading.get(wanted)) is not None:
+            if loader == me:
+                raise SharedDataCycle("shared data that wait on one another: " + " -> ".join(chain))
+            wanted = self._waits.get(loader)  # type: ignore[assignment]
+            if wanted is None or wanted in chain:
+                return
+            chain.append(wanted)
+
+    def _load(self, key: str, future: Future[Any], loader: Callable[[], Any]) -> None:
+        nested = getattr(_in_loader, "active", False)
+        _in_loader.active = True
+        with self._lock:
+            self._loading[key] = threading.get_ident()
+        try:
+            future.set_result(loader())
+        except BaseException as exc:  # memoised and re-raised to every caller, named by the call that failed here
+            note_failed_call(exc)
+            future.set_exception(exc)
+        finally:
+            with self._lock:
+                self._loading.pop(key, None)
+            _in_loader.active = nested
 
 
 _in_loader = threading.local()
-
-
-def _load(future: Future[Any], loader: Callable[[], Any]) -> None:
-    nested = getattr(_in_loader, "active", False)
-    _in_loader.active = True
-    try:
-        future.set_result(loader())
-    except BaseException as exc:  # memoised and re-raised to every caller, named by the call that failed here
-        note_failed_call(exc)
-        future.set_exception(exc)
-    finally:
-        _in_loader.active = nested
 
 
 @dataclass

@@ -56,6 +56,9 @@ class AwsUnavailable(FmdoctorError):
 ACCESS_DENIED_CODES = frozenset(
     {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedAccess", "Forbidden"}
 )
+# The codes botocore's standard and adaptive retry modes retry as throttling (so what fails with one has been
+# backed off and retried), but LimitExceededException and TransactionInProgressException, which also name quota and
+# conflict errors that no waiting fixes. tests/unit/test_engine_errors.py compares the list with botocore's.
 THROTTLING_CODES = frozenset(
     {
         "Throttling",
@@ -67,6 +70,9 @@ THROTTLING_CODES = frozenset(
         "RequestThrottledException",
         "SlowDown",
         "ProvisionedThroughputExceededException",
+        "EC2ThrottledException",
+        "BandwidthLimitExceeded",
+        "PriorRequestNotComplete",
     }
 )
 BAD_CREDENTIAL_CODES = frozenset(

@@ -89,13 +89,21 @@ def describe_hyperpod_cluster(sagemaker: Any, name: str) -> HyperPodCluster | No
     )
 
 
+# Answers that say this account holds no HyperPod cluster of that name for us: denied, absent, or a name HyperPod
+# would not accept (an EC2 cluster's name need not follow its pattern).
+_NOT_HERE = frozenset({"access-denied", "not-found", "bad-input"})
+
+
 def probe_hyperpod_cluster(aws: Aws, name: str) -> HyperPodCluster | None:
-    """Discovery's look-up: any AWS failure (no SageMaker permission, say) means 'not found here', so a
-    mistyped EC2 cluster name still reads as an unknown cluster rather than a SageMaker error."""
+    """Discovery's look-up: a denial (no SageMaker permission, say) or a name HyperPod refuses means 'not found
+    here', so a mistyped EC2 cluster name still reads as an unknown cluster rather than a SageMaker error. A call
+    that did not answer (throttled past its retries, timed out, a server error) propagates: the target may well
+    exist, and it is unread, never "no such cluster"."""
     try:
         return describe_hyperpod_cluster(aws.client("sagemaker"), name)
     except Exception as exc:
-        if describe_aws_failure(exc) is None:
+        failure = describe_aws_failure(exc)
+        if failure is None or failure.kind not in _NOT_HERE:
             raise
         return None
 

@@ -248,12 +248,16 @@ class Sweep:
         return result
 
     def cancel(self) -> None:
-        """Send nothing more (the run failed before the sweep was closed); batches in flight end on their own."""
+        """Send nothing more (the run failed before the sweep was closed) and wait for the batches in flight, so the
+        failure is reported once every call it started has ended (as :func:`~fmdoctor.engine.concurrency.
+        each_at_once` does), with no GetMetricData still running behind the report."""
         with self._lock:
             self._waiting = []
             self._failure = self._failure or RuntimeError("GetMetricData sweep cancelled")
-            if self._pool is not None:
-                self._pool.shutdown(wait=False, cancel_futures=True)
+            pool = self._pool
+        if pool is not None:  # outside the lock: a failing batch takes it to record its failure
+            with waiting():
+                pool.shutdown(wait=True, cancel_futures=True)
 
     def _send(self) -> None:
         batch, self._waiting = self._waiting, []

@@ -69,6 +69,27 @@ def test_throttling_exhausted_is_reported(healthy_efa_cluster, run_with_faults, 
     assert len(retry_sleeps) == 4 and all(0 <= s <= 20 for s in retry_sleeps)  # backed off between them
 
 
+@pytest.mark.parametrize("code", ["EC2ThrottledException", "BandwidthLimitExceeded", "SlowDown"])
+def test_every_throttling_code_the_retry_mode_backs_off_is_said_as_throttling(
+        healthy_efa_cluster, run_with_faults, faults, retry_sleeps, code):
+    """An error the retry mode backed off and retried as throttling is "still throttled after retries" (and serve
+    redrives its event), whichever of botocore's throttling codes the service used."""
+    faults.throttle("ec2", "DescribePlacementGroups", code=code)
+    report = run_with_faults(["placement-group"])
+    [error] = report.errors
+    assert faults.injected["ec2.DescribePlacementGroups"] == 5  # retried as throttling: 5 attempts in all
+    assert error.code == code and "still throttled after retries" in error.message
+
+
+def test_the_throttling_codes_are_the_retry_modes_own():
+    from botocore.retries.standard import ThrottledRetryableChecker
+
+    from fmdoctor.engine.errors import THROTTLING_CODES
+
+    retried = set(ThrottledRetryableChecker._THROTTLED_ERROR_CODES)
+    assert retried - THROTTLING_CODES == {"LimitExceededException", "TransactionInProgressException"}
+
+
 def test_a_crashing_check_does_not_sink_the_run(healthy_efa_cluster, run_checks, monkeypatch):
     from fmdoctor.checks.efa_subnet_spread import EfaSubnetSpread
 
