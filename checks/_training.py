@@ -132,6 +132,20 @@ def job_activity(ctx: CheckContext) -> Activity | None:
                                                                                               metrics.start))
 
 
+def metrics_unread(ctx: CheckContext) -> tuple[str, str] | None:
+    """(code, message) of why the run's GPU metrics could not be read (throttled, denied, unreachable), or None
+    when they were: a job_activity of None then means no GPU publishes tensor activity, not that nobody looked."""
+    try:
+        metrics = cluster_metrics(ctx)  # the run's one snapshot: memoised, so this re-raises what the first read did
+    except Exception as exc:
+        failure = describe_aws_failure(exc)
+        return (failure.code, failure.message) if failure else (type(exc).__name__, str(exc)[:300])
+    if metrics.unreadable:  # the snapshot was made, but a source failed for these nodes
+        first = next(iter(metrics.unreadable.values()))
+        return first.code, f"{first.message} (the metrics of {len(metrics.unreadable)} of {len(metrics.nodes)} nodes)"
+    return None
+
+
 def _rounded(value: float | None) -> float | None:
     return round(value, 1) if value is not None else None
 

@@ -25,6 +25,7 @@ from ._training import (
     explains,
     flight_recorder_dumps,
     job_activity,
+    metrics_unread,
     node_xids,
 )
 from ._training import training_iam as _iam
@@ -114,12 +115,18 @@ class TrainingStalled(Check):
         activity = job_activity(ctx) if gpus_decide else None
         spinning = activity is not None and activity.stalled
         if not failed_since and not spinning and (progress is None or not progress.stale or talking):
+            unread = metrics_unread(ctx) if progress is None and activity is None else None
             if progress is None and not logs.readable and not dumps and activity is None:
+                if unread:  # recorded here too: under --only training-stalled no GPU check reports it
+                    ctx.unverified("whether the job's GPUs still do tensor work", unread[0],
+                                   f"the GPU metrics could not be read: {unread[1]}")
                 raise Unverified("neither checkpoints, logs, flight-recorder dumps nor GPU metrics could be read")
             if progress is None and not talking and activity is None:
+                gpus = (f"the GPU metrics could not be read ({unread[0]}: {unread[1]})" if unread
+                        else "no GPU publishes tensor activity (DCGM)")
                 ctx.unverified("whether the training job still makes progress", "NoProgressSignal",
                                "its logs are silent, no checkpoint location is configured (checkpoints.locations) "
-                               "and no GPU publishes tensor activity (DCGM): " + HOW_TO_SEE_LOGS)
+                               f"and {gpus}: " + HOW_TO_SEE_LOGS)
             return []
         found = answer(evidence, laggards, lambda key: _label(identities, key))
         return [self._finding(ctx, progress, logs, evidence, found, len(dumps), talking,

@@ -48,3 +48,21 @@ def test_spinning_gpus_while_rdma_still_moves_are_not_called_a_hang(hyperpod, pr
     url = prometheus(history(hyperpod, tensor_active=0.0, rdma_idle=False))
     report = run_checks(ONLY, cluster=HP, metrics={"url": url}, **SETTLED)
     assert report.findings == []
+
+
+def test_unreadable_gpu_metrics_are_named_under_the_check_that_needed_them(hyperpod, run_checks):  # noqa: F811
+    """Nothing answers at the metrics URL (the discard port) and no log group exists: the check is not verified,
+    and under --only training-stalled (no GPU check to report it) the failed metrics read is its own error."""
+    report = run_checks(ONLY, cluster=HP, metrics={"url": "http://127.0.0.1:9"}, **SETTLED)
+    assert report.findings == [] and report.status == "unknown"
+    [gpus] = [e for e in report.errors if e.unverified == "whether the job's GPUs still do tensor work"]
+    assert gpus.check == "training-stalled" and "could not be read" in gpus.message
+
+
+def test_gpu_metrics_read_without_tensor_activity_are_no_read_failure(hyperpod, prometheus, run_checks):  # noqa: F811
+    """The metrics were read but no GPU publishes tensor activity: still not verified (no log group), and no read
+    failure is claimed for them."""
+    url = prometheus(history(hyperpod, tensor_active=None, rdma_idle=False))
+    report = run_checks(ONLY, cluster=HP, metrics={"url": url}, **SETTLED)
+    assert report.findings == [] and report.status == "unknown"
+    assert {e.code for e in report.errors} == {"NoLogGroup"}
