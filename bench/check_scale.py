@@ -335,6 +335,31 @@ def markdown(runs: list[CheckRun], reach: list[dict[str, Any]], quick: bool) -> 
     return "\n".join(lines) + ("\n\n_--quick run_\n" if quick else "\n")
 
 
+def save_runs(path: Path, runs: list[CheckRun], label: str) -> None:
+    """The runs' figures as JSON, for a later run's ``--before`` (the same sizes measured before a change)."""
+    path.write_text(json.dumps({"label": label, "runs": [
+        {"nodes": r.nodes, "cpu_s": r.cpu_s, "wall_s": r.wall_s, "peak_rss_mib": r.peak_rss_mib, "load": r.load,
+         "calls": sum(r.calls.values())} for r in runs]}))
+
+
+def before_after(path: Path, runs: list[CheckRun], label: str) -> str:
+    """A table of this run against ``--before``'s saved runs at the same sizes: CPU, peak memory, their ratios."""
+    before = json.loads(path.read_text())
+    earlier = {r["nodes"]: r for r in before["runs"]}
+    lines = [f"Before ({before['label']}) and after ({label}), the same world and sizes in one session:", "",
+             "| nodes | CPU s before / after | CPU after / before | peak RSS MiB before / after | wall s before / "
+             "after | API calls before / after | load before / after |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    for run in runs:
+        b = earlier.get(run.nodes)
+        if b is None:
+            continue
+        lines.append(f"| {run.nodes:,} | {b['cpu_s']:.1f} / {run.cpu_s:.1f} | {run.cpu_s / b['cpu_s']:.2f}x | "
+                     f"{b['peak_rss_mib']:.0f} / {run.peak_rss_mib:.0f} | {b['wall_s']:.1f} / {run.wall_s:.1f} | "
+                     f"{b['calls']} / {sum(run.calls.values())} | {b['load']:.1f} / {run.load:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
 def write_results(path: Path, table: str) -> None:
     write_section(path, "check_scale", "fmdoctor check at scale (bench/check_scale.py)", table)
 
@@ -347,6 +372,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, help="inventory runs per p5 size (default 3; --quick: 1)")
     parser.add_argument("--naive-pairs", type=int, default=20000, help="pairs the naive reachability measures")
     parser.add_argument("--results", type=Path, help=f"Markdown file to write (default {RESULTS}, not with --quick)")
+    parser.add_argument("--save", type=Path, help="also write the p4d runs' figures as JSON (for a later --before)")
+    parser.add_argument("--before", type=Path, help="a --save file of an earlier run: add a before/after table")
+    parser.add_argument("--label", default="", help="what this run measures (a commit), for --save/--before")
+    parser.add_argument("--notes", type=Path, help="a Markdown file of notes (how it was run) ending the section")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else [8, 32] if args.quick else [16, 256, 2048]
     p5_sizes = ([int(s) for s in args.p5_sizes.split(",") if s] if args.p5_sizes is not None
@@ -369,6 +398,12 @@ def main(argv: list[str] | None = None) -> int:
     if p5:
         table = table.rstrip("\n").removesuffix("_--quick run_").rstrip("\n") + "\n\n" + p5_markdown(p5, repeat)
         table += "\n_--quick run_\n" if args.quick else ""
+    if args.save:
+        save_runs(args.save, runs, args.label)
+    if args.before:
+        table = table.rstrip("\n") + "\n\n" + before_after(args.before, runs, args.label)
+    if args.notes:
+        table = table.rstrip("\n") + "\n\n" + args.notes.read_text().strip() + "\n"
     print(table)
     if results:
         write_results(results, table)
