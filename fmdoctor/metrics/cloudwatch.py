@@ -57,6 +57,17 @@ class Series:
     name: str
     dimensions: tuple[tuple[str, str], ...] = ()
 
+    def __post_init__(self) -> None:
+        # hashed once: a sweep keys its series in several maps (queued, owners, device keys), and a tuple of
+        # dimension pairs is hashed anew at every lookup
+        object.__setattr__(self, "_hash", hash((self.namespace, self.name, self.dimensions)))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[no-any-return, attr-defined]
+
+    def __reduce__(self) -> tuple[Any, ...]:  # a copy or another process hashes anew (str hashes are per process)
+        return (Series, (self.namespace, self.name, self.dimensions))
+
     @classmethod
     def from_api(cls, raw: dict[str, Any]) -> Series:
         dims = tuple(sorted((d["Name"], d.get("Value", "")) for d in raw.get("Dimensions", [])))

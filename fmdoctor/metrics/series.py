@@ -42,10 +42,16 @@ class NodeResolver:
         self.index = NodeIndex(identities)
         self.id_dimensions = [instance_dimension]
         self.name_dimensions = [host_dimension, *name_dimensions]
+        # series -> its answer: a listing's series is asked about when it is listed, queued and planned
+        self._classified: dict[Series, tuple[Resolved, str | None]] = {}
 
     def classify(self, series: Series) -> tuple[Resolved, str | None]:
         """The node (or another node's), and the identity to report when the series named nothing known."""
-        return self.index.resolve_labels(dict(series.dimensions), self.id_dimensions, self.name_dimensions)
+        found = self._classified.get(series)
+        if found is None:
+            found = self._classified[series] = self.index.resolve_labels(
+                dict(series.dimensions), self.id_dimensions, self.name_dimensions)
+        return found
 
     def instance_of(self, series: Series) -> str | None:
         return self.classify(series)[0].node
@@ -83,7 +89,7 @@ def select_series(series: Iterable[Series], device_dimensions: Sequence[str]) ->
         devices = {keys[s] for s in members}
         return (bool(names & wanted), len(devices), -len(names), tuple(sorted(names)))
 
-    _, best = max(groups.items(), key=rank)
+    _, best = max(groups.items(), key=rank) if len(groups) > 1 else next(iter(groups.items()))
     by_device: dict[str, list[Series]] = {}
     for s in sorted(best, key=lambda s: s.dimensions):
         by_device.setdefault(keys[s], []).append(s)
