@@ -233,3 +233,24 @@ def test_a_page_decoded_by_the_session_check_is_not_decoded_again():
     customized: dict = {}
     read_metric_data(response, customized)
     assert customized["MetricDataResults"][0] is first and DECODED not in response
+
+
+def test_a_listing_shares_equal_strings_and_pairs_across_its_series():
+    """Series read with one ``shared`` memo are equal to those read without, and hold one object per distinct
+    dimension pair and name (JSON decoding makes each occurrence anew)."""
+    dims = [[{"Name": "InstanceId", "Value": "i-1"}, {"Name": "index", "Value": i}] for i in ("1", "0")]
+    page = json.loads(json.dumps([{"Namespace": "CWAgent", "MetricName": "m", "Dimensions": d} for d in dims]))
+    shared: dict = {}
+    one, two = (Series.from_api(raw, shared) for raw in page)
+    assert [one, two] == [Series.from_api(raw) for raw in page]
+    assert one.dimensions[0] is two.dimensions[0] and one.namespace is two.namespace and one.name is two.name
+    assert one.dimensions == (("InstanceId", "i-1"), ("index", "1"))  # sorted, as without the memo
+
+
+def test_a_sweep_takes_each_batch_in_as_it_is_read(cloudwatch):
+    """fetch() over several batches keeps every query's values by its index, with the calls counted once."""
+    start, end = NOW - timedelta(minutes=15), NOW
+    queries = _queries() * 80  # 640 queries: two batches at 500 a call
+    got = fetch(cloudwatch, queries, start, end, timedelta(minutes=1))
+    assert got.calls == 2 and len(got.values) == 640 and not got.failed
+    assert got.values[1] == got.values[1 + 8 * 70] and len(got.values[639]) == 3
