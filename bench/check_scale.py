@@ -2,6 +2,7 @@
 
     python bench/check_scale.py                    # 16, 256, 2,048 nodes; p5: 256, 512, 2,048; writes bench/RESULTS.md
     python bench/check_scale.py --quick            # 8 and 32 nodes, p5: 8, no file written (CI smoke test)
+    python bench/check_scale.py --baseline REV     # each p4d size also checked by fmdoctor at REV: before/after
 
 moto's ThreadedMotoServer runs on 127.0.0.1 in a process of its own (bench/world_server.py), which seeds
 each size (bench/scale_world.py: p4d nodes with 4 EFA interfaces each, 8 GPUs of CloudWatch agent
