@@ -2,6 +2,7 @@
 
     python bench/check_scale.py                    # 16, 256, 2,048 nodes; p5: 256, 512, 2,048; writes bench/RESULTS.md
     python bench/check_scale.py --quick            # 8 and 32 nodes, p5: 8, no file written (CI smoke test)
+    python bench/check_scale.py --baseline REV     # each p4d size also checked by fmdoctor at REV: before/after
 
 moto's ThreadedMotoServer runs on 127.0.0.1 in a process of its own (bench/world_server.py), which seeds
 each size (bench/scale_world.py: p4d nodes with 4 EFA interfaces each, 8 GPUs of CloudWatch agent
@@ -96,6 +97,7 @@ class CheckRun:
     errors: list[str]
     seed_s: dict[str, float]
     load: float = 0.0  # 1-minute load average when the check started
+    baseline: dict[str, Any] | None = None  # the same size checked by --baseline's fmdoctor, just before
 
     def bounds(self, base: CheckRun) -> dict[str, int]:
         """Per op: the pages at this size for a paged listing, else what the smallest run made."""
@@ -154,14 +156,18 @@ def isolate_environment() -> None:
     os.environ.pop("AWS_PROFILE", None)
 
 
-def measured(args: list[str], workdir: Path, name: str) -> tuple[dict[str, Any], Path]:
+def measured(args: list[str], workdir: Path, name: str, pythonpath: Path | None = None
+             ) -> tuple[dict[str, Any], Path]:
     """bench/measured.py as a child: its own figures, and the file its stdout went to."""
     facts, stdout_path = workdir / f"{name}.facts.json", workdir / f"{name}.out"
     facts.unlink(missing_ok=True)
+    env = os.environ.copy()
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
     started = time.perf_counter()
     with stdout_path.open("w") as stdout:
         subprocess.run([sys.executable, str(HERE / "measured.py"), str(facts), *args], stdout=stdout,
-                       stderr=subprocess.DEVNULL, env=os.environ.copy(), check=False)
+                       stderr=subprocess.DEVNULL, env=env, check=False)
     if not facts.exists():
         raise RuntimeError(f"{name}: the measured child wrote no figures ({' '.join(args)})")
     out = json.loads(facts.read_text())
@@ -178,25 +184,34 @@ def write_config(workdir: Path, cluster: str, settings: dict[str, Any]) -> Path:
 
 
 def run_check(url: str, cluster: str, settings: dict[str, Any], workdir: Path,
-              only: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The CLI in a measured child: (its figures, its JSON report)."""
+              only: str | None = None, pythonpath: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The CLI in a measured child: (its figures, its JSON report); ``pythonpath``: a tree to import fmdoctor from."""
     config = write_config(workdir, cluster, settings)
     argv = ["check", "check", "--cluster", cluster, "--config", str(config), "--endpoint-url", url,
             "--region", REGION, "--format", "json", *(["--only", only] if only else [])]
-    facts, out = measured(argv, workdir, f"{cluster}-check")
+    facts, out = measured(argv, workdir, f"{cluster}-check{'-baseline' if pythonpath else ''}", pythonpath)
     return facts, json.loads(out.read_text())
 
 
-def measure(server: WorldServer, nodes: int, workdir: Path) -> CheckRun:
+def measure(server: WorldServer, nodes: int, workdir: Path, baseline: Path | None = None) -> CheckRun:
+    """The check at this size; with ``baseline`` (a source tree), that fmdoctor's check first, on the same world."""
     cluster = f"bench-{nodes}"
     world = server.seed("gpu", cluster, nodes)
+    before = None
+    if baseline is not None:
+        load = os.getloadavg()[0]
+        facts, report = run_check(server.url, cluster, world["settings"], workdir, pythonpath=baseline)
+        before = {"cpu_s": facts["cpu_s"], "peak_rss_mib": facts["peak_rss_mib"], "wall_s": facts["outer_wall_s"],
+                  "calls": sum(report["stats"]["api_calls"].values()), "load": load,
+                  "found": {(f["check"], f["resource"]) for f in report["findings"]}}
+        print(f"{nodes} nodes, baseline: CPU {facts['cpu_s']:.2f}s", flush=True)
     load = os.getloadavg()[0]
     facts, report = run_check(server.url, cluster, world["settings"], workdir)
     found = {(f["check"], f["resource"]) for f in report["findings"]}
     errors = [f"{e['check']}: {e['code']}" for e in report["errors"]]
     planted = {tuple(p) for p in world["planted"]}
     return CheckRun(nodes, facts["outer_wall_s"], facts["cpu_s"], facts["peak_rss_mib"], facts["exit"],
-                    report["stats"]["api_calls"], found, planted, errors, world["seed_s"], load)
+                    report["stats"]["api_calls"], found, planted, errors, world["seed_s"], load, before)
 
 
 def p5_row(server: WorldServer, nodes: int, workdir: Path, repeat: int) -> dict[str, Any]:
@@ -335,6 +350,40 @@ def markdown(runs: list[CheckRun], reach: list[dict[str, Any]], quick: bool) -> 
     return "\n".join(lines) + ("\n\n_--quick run_\n" if quick else "\n")
 
 
+def baseline_tree(rev: str, into: Path) -> Path:
+    """fmdoctor as commit ``rev`` installs it (checks/, assistant/... under fmdoctor.*, as setup.py maps them), for
+    PYTHONPATH: a measured child imports it before the installed one (the editable finder comes after sys.path)."""
+    root = HERE.parent
+    src = into / "baseline-src"
+    src.mkdir(parents=True, exist_ok=True)
+    mapped = {"checks": "checks", "assistant": "assistant", "tui": "tui", "runbooks": "runbooks", "evals": "evals"}
+    archive = subprocess.run(["git", "archive", rev, "fmdoctor", *mapped], cwd=root, check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    for name, source in mapped.items():
+        if (src / source).exists():
+            (src / source).rename(src / "fmdoctor" / name)
+    return src
+
+
+def before_after(runs: list[CheckRun], rev: str) -> str:
+    """Each size's check at ``--baseline`` and at this checkout, one after the other against the same world."""
+    lines = [f"Before and after, in this run: each size's check with fmdoctor at `{rev}` (before), then at this "
+             "checkout (after), one after the other against the same seeded world:", "",
+             "| nodes | CPU s before / after | after / before | peak RSS MiB before / after | wall s before / after "
+             "| API calls before / after | findings the same | load before / after |",
+             "|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for run in runs:
+        b = run.baseline
+        if not b:
+            continue
+        lines.append(f"| {run.nodes:,} | {b['cpu_s']:.2f} / {run.cpu_s:.2f} | {run.cpu_s / b['cpu_s']:.2f}x | "
+                     f"{b['peak_rss_mib']:.0f} / {run.peak_rss_mib:.0f} | {b['wall_s']:.1f} / {run.wall_s:.1f} | "
+                     f"{b['calls']} / {sum(run.calls.values())} | {'yes' if b['found'] == run.found else 'NO'} | "
+                     f"{b['load']:.1f} / {run.load:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
 def write_results(path: Path, table: str) -> None:
     write_section(path, "check_scale", "fmdoctor check at scale (bench/check_scale.py)", table)
 
@@ -347,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, help="inventory runs per p5 size (default 3; --quick: 1)")
     parser.add_argument("--naive-pairs", type=int, default=20000, help="pairs the naive reachability measures")
     parser.add_argument("--results", type=Path, help=f"Markdown file to write (default {RESULTS}, not with --quick)")
+    parser.add_argument("--baseline", help="a commit: each p4d size is also checked with fmdoctor at that commit, "
+                        "just before, for a before/after table")
+    parser.add_argument("--notes", type=Path, help="a Markdown file of notes (how it was run) ending the section")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else [8, 32] if args.quick else [16, 256, 2048]
     p5_sizes = ([int(s) for s in args.p5_sizes.split(",") if s] if args.p5_sizes is not None
@@ -358,8 +410,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             runs = []
+            baseline = baseline_tree(args.baseline, Path(tmp)) if args.baseline else None
             for n in sizes:
-                runs.append(measure(server, n, Path(tmp)))
+                runs.append(measure(server, n, Path(tmp), baseline))
                 print(f"{n} nodes: check {runs[-1].wall_s:.1f}s, {sum(runs[-1].calls.values())} calls", flush=True)
             p5 = [p5_row(server, n, Path(tmp), repeat) for n in p5_sizes]
     finally:
@@ -369,6 +422,10 @@ def main(argv: list[str] | None = None) -> int:
     if p5:
         table = table.rstrip("\n").removesuffix("_--quick run_").rstrip("\n") + "\n\n" + p5_markdown(p5, repeat)
         table += "\n_--quick run_\n" if args.quick else ""
+    if args.baseline:
+        table = table.rstrip("\n") + "\n\n" + before_after(runs, args.baseline)
+    if args.notes:
+        table = table.rstrip("\n") + "\n\n" + args.notes.read_text().strip() + "\n"
     print(table)
     if results:
         write_results(results, table)

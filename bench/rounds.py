@@ -1,7 +1,7 @@
 """Benchmark: sequential AWS round trips of each command, through a proxy that holds every request.
 
-    python bench/rounds.py              # 64 and 256 nodes; writes bench/RESULTS.md
-    python bench/rounds.py --full       # 64, 256 and 2,048 nodes (seeding 2,048 nodes' metrics takes minutes)
+    python bench/rounds.py              # 64 and 256 nodes and the demo's world; writes bench/RESULTS.md
+    python bench/rounds.py --full       # 64, 256 and 2,048 nodes and the demo's (seeding 2,048 nodes takes minutes)
     python bench/rounds.py --quick      # 8 nodes, check and why-not only, nothing written (smoke test)
 
 On AWS each call costs 50-150 ms, so a user waits for the calls that wait on one another, not for the
@@ -23,7 +23,10 @@ A throttled run (``--throttle``, default 20 % of requests answered with the serv
 never one request more than twice in a row) of ``check`` at the smallest size must report the same
 findings and exit status as the clean run: throttling may slow a run, never lose a finding or report
 healthy. ``check --demo`` and ``ask --demo`` are timed as a user starts them (interpreter included).
-Exits 1 when the throttled run lost a finding.
+The demo's world (fmdoctor.demo's cluster, seeded
+into the same server by bench/world_server.py) is measured the same way, through the proxy; its Prometheus and
+Slurm view live only in the demo's own process, so here they are sources not configured. Exits 1 when the
+throttled run lost a finding.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ class Row:
     bound: int = 0
     path: str = ""  # the chain's operations
     findings: set[tuple[str, str]] = field(default_factory=set)
+    world: str = "p4d"  # bench/scale_world.py's cluster, or "demo" (fmdoctor.demo's, through the same proxy)
 
     @property
     def rounds(self) -> float:
@@ -176,7 +180,8 @@ def markdown(rows: list[Row], throttled: tuple[Row, Row] | None, demo: list[tupl
         goal = GOALS.get(r.command)
         target = "-" if goal is None else f"<= {goal[0] if r.nodes <= 256 else goal[1]}"
         repeated = ", ".join(f"{op} {n}" for op, n in sorted(r.repeated.items())) or "none"
-        lines.append(f"| {r.command} | {r.nodes:,} | {r.rounds:.1f} | {r.chain} | {target} | {r.wall0_s:.1f} / "
+        size = f"{r.nodes:,}" if r.world == "p4d" else f"{r.nodes} ({r.world})"
+        lines.append(f"| {r.command} | {size} | {r.rounds:.1f} | {r.chain} | {target} | {r.wall0_s:.1f} / "
                      f"{r.wall_s:.1f} | {r.cpu_s:.1f} | {r.peak_mib:.0f} | {sum(r.calls.values())} / {r.bound} | "
                      f"{repeated} | {r.in_flight} | {r.exit} |")
     if throttled:
@@ -191,7 +196,8 @@ def markdown(rows: list[Row], throttled: tuple[Row, Row] | None, demo: list[tupl
         lines += ["", "| demo | wall s (with interpreter start-up) | CPU s | exit |", "|---|---:|---:|---:|"]
         lines += [f"| {name} | {wall:.2f} | {cpu:.2f} | {code} |" for name, wall, cpu, code in demo]
     lines += ["", "The chains (the calls one after another in the delayed run, in order):", ""]
-    lines += [f"- {r.command}, {r.nodes:,} nodes: {r.path}" for r in rows]
+    lines += [f"- {r.command}, {r.nodes:,} nodes{'' if r.world == 'p4d' else ' (' + r.world + ')'}: {r.path}"
+              for r in rows]
     lines += ["", f"1-minute load average at the end: {os.getloadavg()[0]:.1f} (2 shared cores). Rounds come from "
               "two wall times and carry their noise (a second of CPU contention is 10 rounds at 100 ms); 'chain' "
               "counts the calls the proxy saw one after another in the delayed run. The lower bound is the "
@@ -209,9 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commands", help="comma-separated command names (default: all)")
     parser.add_argument("--delay-ms", type=int, default=100)
     parser.add_argument("--throttle", type=float, default=0.2, help="share of requests throttled (0: no such run)")
-    parser.add_argument("--no-demo", action="store_true")
+    parser.add_argument("--no-demo", action="store_true", help="neither the demo world's rounds nor the demo timings")
     parser.add_argument("--repeat", type=int, default=2, help="runs at each delay below 1,000 nodes, fastest kept")
     parser.add_argument("--results", type=Path)
+    parser.add_argument("--notes", type=Path, help="a Markdown file of notes (how it was run) ending the section")
     args = parser.parse_args(argv)
     sizes = ([int(s) for s in args.sizes.split(",")] if args.sizes else [8] if args.quick
              else [64, 256, 2048] if args.full else [64, 256])
@@ -228,9 +235,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             workdir = Path(tmp)
-            for n in sizes:
-                cluster = f"rounds-{n}"
-                world = server.seed("gpu", cluster, n)
+            worlds = [("p4d", n) for n in sizes] + ([] if args.no_demo or args.quick else [("demo", 0)])
+            for kind, n in worlds:
+                if kind == "demo":  # the demo's cluster seeded into the same server, measured through the proxy
+                    server.ask(reset=True)
+                    world = server.ask(world="demo")
+                    cluster, n = world["cluster"], world["nodes"]
+                else:
+                    cluster = f"rounds-{n}"
+                    world = server.seed("gpu", cluster, n)
                 settings = dict(world["settings"], head_nodes=[world["node_ids"][0]])
                 config = write_config(workdir, cluster, settings)
                 for name, command in commands(cluster, config, proxy.url, world["node_ids"][1]).items():
@@ -239,10 +252,11 @@ def main(argv: list[str] | None = None) -> int:
                     started = time.perf_counter()
                     rows.append(measure(proxy, name, command, n, delay, workdir, args.repeat if n < 1000 else 1))
                     r = rows[-1]
-                    print(f"{n} nodes, {name}: {r.rounds:.1f} rounds (chain {r.chain}), CPU {r.cpu_s:.1f}s, "
+                    r.world = kind
+                    print(f"{n} nodes ({kind}), {name}: {r.rounds:.1f} rounds (chain {r.chain}), CPU {r.cpu_s:.1f}s, "
                           f"{sum(r.calls.values())} calls, repeated {r.repeated or 'none'}: {r.path} "
                           f"({time.perf_counter() - started:.0f}s)", flush=True)
-                if n == sizes[0] and args.throttle > 0 and (not wanted or "check" in wanted):
+                if kind == "p4d" and n == sizes[0] and args.throttle > 0 and (not wanted or "check" in wanted):
                     clean = next(r for r in rows if r.command == "check" and r.nodes == n)
                     proxy.throttle_share = args.throttle
                     facts, calls, out = run_once(proxy, commands(cluster, config, proxy.url, "")["check"], workdir,
@@ -262,9 +276,11 @@ def main(argv: list[str] | None = None) -> int:
         proxy.close()
         server.close()
     for r in rows:
-        base = next(b for b in rows if b.command == r.command)
+        base = next(b for b in rows if b.command == r.command and b.world == r.world)
         r.bound = bound(base, r.nodes)
     table = markdown(rows, throttled, demo, args.delay_ms, args.quick)
+    if args.notes:
+        table = table.rstrip("\n") + "\n\n" + args.notes.read_text().strip() + "\n"
     print(table)
     if results:
         write_section(results, "rounds", "Sequential round trips per command (bench/rounds.py)", table)

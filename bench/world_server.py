@@ -4,7 +4,8 @@
 
 The benchmark's measured children are started by a parent that holds no moto: on Linux a child's peak RSS
 (getrusage, wait4) starts from its parent's at fork, so moto's memory would be counted as the child's.
-Requests: {"world": "gpu" | "p5", "cluster": name, "nodes": n} seeds that world through the server's APIs
+Requests: {"world": "gpu" | "p5", "cluster": name, "nodes": n} (or {"world": "demo"}: the demo's cluster) seeds
+that world through the server's APIs
 (bench/scale_world.py, bench/p5_world.py) and answers its description; {"reset": true} empties the server.
 The process ends when stdin closes.
 """
@@ -43,12 +44,26 @@ def answer(url: str, request: dict) -> dict:
     if request.get("reset"):
         urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=60).read()
         return {"reset": True}
+    if request["world"] == "demo":
+        return _demo()
     seed = {"gpu": seed_world, "p5": seed_p5_world}[request["world"]]
     world = seed(boto3.Session(region_name=REGION), request["cluster"], int(request["nodes"]), time.perf_counter)
     out = asdict(world)
     out["settings"] = world.settings()
     out["planted"] = sorted(getattr(world, "planted", ()))
     return out
+
+
+def _demo() -> dict:
+    """The demo's world (fmdoctor.demo.scenario.seed_demo) through this server's APIs: its AWS part only (the demo's
+    Prometheus and Slurm view live in the demo's own process, so those sources read as not verified here)."""
+    from fmdoctor.demo.scenario import seed_demo
+
+    started = time.perf_counter()
+    world = seed_demo(boto3.Session(region_name=REGION))
+    nodes = [n.id for n in world.launched_nodes().values()]
+    return {"cluster": world.cluster, "settings": world.settings, "defaults": world.defaults, "node_ids": nodes,
+            "nodes": len(nodes), "planted": [], "seed_s": {"demo": time.perf_counter() - started}}
 
 
 def main() -> int:

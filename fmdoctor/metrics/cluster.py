@@ -240,6 +240,12 @@ def node_metrics(node: MetricNode, points: dict[tuple[str, str], dict[str, list[
 def _per_period(found: list[Point], combine: Any = None) -> tuple[Point, ...]:
     """Points sorted by time; two series of one device (a renamed host) answering the same period are merged:
     the larger for a peak, else their mean."""
+    if all(found[i][0] < found[i + 1][0] for i in range(len(found) - 1)):
+        # one series (the usual case): sorted, one value a period, its own peak and its own mean (fsum makes a -0.0
+        # mean 0.0: only then are new points made; the others are shared with the fetch, not copied)
+        if combine or all(v or math.copysign(1.0, v) > 0 for _, v in found):
+            return tuple(found)
+        return tuple((t, v + 0.0) for t, v in found)
     by_time: dict[datetime, list[float]] = {}
     for t, v in found:
         by_time.setdefault(t, []).append(v)

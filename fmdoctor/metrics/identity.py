@@ -55,12 +55,18 @@ class NodeIndex:
         nodes = list(nodes)
         self.ids = {node.id for node in nodes}
         self.identities = NodeIdentities.of_names({node.id: (*node.ips, *node.names) for node in nodes})
+        # value -> its answer: a listing names each node in every one of its series (40 per p4d node), and the
+        # resolver's answer depends on the value alone (an index is never changed after it is made)
+        self._resolved: dict[str, Resolved] = {}
 
     def resolve(self, value: str | None) -> Resolved:
-        match = self.identities.resolve(value or "", suggest_close=False)
-        if match.instance is not None:
-            return Resolved(match.instance.id)
-        return Resolved(foreign=match.foreign)
+        key = value or ""
+        resolved = self._resolved.get(key)
+        if resolved is None:
+            match = self.identities.resolve(key, suggest_close=False)
+            resolved = Resolved(match.instance.id) if match.instance is not None else Resolved(foreign=match.foreign)
+            self._resolved[key] = resolved
+        return resolved
 
     def resolve_labels(self, labels: Mapping[str, str], id_labels: Sequence[str],
                        name_labels: Sequence[str]) -> tuple[Resolved, str | None]:

@@ -42,10 +42,16 @@ class NodeResolver:
         self.index = NodeIndex(identities)
         self.id_dimensions = [instance_dimension]
         self.name_dimensions = [host_dimension, *name_dimensions]
+        # series -> its answer: a listing's series is asked about when it is listed, queued and planned
+        self._classified: dict[Series, tuple[Resolved, str | None]] = {}
 
     def classify(self, series: Series) -> tuple[Resolved, str | None]:
         """The node (or another node's), and the identity to report when the series named nothing known."""
-        return self.index.resolve_labels(dict(series.dimensions), self.id_dimensions, self.name_dimensions)
+        found = self._classified.get(series)
+        if found is None:
+            found = self._classified[series] = self.index.resolve_labels(
+                dict(series.dimensions), self.id_dimensions, self.name_dimensions)
+        return found
 
     def instance_of(self, series: Series) -> str | None:
         return self.classify(series)[0].node
@@ -53,7 +59,10 @@ class NodeResolver:
 
 def device_key(series: Series, device_dimensions: Sequence[str]) -> str:
     """'3' for index=3; 'NeuronCore=1,NeuronDevice=0' when several device dimensions are present; '' for none."""
-    parts = [(name, series.dim(name)) for name in device_dimensions if series.dim(name) is not None]
+    dims: dict[str, str] = {}
+    for name, value in series.dimensions:
+        dims.setdefault(name, value)  # the first of a name, as Series.dim
+    parts = [(name, dims[name]) for name in device_dimensions if name in dims]
     if len(parts) == 1:
         return str(parts[0][1])
     return ",".join(f"{name}={value}" for name, value in sorted(parts))
@@ -67,21 +76,23 @@ def select_series(series: Iterable[Series], device_dimensions: Sequence[str]) ->
     kept together, so their datapoints merge into one device.
     """
     groups: dict[frozenset[str], list[Series]] = {}
+    keys: dict[Series, str] = {}  # each series' device, worked out once for the ranking and the grouping
     for s in series:
         groups.setdefault(s.dimension_names, []).append(s)
+        keys[s] = device_key(s, device_dimensions)
     if not groups:
         return {}
     wanted = set(device_dimensions)
 
     def rank(item: tuple[frozenset[str], list[Series]]) -> tuple[bool, int, int, tuple[str, ...]]:
         names, members = item
-        devices = {device_key(s, device_dimensions) for s in members}
+        devices = {keys[s] for s in members}
         return (bool(names & wanted), len(devices), -len(names), tuple(sorted(names)))
 
-    _, best = max(groups.items(), key=rank)
+    _, best = max(groups.items(), key=rank) if len(groups) > 1 else next(iter(groups.items()))
     by_device: dict[str, list[Series]] = {}
     for s in sorted(best, key=lambda s: s.dimensions):
-        by_device.setdefault(device_key(s, device_dimensions), []).append(s)
+        by_device.setdefault(keys[s], []).append(s)
     return by_device
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -11,6 +12,7 @@ from botocore.stub import ANY, Stubber
 from fmdoctor.demo.metrics import MetricsPublisher, launch_nodes
 from fmdoctor.engine.inventory import Instance
 from fmdoctor.metrics.cloudwatch import Query, Series, discover, fetch, lower_bound_calls, queries_per_call
+from fmdoctor.metrics.identity import NodeIdentity
 from fmdoctor.metrics.robust import low_outliers, median_and_mad
 from fmdoctor.metrics.series import NodeResolver, missing_devices, select_series
 
@@ -246,3 +248,40 @@ def test_memory_trouble(utilization, memory, basis):
 
     found = memory_trouble(device(utilization, memory), ceiling=95, collapse_percent=50, growth_points=10)
     assert (found.basis if found else None) == basis
+
+
+_T = [datetime(2026, 1, 1, 0, m, tzinfo=UTC) for m in range(4)]
+PER_PERIOD_CASES = {  # (points of one device and signal, the peak's answer, the mean's answer)
+    "one series, in order": ([(_T[0], 1.0), (_T[1], 3.0)], ((_T[0], 1.0), (_T[1], 3.0)),
+                             ((_T[0], 1.0), (_T[1], 3.0))),
+    "no points": ([], (), ()),
+    "one point": ([(_T[2], 7.5)], ((_T[2], 7.5),), ((_T[2], 7.5),)),
+    "a -0.0 mean is 0.0, its peak is kept": ([(_T[0], -0.0), (_T[1], 2.0)], ((_T[0], -0.0), (_T[1], 2.0)),
+                                             ((_T[0], 0.0), (_T[1], 2.0))),
+    "two series of a renamed host, one shared period": (
+        [(_T[0], 1.0), (_T[1], 2.0), (_T[1], 4.0), (_T[2], 5.0)],
+        ((_T[0], 1.0), (_T[1], 4.0), (_T[2], 5.0)), ((_T[0], 1.0), (_T[1], 3.0), (_T[2], 5.0))),
+    "out of order": ([(_T[1], 2.0), (_T[0], 1.0)], ((_T[0], 1.0), (_T[1], 2.0)), ((_T[0], 1.0), (_T[1], 2.0))),
+}
+
+
+@pytest.mark.parametrize("found,peak,mean", PER_PERIOD_CASES.values(), ids=PER_PERIOD_CASES.keys())
+def test_per_period_values(found, peak, mean):
+    """One value a period: the larger of a peak's, the mean of the others'; a single ordered series is its own."""
+    from fmdoctor.metrics.cluster import _per_period
+
+    assert _per_period(found, max) == peak
+    got = _per_period(found)
+    assert got == mean and [math.copysign(1.0, v) for _, v in got] == [math.copysign(1.0, v) for _, v in mean]
+
+
+def test_a_series_is_resolved_once_and_hashes_as_its_fields():
+    """The resolver answers a series from its memo the second time; a series' hash (kept) is its fields'."""
+    import pickle
+
+    resolver = NodeResolver([NodeIdentity("i-1", ("10.0.0.1",), ())], "InstanceId", "host")
+    series = Series("CWAgent", "m", (("host", "ip-10-0-0-1"),))
+    first = resolver.classify(series)
+    assert first[0].node == "i-1" and resolver.classify(Series("CWAgent", "m", (("host", "ip-10-0-0-1"),))) is first
+    assert hash(series) == hash(("CWAgent", "m", (("host", "ip-10-0-0-1"),)))
+    assert pickle.loads(pickle.dumps(series)) == series and {series: 1}[pickle.loads(pickle.dumps(series))] == 1
