@@ -237,7 +237,8 @@ def p5_row(server: WorldServer, nodes: int, workdir: Path, repeat: int) -> dict[
 
 
 def p5_page_bound(nodes: int) -> int:
-    """DescribeInstances pages the density rule allows: a first page of 250, then 8,000 interfaces a page."""
+    """DescribeInstances pages the density rule allows: a first page of FIRST_PAGE instances, then
+    INTERFACES_PER_PAGE interfaces' worth (1,000 p5 nodes) a page (fmdoctor/engine/instance_listing.py)."""
     from fmdoctor.engine.instance_listing import FIRST_PAGE, page_size
 
     rest = max(0, nodes - FIRST_PAGE)
@@ -285,9 +286,9 @@ def p5_markdown(rows: list[dict[str, Any]], repeat: int) -> str:
         f"(DescribeInstances, groups and rules, subnets, types) in a child of its own, {repeat} runs, min / median; "
         f"CPU and peak RSS (VmHWM) are the child's own, wall includes moto generating the XML. 'start-up' is "
         f"what the child had spent and held after its imports, before the first call. Goal at 2,048 nodes: "
-        f"under 300 MiB and under 6 s of CPU. Pages ask for at most 8,000 interfaces' worth of nodes (250, then "
-        f"about 240 p5 nodes a page) where AWS would allow 1,000: more calls, each response a few MB instead of "
-        f"30. load: the 1-minute load average before each inventory run (2 shared cores). Seeding (not timed "
+        f"under 300 MiB and under 6 s of CPU. Pages ask for 1,000 nodes, DescribeInstances' maximum (at most "
+        f"33,000 interfaces' worth: 1,000 p5 nodes; bench/listing_memory.py measures a page's memory). load: "
+        f"the 1-minute load average before each inventory run (2 shared cores). Seeding (not timed "
         f"above): {seeds}.\n" + (f"\nError entries of the check run: {', '.join(errors)}.\n" if errors else ""))
 
 
