@@ -151,18 +151,28 @@ def job_rank_hosts(found: SchedulerMap, ranks_per_node: int, known: Mapping[int,
     return mapped, how
 
 
+def _slurm_quietly(ctx: CheckContext) -> SchedulerMap | None:
+    """The run's Slurm view for a check that only borrows it; None where the scheduler is not Slurm or cannot be
+    read (that is the scheduler checks' error to record, never the borrower's)."""
+    scope = ctx.scope
+    kinds, _ = kinds_of(scope)
+    if SLURM not in kinds:
+        return None
+    try:
+        found: SchedulerMap = scope.shared.get(SHARED_KEY + SLURM, lambda: _load(scope, SLURM))
+    except SchedulerUnavailable:
+        return None
+    return found
+
+
 def map_ranks_by_job(ctx: CheckContext, ranks: Iterable[int], known: Mapping[int, str],
                      key: Callable[[str], str | None]) -> dict[int, tuple[str, str]]:
     """For training-stalled: ``ranks`` it names but no log line places, mapped to node keys through the Slurm
     job's node list (:func:`job_rank_hosts`) -> {rank: (node key, how)}; {} where the scheduler is not Slurm, cannot
     be read (this never records an error under the caller), or the layout is not proven."""
     scope = ctx.scope
-    kinds, _ = kinds_of(scope)
-    if SLURM not in kinds:
-        return {}
-    try:
-        found = scope.shared.get(SHARED_KEY + SLURM, lambda: _load(scope, SLURM))
-    except SchedulerUnavailable:
+    found = _slurm_quietly(ctx)
+    if found is None:
         return {}
     per_node = {scope.inventory.type_of(i).gpus or scope.inventory.type_of(i).neuron_cores
                 for i in scope.inventory.instances if i.id in set(found.instance_of.values())}
@@ -179,13 +189,8 @@ def jobs_by_node(ctx: CheckContext, key: Callable[[str], str | None]) -> dict[st
     """For training-stalled: node key -> the one running Slurm job on it (nodes running several are left out), so
     two jobs writing to one log group are told apart; {} where the scheduler is not Slurm or cannot be read (this
     never records an error under the caller)."""
-    scope = ctx.scope
-    kinds, _ = kinds_of(scope)
-    if SLURM not in kinds:
-        return {}
-    try:
-        found = scope.shared.get(SHARED_KEY + SLURM, lambda: _load(scope, SLURM))
-    except SchedulerUnavailable:
+    found = _slurm_quietly(ctx)
+    if found is None:
         return {}
     on: dict[str, set[str]] = {}
     for job in found.view.jobs:
