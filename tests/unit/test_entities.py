@@ -183,11 +183,33 @@ def test_a_folder_named_like_a_word_is_no_run():
     ("a 16-node cluster", (), []),  # a size
     ("the us-west-2 cluster", (), []),  # a region
     ("is the cluster-wide EFA ok?", (), []),
+    ("the 8xH100 cluster", (), []),  # a count of accelerators
+    ("my 2nd cluster", (), []),  # an ordinal
+    ("the EKS-1.29 cluster and the k8s-1.30 cluster", (), []),  # versions
+    ("is the cluster 10.0.1.12 slow", (), []),  # a node's address
+    ("cluster i-0abc1234 health", (), []),  # a node's id
+    ("the cluster ip-10-0-1-12 node", (), []),  # a node's DNS name
+    ("the k8s-prod cluster", (), ["k8s-prod"]),  # begins like an instance family, but is a name
+    ("the p5-train cluster", (), ["p5-train"]),
+    ("see arn:aws:eks:us-west-2:123456789012:cluster/prod-eks", (), ["prod-eks"]),  # an EKS cluster's ARN
+    ("https://console.aws.amazon.com/eks/home?region=us-west-2#/clusters/eks-b", (), ["eks-b"]),
+    ("https://console.aws.amazon.com/sagemaker/home#/cluster-management/hp-b", (), ["hp-b"]),
+    ("see https://example.com/x/prod?c=prod", ("prod",), ["prod"]),  # a configured name in an address
+    ("arn:aws:sagemaker:us-west-2:123456789012:cluster/2hd31rmi9mde", (), []),  # an id, not a name
 ])
 def test_the_clusters_a_question_names(text, known, named):
     from fmdoctor.engine.entities import clusters_named
 
     assert clusters_named(text, known) == named
+
+
+@pytest.mark.parametrize("name, meant, typo", [
+    ("llm-trian", "llm-train", True), ("LLM-TRAIN", "llm-train", True), ("llm-trainn", "llm-train", True),
+    ("llm_train", "llm-train", True), ("llm-train-2", "llm-train", False), ("prod-3", "prod-2", False),
+    ("prod-train", "llm-train", False), ("llm-tr", "llm-train", False),
+])
+def test_a_mistyped_name(name, meant, typo):
+    assert e.mistyped(name, meant) is typo
 
 
 @pytest.mark.parametrize("question, found", [
