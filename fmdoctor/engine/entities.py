@@ -122,9 +122,24 @@ def mentioned(inventory: Inventory, text: str, known: Known | None = None,
             entity = _match(inventory, word, known)
         except TargetNotFound:  # a name several nodes carry: the caller's lookup says so
             entity = None
-        if entity is not None:
+        if entity is not None and not _generic(text, word, entity):
             found.setdefault((entity.kind, entity.id), (start, word, entity))
     return [(word, entity) for _, word, entity in sorted(found.values(), key=lambda f: f[0])]
+
+
+# A security group or instance group named by a plain word is named by a word of the language too: every VPC has a
+# security group 'default' ("what is the default NCCL timeout?"), instance groups are often 'worker' or 'compute'.
+# Such a name counts only beside its kind word ('sg default', 'the default security group', 'worker group').
+_KIND_WORDS = {SECURITY_GROUP: r"sgs?|security[- ]groups?|groups?", INSTANCE_GROUP: r"(?:instance[- ])?groups?|igs?"}
+
+
+def _generic(text: str, word: str, entity: Entity) -> bool:
+    kind = _KIND_WORDS.get(entity.kind)
+    if kind is None or not word.isalpha():
+        return False
+    name = re.escape(word)
+    beside = rf"(?<![\w-])(?:(?:{kind})\W+{name}|{name}\W+(?:{kind}))(?![\w-])"
+    return re.search(beside, text, re.I) is None
 
 
 # "cluster prod-train", "cluster named prod-train", "the prod-train cluster": a cluster named in a question. Its name

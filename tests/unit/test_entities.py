@@ -10,6 +10,7 @@ import pytest
 from fmdoctor.engine import entities as e
 from fmdoctor.engine.endpoints import Endpoint
 from fmdoctor.engine.errors import AwsFailure, TargetNotFound
+from fmdoctor.engine.hyperpod import HyperPodCluster, HyperPodGroup
 from fmdoctor.engine.inventory import HEAD, Instance, Inventory, NetworkInterface, SecurityGroup, UnavailablePart
 
 
@@ -219,6 +220,10 @@ def test_a_mistyped_name(name, meant, typo):
     ("is llm scratch full, and gpu node 7?", [("LLM scratch", e.FILE_SYSTEM), ("GPU node 7", e.NODE)]),
     ("is the scratch space of gpu node 70 full?", []),  # parts of names are no names
     ("does sg default block it?", [("default", e.SECURITY_GROUP)]),
+    ("does the default security group block it?", [("default", e.SECURITY_GROUP)]),
+    ("is the default NCCL timeout too short?", []),  # a word of the language, not the security group
+    ("is the worker group healthy?", [("worker", e.INSTANCE_GROUP)]),
+    ("is the worker on gpu node 7 healthy?", [("GPU node 7", e.NODE)]),
 ])
 def test_plain_word_and_several_word_names_come_from_the_inventory(question, found):
     seven = Instance("i-00000000000000007", "p5.48xlarge", "running", "subnet-a", "vpc-1", "us-west-2a",
@@ -227,7 +232,9 @@ def test_plain_word_and_several_word_names_come_from_the_inventory(question, fou
     inventory = Inventory("llm", "us-west-2", (*base.instances, seven),
                           interfaces=dict(base.interfaces.items()),
                           security_groups={"sg-2": SecurityGroup("sg-2", "default", "vpc-1")},
-                          endpoints=(Endpoint("chatbot", "arn:bot", "InService"),))
+                          endpoints=(Endpoint("chatbot", "arn:bot", "InService"),),
+                          hyperpod=HyperPodCluster("hp", "arn:hp", "InService",
+                                                   groups=(HyperPodGroup("worker", "ml.p5.48xlarge", 1, 1),)))
     known = e.Known(file_systems={"fs-0123456789abcdef0": "LLM scratch"})
     assert [(word, entity.kind) for word, entity in e.mentioned(inventory, question, known)] == found
 
