@@ -55,11 +55,13 @@ WATCHDOG = re.compile(_PG_PREFIX + r"(?:(?:Watchdog caught|Caught) collective op
 # A rank's own account of where its default group stands: 2.5+ "Received a dump signal due to a collective timeout
 # from rank 7 and we will try our best to dump the debug info. Last enqueued NCCL work: ..."; 2.4 "Received a dump
 # signal from this local rank and will start to dump the debug info. Last enqueued NCCL work: ..."; 2.3-2.5 "Timeout
-# at NCCL work: 7, last enqueued NCCL work: 8, last completed NCCL work: 6." (a rank whose own watchdog timed out).
+# at NCCL work: 7, last enqueued NCCL work: 8, last completed NCCL work: 6.", 2.6+ "Work timeout is detected by
+# watchdog at work: 7, last enqueued ..." (a rank whose own watchdog timed out; watchdogHandler).
 DUMP_SIGNAL = re.compile(
     _PG_PREFIX + r"(?:Received a dump signal (?:due to a collective timeout )?from\s*(?P<origin>this local rank|"
     r"rank -?\d+)?\s*and (?:we )?will (?:try our best to|start to) dump the debug info\. Last enqueued \w+ work: "
-    r"(?P<enqueued>-?\d+), last completed \w+ work: (?P<completed>-?\d+)|Timeout at \w+ work: (?P<timed_out>\d+), "
+    r"(?P<enqueued>-?\d+), last completed \w+ work: (?P<completed>-?\d+)|"
+    r"(?:Timeout at \w+|Work timeout is detected by watchdog at) work: (?P<timed_out>\d+), "
     r"last enqueued \w+ work: (?P<enqueued2>-?\d+), last completed \w+ work: (?P<completed2>-?\d+))")
 RANK_LINE = re.compile(_PG_PREFIX + r"(?:\[PG [^\]]*\] )?(?:Terminating the process after attempting to dump|"
                        r"ProcessGroupNCCL's watchdog got stuck for|Observed flight recorder dump signal|"
@@ -71,7 +73,10 @@ SUMMARY_FIELD = re.compile(r"^\s*(?P<key>host|rank|exitcode|time)\s*: (?P<value>
 SUMMARY_RANK = re.compile(r"(?P<rank>\d+) \(local_rank: (?P<local>\d+)\)")
 SUMMARY_EXIT = re.compile(r"(?P<code>-?\d+)(?: \(pid: (?P<pid>\d+)\))?")
 FINISHED = re.compile(r"worker group successfully finished")
-RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:")
+# PyTorch's ``[rank13]:`` on each rank's stderr, behind torchrun's own header where it tees the workers' output to
+# its console (``--tee``: ``[default5]:``, ``[<role><local rank>]:``; torch/distributed/elastic/multiprocessing/
+# tail_log.py).
+RANK_PREFIX = re.compile(r"^(?:\[[A-Za-z_][\w-]*?\d+\]:)?\[rank(?P<rank>\d+)\]:")
 
 # What the job's log groups are searched for (CloudWatch Logs filter pattern: '?' terms match any of them).
 FILTER_TERMS = ("Watchdog caught collective operation timeout", "NCCL WARN", "Peer host id",
@@ -79,8 +84,8 @@ FILTER_TERMS = ("Watchdog caught collective operation timeout", "NCCL WARN", "Pe
                 "watchdog got stuck for", "Failures:", "Root Cause (first observed failure)", "time      :",
                 "host      :", "rank      :", "exitcode  :", "NVRM: Xid", "worker group successfully finished",
                 "CUDA error", "Caught collective operation timeout", "timed out in blocking wait",
-                "Timeout at NCCL work", "Heartbeat monitor timed out", "NCCL monitor thread timeout",
-                "monitoring thread detects no heartbeat", "error_file:")
+                "Timeout at NCCL work", "Work timeout is detected by watchdog", "Heartbeat monitor timed out",
+                "NCCL monitor thread timeout", "monitoring thread detects no heartbeat", "error_file:")
 FILTER_PATTERN = " ".join(f'?"{term}"' for term in FILTER_TERMS)
 
 

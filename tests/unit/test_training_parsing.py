@@ -154,6 +154,11 @@ SIGNAL = ("[rank13]:[E0501 10:31:08.0 ProcessGroupNCCL.cpp:1746] [PG ID 0 PG GUI
     ("[PG ID 1 PG GUID 1 Rank 2] Terminating the process after attempting to dump debug info, due to x.", None),
     ("[PG ID 0 PG GUID 0(default_pg) Rank 4] ProcessGroupNCCL's watchdog got stuck for 480 seconds", 4),
     ("Rank 4 said nothing of the kind", None),
+    # torchrun --tee puts its own "[<role><local rank>]:" before the worker's line (elastic/multiprocessing/tail_log.py)
+    ("[default5]:[rank13]:step 5 loss 2.0", 13),
+    ("[trainer0]:[rank13]:[E1205 02:33:10.1 ProcessGroupNCCL.cpp:1785] [PG ID 1 PG GUID 1 Rank 1] Terminating the "
+     "process after attempting to dump debug info, due to collective timeout or exception.", 13),
+    ("[default5]:step 5 loss 2.0", None),  # a local rank alone is no global rank
 ])
 def test_which_rank_a_line_names(text, rank):
     assert line_rank(text) == rank
@@ -421,6 +426,10 @@ WORK = "WorkNCCL(SeqNum=5210, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=104857
      "before timing out.", 1, None, "3", 600081),  # another group's Rank is no job rank
     (f"[PG 1 Rank 1] Watchdog caught collective operation timeout: {WORK} ran for 600081 milliseconds before timing "
      "out.", 1, None, "1", 600081),
+    # torchrun --tee's "[default3]:" before the [rankN]: prefix: the global rank is still the prefix's, not the group's
+    (f"[default3]:[rank11]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [PG ID 1 PG GUID 1 Rank 1] Watchdog "
+     f"caught collective operation timeout: {WORK} ran for 600081 milliseconds before timing out.", 11, 11, "1",
+     600081),
 ])
 def test_the_watchdog_timeout_of_every_release(line, rank, job_rank, pg, ran_ms):
     found = parse_watchdog(line, "h", NOW)
@@ -453,6 +462,12 @@ def test_rank_lines_that_are_no_timeout(line):
      "Last enqueued NCCL work: 5209, last completed NCCL work: 5209.", 13, "default_pg", 5209, None),
     # 2.5+
     (SIGNAL, 13, "default_pg", 5209, None),
+    # 2.6+ watchdogHandler: "Work timeout is detected by watchdog at work: N" replaced "Timeout at NCCL work: N"
+    ("[rank3]:[E219 08:58:32.606667496 ProcessGroupNCCL.cpp:1785] [PG ID 2 PG GUID 3 Rank 1] Work timeout is detected "
+     "by watchdog at work: 31, last enqueued NCCL work: 58, last completed NCCL work: 30.", 3, "3", 58, 31),
+    # behind torchrun's tee header
+    ("[default3]:[rank3]:[E219 08:58:32.606693321 ProcessGroupNCCL.cpp:1834] [PG ID 2 PG GUID 3 Rank 1] Timeout at "
+     "NCCL work: 31, last enqueued NCCL work: 58, last completed NCCL work: 30.", 3, "3", 58, 31),
 ])
 def test_a_ranks_own_progress_line_of_every_release(line, rank, pg, enqueued, timed_out):
     found = parse_dump_signal(line, "h", NOW)
