@@ -561,6 +561,33 @@ def test_two_jobs_in_one_log_group_are_not_one_jobs_ranks(tell, hung, other):
     assert found.rank_hosts[0] == "i-00000000000000001"  # job A's rank 0, not job B's
 
 
+@pytest.mark.parametrize("named, hung, other", [
+    ("A", "llama-a", ["(a job that names no run)"]),  # the hung job names its run, the other uses --rdzv-id none
+    ("B", None, ["llama-b"]),  # only the other job names its run
+])
+def test_two_jobs_of_which_only_one_names_its_run(named, hung, other):
+    """torchrun's default run id 'none' names no run: the nodes whose lines name no job are another job's when one
+    of their ranks timed out as the same rank on a node of the named job (a rank is one process on one node)."""
+    events, _ = _two_jobs("run id")
+    unnamed = "b" if named == "A" else "a"
+    events = [dataclasses.replace(e, text=e.text.replace(f"llama-{unnamed}_", "none_")) for e in events]
+    found = read_evidence(events, {})
+    assert (found.job, found.other_jobs) == (hung, other)
+    assert answer(found, []).named["nccl-watchdog"] == ["i-00000000000000002"]
+    assert found.rank_hosts[0] == "i-00000000000000001"  # job A's rank 0, not job B's
+
+
+def test_one_job_naming_its_run_on_some_nodes_only_is_one_job():
+    """A job whose run id only one node's report carries (node 2 wrote none) is still one job: no rank of it timed
+    out on two nodes, so none of its lines is left out."""
+    events, _ = _two_jobs("run id")
+    events = [e for e in events if e.instance_id in ("i-00000000000000001", "i-00000000000000002")
+              and not ("error_file" in e.text and e.instance_id == "i-00000000000000002")]
+    found = read_evidence(events, {})
+    assert (found.job, found.other_jobs) == ("llama-a", [])
+    assert len(found.watchdogs) == 16 and answer(found, []).named["nccl-watchdog"] == ["i-00000000000000002"]
+
+
 def test_without_anything_to_tell_the_jobs_apart_every_line_is_read():
     """Nothing names a job (no scheduler, no run id, no labels): every line is read as one job's, as before."""
     events, _ = _two_jobs("nothing")
