@@ -162,10 +162,11 @@ _NOT_CLUSTER = re.compile(
     r"|(?:i|sg|subnet|eni|fs|vpc|vpce|rtb|cr|igw|nat|acl|pcx|ami|vol|snap)-[0-9a-f]{4,17}"  # an AWS resource id
     r"|(?:us|eu|ap|sa|ca|me|af|il|mx|cn)(?:-gov|-iso\w*)?-[a-z]+-\d)$", re.I)
 # A cluster named in an ARN or a console address: EKS's ``arn:aws:eks:REGION:ACCOUNT:cluster/NAME`` and its console's
-# ``#/clusters/NAME``, HyperPod's console ``cluster-management/NAME``. A SageMaker cluster ARN holds the cluster's id,
+# ``#/clusters/NAME``, HyperPod's console ``#/cluster-management/NAME`` (a path of another site or a file system's
+# ``/fsx/clusters/run-7`` names no cluster). A SageMaker cluster ARN holds the cluster's id,
 # not its name, so it says which cluster only when it is a configured name.
-_CLUSTER_PATH = re.compile(r"(?:arn:aws[\w-]*:eks:[\w-]*:\d*:cluster|[#/]clusters|/cluster-management)/([\w.-]+)",
-                           re.I)
+_CLUSTER_PATH = re.compile(r"(?:arn:aws[\w-]*:eks:[\w-]*:\d*:cluster|console\.(?:aws\.amazon\.com|amazonaws\.cn)/"
+                           r"[^\s#]*#/(?:clusters|cluster-management))/([\w.-]+)", re.I)
 _PARTS = re.compile(r"[/:#?=&]+")
 
 

@@ -197,6 +197,8 @@ def test_a_folder_named_like_a_word_is_no_run():
     ("https://console.aws.amazon.com/sagemaker/home#/cluster-management/hp-b", (), ["hp-b"]),
     ("see https://example.com/x/prod?c=prod", ("prod",), ["prod"]),  # a configured name in an address
     ("arn:aws:sagemaker:us-west-2:123456789012:cluster/2hd31rmi9mde", (), []),  # an id, not a name
+    ("is /fsx/clusters/run-7/checkpoints fresh?", (), []),  # a path, not a console address
+    ("see https://github.com/org/infra/clusters/prod-eks", (), []),
 ])
 def test_the_clusters_a_question_names(text, known, named):
     from fmdoctor.engine.entities import clusters_named
