@@ -167,21 +167,19 @@ _NOT_CLUSTER = re.compile(
 # not its name, so it says which cluster only when it is a configured name.
 _CLUSTER_PATH = re.compile(r"(?:arn:aws[\w-]*:eks:[\w-]*:\d*:cluster|console\.(?:aws\.amazon\.com|amazonaws\.cn)/"
                            r"[^\s#]*#/(?:clusters|cluster-management))/([\w.-]+)", re.I)
-_PARTS = re.compile(r"[/:#?=&]+")
 
 
 def clusters_named(text: str, known: Iterable[str] = ()) -> list[str]:
     """The clusters a question names, in order, each once: a ``known`` cluster's name (the configuration's) as a
-    word of it or a part of an address or ARN in it, whatever its shape; a name-shaped word beside the word
-    'cluster'; and an EKS cluster's ARN or console address. Which of them the conversation can see is the caller's
-    to say (:func:`fmdoctor.assistant.guard` answers for every front end)."""
+    word of it, whatever its shape (not a part of a path: s3://b/prod/); a name-shaped word beside the word
+    'cluster'; and a cluster an EKS ARN or an AWS console address names. Which of them the conversation can see
+    is the caller's to say (:func:`fmdoctor.assistant.guard` answers for every front end)."""
     found: dict[str, int] = {}
     names = {n.lower(): n for n in known if n}
     for match in WORD.finditer(text):
         word = match.group(0).rstrip(".:")
-        for part in (word, *_PARTS.split(word)):
-            if part.rstrip(".").lower() in names:
-                found.setdefault(names[part.rstrip(".").lower()], match.start())
+        if word.lower() in names:
+            found.setdefault(names[word.lower()], match.start())
     for match in _CLUSTER_PATH.finditer(text):
         found.setdefault(names.get(match.group(1).lower(), match.group(1)), match.start(1))
     for pattern in (_CLUSTER_BEFORE, _CLUSTER_AFTER):
