@@ -50,3 +50,25 @@ def test_the_demos_fix_commands_carry_demo_in_its_report_and_its_findings_runboo
     assert "fmdoctor fix --demo --cluster demo-llm-train --check scheduler-node-held-out" in capsys.readouterr().out
     assert main([*show, "--finding", json.dumps(held[0])]) == 0  # nothing says it is the demo's
     assert "--demo" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("cancelled", [True, False])
+def test_a_demo_report_that_ends_early_still_says_it_is_the_demos(cancelled, monkeypatch):
+    """Cancelled before the inventory, or the inventory unreadable (nothing listens on 127.0.0.1:9): the JSON
+    contract's "demo": true holds for every demo run's report, not only those whose checks ran."""
+    import threading
+
+    from fmdoctor.config import Settings
+    from fmdoctor.engine.api import Connection, Doctor
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    settings = Settings.model_validate({"region": "us-west-2", "clusters": {"c": {}}})
+    doctor = Doctor(settings=settings, connection=Connection(region="us-west-2", endpoint_url="http://127.0.0.1:9"))
+    doctor.extras["demo"] = object()
+    cancel = threading.Event()
+    if cancelled:
+        cancel.set()
+    report = doctor.check("c", cancel=cancel)
+    assert report.status.value == "unknown" and (report.skipped if cancelled else report.errors)
+    assert report.to_json_dict()["demo"] is True
