@@ -45,7 +45,9 @@ EFA_ERROR = re.compile(r"Error: (?P<errno>\d+) \((?P<text>[^()]*(?:\([^()]*\))?[
 # The rank prefix of c10d's lines in every release: ``[Rank 3]`` (<= 2.2: ``"[Rank " << rank_ << "] "``),
 # ``[PG 0 Rank 3]`` (2.3: the group's uid), ``[PG 0 (default_pg) Rank 3]`` (2.4: uid and description),
 # ``[PG ID 0 PG GUID 0(default_pg) Rank 3]`` and ``[PG ID 2 PG GUID 3 Rank 3]`` (2.5+, ``createLogPrefix``).
-_PG_PREFIX = (r"\[(?:PG (?:ID )?(?P<pg_id>\d+) (?:PG GUID (?P<pg_guid>[^\s(\]]+))?"
+# 2.3-2.4 print the group's name where 2.5+ print its local id: a counter ('1'), or with use_local_synchronization a
+# hash of its ranks (distributed_c10d._process_group_name), so it is any word.
+_PG_PREFIX = (r"\[(?:PG (?:ID )?(?P<pg_id>[^\s(\]]+) (?:PG GUID (?P<pg_guid>[^\s(\]]+))?"
               r"(?:\s*\((?P<pg_desc>[^)]*)\))? ?)?Rank (?P<rank>\d+)\]\s*")
 _WORK = (r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout_ms>\d+)\)")
 # The watchdog's timeout (every release), and the same timeout met in a blocking wait (NCCL_BLOCKING_WAIT=1:

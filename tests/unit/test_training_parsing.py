@@ -426,6 +426,9 @@ WORK = "WorkNCCL(SeqNum=5210, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=104857
      "before timing out.", 1, None, "3", 600081),  # another group's Rank is no job rank
     (f"[PG 1 Rank 1] Watchdog caught collective operation timeout: {WORK} ran for 600081 milliseconds before timing "
      "out.", 1, None, "1", 600081),
+    # 2.3-2.4: a group made with use_local_synchronization is named by its ranks' sha1 (_hash_ranks of 0_1_2_3)
+    (f"[PG 79b6da6f09ca489d6c51917fe6d51102ba404551 Rank 1] Watchdog caught collective operation timeout: {WORK} "
+     "ran for 600081 milliseconds before timing out.", 1, None, "79b6da6f09ca489d6c51917fe6d51102ba404551", 600081),
     # torchrun --tee's "[default3]:" before the [rankN]: prefix: the global rank is still the prefix's, not the group's
     (f"[default3]:[rank11]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [PG ID 1 PG GUID 1 Rank 1] Watchdog "
      f"caught collective operation timeout: {WORK} ran for 600081 milliseconds before timing out.", 11, 11, "1",
