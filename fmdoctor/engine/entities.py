@@ -146,9 +146,9 @@ def _generic(text: str, word: str, entity: Entity) -> bool:
 # is no name of the inventory (the inventory is one cluster's), so only the kind word says it is one; a word counts
 # only when shaped like a name (a hyphen, underscore, digit or dot), and not when it is an instance type or family
 # ('the p5 cluster', 'the p4d.24xlarge cluster'), a size ('a 16-node cluster', 'the 8xH100 cluster'), an ordinal
-# ('my 2nd cluster'), a version ('the EKS-1.29 cluster'), a region ('the us-west-2 cluster'), or a node's or
-# resource's id or address ('cluster i-0abc123', 'the cluster 10.0.1.12', 'cluster ip-10-0-1-12'): those are
-# things of a cluster, not its name.
+# ('my 2nd cluster'), a model's or memory's size ('the 70B cluster'), a version ('the EKS-1.29 cluster'), a region
+# ('the us-west-2 cluster'), or a node's or resource's id or address ('cluster i-0abc123', 'the cluster 10.0.1.12',
+# 'cluster ip-10-0-1-12'): those are things of a cluster, not its name.
 _CLUSTER_NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]"
 _CLUSTER_BEFORE = re.compile(rf"\bcluster\s+(?:called\s+|named\s+)?[`'\"\u2018\u201c]?({_CLUSTER_NAME})", re.I)
 # a name starts a word: tried from every letter of a long word, the search took quadratic time (40,000 characters
@@ -157,6 +157,7 @@ _CLUSTER_AFTER = re.compile(rf"(?<![A-Za-z0-9_.\-])({_CLUSTER_NAME})[`'\"\u2019\
 _NOT_CLUSTER = re.compile(
     r"^(?:(?:ml\.)?[a-z]{1,4}\d+[a-z]{0,4}(?:\.\d*x?large|\.metal[\w-]*)?"  # instance family or type
     r"|\d[\d,]*(?:-\w+)?|\d+(?:st|nd|rd|th)|\d+x\w+"  # a size, an ordinal, a count of accelerators
+    r"|\d+(?:\.\d+)?(?:[kmbt]|[kmgtp]i?b)"  # a model's size (70b, 1.5B) or a memory size (80GB, 2TiB)
     r"|(?:[a-z][a-z0-9]*-)?v?\d+(?:\.\d+)+"  # a version (1.29, v2.5, EKS-1.29, k8s-1.30) or an IPv4 address
     r"|ip-\d+-\d+-\d+-\d+(?:\.[\w.-]+)?"  # an EC2 private DNS name
     r"|(?:i|sg|subnet|eni|fs|vpc|vpce|rtb|cr|igw|nat|acl|pcx|ami|vol|snap)-[0-9a-f]{4,17}"  # an AWS resource id

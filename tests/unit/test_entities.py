@@ -186,6 +186,7 @@ def test_a_folder_named_like_a_word_is_no_run():
     ("is the cluster-wide EFA ok?", (), []),
     ("the 8xH100 cluster", (), []),  # a count of accelerators
     ("my 2nd cluster", (), []),  # an ordinal
+    ("is the 70B cluster or the 1.5b cluster slow? the 80GB cluster?", (), []),  # a model's size, memory
     ("the EKS-1.29 cluster and the k8s-1.30 cluster", (), []),  # versions
     ("is the cluster 10.0.1.12 slow", (), []),  # a node's address
     ("cluster i-0abc1234 health", (), []),  # a node's id
