@@ -210,6 +210,17 @@ def parse_peer_error(text: str, host: str | None, time: datetime) -> PeerError |
     return None
 
 
+# srun --label's task number before each line a task writes (Slurm's _build_label: "%*d: ", with a heterogeneous
+# job's "P<component> " before it), as ParallelCluster jobs launched with "srun -l torchrun ..." log it.
+SRUN_LABEL = re.compile(r"^(?:P\d+ )?[ ]*\d+: ", re.M)
+
+
+def unlabelled(text: str) -> str:
+    """``text`` with srun's task label taken off each of its lines (a multi-line event has one on every line), so
+    the prefixes and torchrun's report read as they were written."""
+    return SRUN_LABEL.sub("", text)
+
+
 def rank_prefix(text: str) -> int | None:
     match = RANK_PREFIX.match(text)
     return int(match["rank"]) if match else None

@@ -624,3 +624,20 @@ def test_torchruns_run_id_from_its_report(line, run):
     from fmdoctor.training.culprit import run_id
 
     assert run_id(line) == run
+
+
+def test_srun_labels_are_taken_off_every_line():
+    """``srun -l torchrun ...`` puts the task number before each line (Slurm's _build_label: "%*d: ", "P<n> %*d: " in
+    a heterogeneous job): the rank prefix and torchrun's report read as written, also in one multi-line event."""
+    from fmdoctor.training.logs import _events
+
+    line = ("3: [default0]:[rank24]:[E1205 02:33:10.1 ProcessGroupNCCL.cpp:616] [Rank 24] Watchdog caught collective "
+            f"operation timeout: {WORK} ran for 600081 milliseconds before timing out.")
+    report = "\n".join(f"{n:>2}: {row}" for n, row in enumerate(REPORT.splitlines()))
+    labelled = [line, "P1  3: [rank24]:step 5", report]
+    events = list(_events("g", [{"logStreamName": "ip-10-0-0-5.i-00000000000000005.training", "timestamp": 1,
+                                 "message": m} for m in labelled]))
+    assert line_rank(events[0].text) == 24 and parse_watchdog(events[0].text, "h", NOW).global_rank == 24
+    assert line_rank(events[1].text) == 24
+    entries = parse_root_causes([(NOW, events[2].text)], "ip-10-0-0-5")
+    assert [(e.rank, e.root) for e in entries] == [(13, False), (14, False), (8, True)]
