@@ -172,15 +172,17 @@ _CLUSTER_PATH = re.compile(r"(?:arn:aws[\w-]*:eks:[\w-]*:\d*:cluster|console\.(?
 
 def clusters_named(text: str, known: Iterable[str] = ()) -> list[str]:
     """The clusters a question names, in order, each once: a ``known`` cluster's name (the configuration's) as a
-    word of it, whatever its shape (not a part of a path: s3://b/prod/); a name-shaped word beside the word
+    word of it or the first part of one ('prod/gpu-node-2'), whatever its shape (not a part further on in a path:
+    s3://b/prod/); a name-shaped word beside the word
     'cluster'; and a cluster an EKS ARN or an AWS console address names. Which of them the conversation can see
     is the caller's to say (:func:`fmdoctor.assistant.guard` answers for every front end)."""
     found: dict[str, int] = {}
     names = {n.lower(): n for n in known if n}
     for match in WORD.finditer(text):
         word = match.group(0).rstrip(".:")
-        if word.lower() in names:
-            found.setdefault(names[word.lower()], match.start())
+        head = re.split(r"[/:]", word.lstrip("@"), maxsplit=1)[0]  # 'prod-train/gpu-node-2', '@prod-train'
+        if head.lower() in names:
+            found.setdefault(names[head.lower()], match.start())
     for match in _CLUSTER_PATH.finditer(text):
         found.setdefault(names.get(match.group(1).lower(), match.group(1)), match.start(1))
     for pattern in (_CLUSTER_BEFORE, _CLUSTER_AFTER):

@@ -198,6 +198,7 @@ def test_a_folder_named_like_a_word_is_no_run():
     ("https://console.aws.amazon.com/sagemaker/home#/cluster-management/hp-b", (), ["hp-b"]),
     ("see https://example.com/x/prod?c=prod", ("prod",), []),  # another site's path
     ("is s3://ckpt/prod-train/run-1 fresh?", ("prod-train",), []),  # a path of a bucket both clusters use
+    ("is prod-train/gpu-node-2 ok? and @prod-train:gpu-node-3?", ("prod-train",), ["prod-train"]),  # cluster/node
     ("arn:aws:eks:us-west-2:1:cluster/prod is slow", ("prod",), ["prod"]),  # a configured name in an ARN
     ("https://us-west-2.console.aws.amazon.com/sagemaker/home#/cluster-management/prod", ("prod",), ["prod"]),
     ("arn:aws:sagemaker:us-west-2:123456789012:cluster/2hd31rmi9mde", (), []),  # an id, not a name
