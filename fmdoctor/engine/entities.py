@@ -164,8 +164,8 @@ _NOT_CLUSTER = re.compile(
     r"|(?:us|eu|ap|sa|ca|me|af|il|mx|cn)(?:-gov|-iso\w*)?-[a-z]+-\d)$", re.I)
 # A cluster named in an ARN or a console address: EKS's ``arn:aws:eks:REGION:ACCOUNT:cluster/NAME`` and its console's
 # ``#/clusters/NAME``, HyperPod's console ``#/cluster-management/NAME`` (a path of another site or a file system's
-# ``/fsx/clusters/run-7`` names no cluster). A SageMaker cluster ARN holds the cluster's id,
-# not its name, so it says which cluster only when it is a configured name.
+# ``/fsx/clusters/run-7`` names no cluster). A SageMaker (HyperPod) cluster ARN holds the cluster's id, not its
+# name: it is not read, as this cluster's own id is not known before its inventory is read.
 _CLUSTER_PATH = re.compile(r"(?:arn:aws[\w-]*:eks:[\w-]*:\d*:cluster|console\.(?:aws\.amazon\.com|amazonaws\.cn)/"
                            r"[^\s#]*#/(?:clusters|cluster-management))/([\w.-]+)", re.I)
 
@@ -173,9 +173,9 @@ _CLUSTER_PATH = re.compile(r"(?:arn:aws[\w-]*:eks:[\w-]*:\d*:cluster|console\.(?
 def clusters_named(text: str, known: Iterable[str] = ()) -> list[str]:
     """The clusters a question names, in order, each once: a ``known`` cluster's name (the configuration's) as a
     word of it or the first part of one ('prod/gpu-node-2'), whatever its shape (not a part further on in a path:
-    s3://b/prod/); a name-shaped word beside the word
-    'cluster'; and a cluster an EKS ARN or an AWS console address names. Which of them the conversation can see
-    is the caller's to say (:func:`fmdoctor.assistant.guard` answers for every front end)."""
+    s3://b/prod/); a name-shaped word beside the word 'cluster'; and a cluster an EKS ARN or an AWS console address
+    names. Which of them the conversation can see is the caller's to say (:func:`fmdoctor.assistant.guard` answers
+    for every front end)."""
     found: dict[str, int] = {}
     names = {n.lower(): n for n in known if n}
     for match in WORD.finditer(text):
