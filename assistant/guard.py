@@ -33,7 +33,7 @@ from fmdoctor.assistant.results import result_of
 from fmdoctor.assistant.safety import Redactor, delimit, undelimit, without_data
 from fmdoctor.assistant.session import AssistantContext
 from fmdoctor.config import AgentSettings
-from fmdoctor.engine.entities import clusters_named
+from fmdoctor.engine.entities import clusters_named, mistyped
 
 CHARS_PER_TOKEN = 4  # a conservative estimate where a provider reports no usage
 EXTRA_MODEL_CALLS = 3  # model calls allowed past the tool-call cap before the turn is ended for it
@@ -98,10 +98,12 @@ def other_cluster(messages: list[BaseMessage], ctx: AssistantContext) -> AIMessa
     question = content if isinstance(content, str) else " ".join(
         b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
     settings = ctx.doctor.settings
-    own = {ctx.cluster, ctx.doctor.cluster_settings(ctx.cluster).hyperpod.cluster_name or ctx.cluster}
+    own = ctx.own_clusters()
     configured = [name for name in settings.clusters if name not in own]
     asked = without_data(question)  # an alert quoted as data may name its own cluster (an EKS cluster's name)
-    others = [n for n in clusters_named(asked, [*own, *configured]) if n.lower() not in {o.lower() for o in own}]
+    # this cluster's name mistyped ('llm-trian') is this cluster, unless it is a configured one's name
+    others = [n for n in clusters_named(asked, [*own, *configured])
+              if n in configured or not any(mistyped(n, o) for o in own)]
     if not others:
         return None
     name = others[0]

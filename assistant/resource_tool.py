@@ -126,8 +126,9 @@ def find_names_tool() -> BaseTool:
         inventory, known = ctx.doctor.inventory(ctx.cluster), known_names(ctx)
         found = e.mentioned(inventory, text, known)
         names = [{"text": word, **entity.to_json_dict()} for word, entity in found]
+        said = [*(word for word, _ in found), *ctx.own_clusters()]  # this cluster's own names are no typos
         close = [{"text": word, "close": names_} for word, names_ in
-                 e.near_misses(inventory, text, known, found=[*(word for word, _ in found), ctx.cluster]).items()]
+                 e.near_misses(inventory, text, known, found=said).items()]
         message = (f"names {', '.join(n['label'] for n in names)}" if names else
                    f"names nothing of {ctx.cluster}")
         return ToolResult(tool=FIND_NAMES, status=ToolStatus.SUCCESS, message=message,

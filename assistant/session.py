@@ -171,3 +171,9 @@ class AssistantContext:
     settings: AgentSettings = field(default_factory=AgentSettings)
     backends: Backends = field(default_factory=Backends)
     cancel: threading.Event | None = None
+
+    def own_clusters(self) -> tuple[str, ...]:
+        """The names this conversation's cluster goes by: its own, and its HyperPod cluster's where that differs
+        (the other-cluster guard and find_names both read them here)."""
+        hyperpod = self.doctor.cluster_settings(self.cluster).hyperpod.cluster_name
+        return tuple(dict.fromkeys(n for n in (self.cluster, hyperpod) if n))

@@ -217,7 +217,8 @@ def _render_template_view(runbook: Runbook, cluster: str | None, region: str | N
         "> No finding given: each ⟨…⟩ below is a value taken from a finding. To fill them in with your "
         "cluster's real values:",
         ">",
-        f"> `fmdoctor check --cluster {shlex.quote(visible(target, lines=False))} --only {check} --format json | "
+        f"> `fmdoctor check {'--demo' if demo else '--cluster ' + shlex.quote(visible(target, lines=False))} "
+        f"--only {check} --format json | "
         f"fmdoctor runbook show {runbook.id} --finding -`",
         "",
     ]

@@ -38,6 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("--region", help="region used in the commands (default: the report's, the config's)")
     show.add_argument("--config", help="fmdoctor.yaml to read")
     show.add_argument("--format", choices=["markdown", "json"], default="markdown")
+    show.add_argument("--demo", action="store_true",
+                      help="the finding is the demo's (a demo report's JSON says so itself): its fix commands carry "
+                      "--demo")
     show.set_defaults(func=run_show)
 
 
@@ -72,9 +75,10 @@ def run_show(args: argparse.Namespace) -> int:
         findings = _findings_for(runbook, data, args.resource)
     cluster = args.cluster or report.get("cluster") or os.environ.get("FMDOCTOR_CLUSTER") or settings.default_cluster()
     region = args.region or report.get("region") or _configured_region(settings, cluster)
-    demo = bool(report.get("demo"))  # a demo report's JSON: its fix commands carry --demo
+    # a demo report's JSON says so; a finding taken out of one does not, so --demo says it
+    demo = args.demo or bool(report.get("demo"))
     if findings is None:
-        texts = [runbook.render(None, cluster=cluster, region=region)]
+        texts = [runbook.render(None, cluster=cluster, region=region, demo=demo)]
     else:
         texts = [runbook.render(f, cluster=cluster, region=region, demo=demo) for f in findings]
     if args.format == "json":

@@ -338,7 +338,8 @@ class Doctor:
         except Cancelled:
             return Report(cluster=name, region=aws.region, generated_at=now, status=Status.UNKNOWN,
                           skipped=[Skipped(check=c.id, reason="cancelled") for c in checks],
-                          stats=RunStats(api_calls=aws.calls.snapshot(), duration_s=time.perf_counter() - started))
+                          stats=RunStats(api_calls=aws.calls.snapshot(), duration_s=time.perf_counter() - started),
+                          demo=self.demo)
         except _InventoryFailed as failed:
             return Report(
                 cluster=name,
@@ -347,6 +348,7 @@ class Doctor:
                 status=Status.UNKNOWN,
                 errors=[failed.error],
                 stats=RunStats(api_calls=aws.calls.snapshot(), duration_s=time.perf_counter() - started),
+                demo=self.demo,  # a demo run's report says so however far it got
             )
         scope = RunScope(cluster=name, settings=settings, aws=aws, inventory=inventory, now=now, extras=self.extras,
                          metrics=metric_families(checks))

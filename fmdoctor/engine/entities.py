@@ -122,38 +122,92 @@ def mentioned(inventory: Inventory, text: str, known: Known | None = None,
             entity = _match(inventory, word, known)
         except TargetNotFound:  # a name several nodes carry: the caller's lookup says so
             entity = None
-        if entity is not None:
+        if entity is not None and not _generic(text, word, entity):
             found.setdefault((entity.kind, entity.id), (start, word, entity))
     return [(word, entity) for _, word, entity in sorted(found.values(), key=lambda f: f[0])]
+
+
+# A security group or instance group named by a plain word is named by a word of the language too: every VPC has a
+# security group 'default' ("what is the default NCCL timeout?"), instance groups are often 'worker' or 'compute'.
+# Such a name counts only beside its kind word ('sg default', 'the default security group', 'worker group').
+_KIND_WORDS = {SECURITY_GROUP: r"sgs?|security[- ]groups?|groups?", INSTANCE_GROUP: r"(?:instance[- ])?groups?|igs?"}
+
+
+def _generic(text: str, word: str, entity: Entity) -> bool:
+    kind = _KIND_WORDS.get(entity.kind)
+    if kind is None or not word.isalpha():
+        return False
+    name = re.escape(word)
+    beside = rf"(?<![\w-])(?:(?:{kind})\W+{name}|{name}\W+(?:{kind}))(?![\w-])"
+    return re.search(beside, text, re.I) is None
 
 
 # "cluster prod-train", "cluster named prod-train", "the prod-train cluster": a cluster named in a question. Its name
 # is no name of the inventory (the inventory is one cluster's), so only the kind word says it is one; a word counts
 # only when shaped like a name (a hyphen, underscore, digit or dot), and not when it is an instance type or family
-# ('the p5 cluster'), a size ('a 16-node cluster') or a region ('the us-west-2 cluster').
+# ('the p5 cluster', 'the p4d.24xlarge cluster'), a size ('a 16-node cluster', 'the 8xH100 cluster'), an ordinal
+# ('my 2nd cluster'), a model's or memory's size ('the 70B cluster'), a version ('the EKS-1.29 cluster'), a region
+# ('the us-west-2 cluster'), or a node's or resource's id or address ('cluster i-0abc123', 'the cluster 10.0.1.12',
+# 'cluster ip-10-0-1-12'): those are things of a cluster, not its name.
 _CLUSTER_NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]"
 _CLUSTER_BEFORE = re.compile(rf"\bcluster\s+(?:called\s+|named\s+)?[`'\"\u2018\u201c]?({_CLUSTER_NAME})", re.I)
-_CLUSTER_AFTER = re.compile(rf"({_CLUSTER_NAME})[`'\"\u2019\u201d]?\s+cluster\b", re.I)
-_NOT_CLUSTER = re.compile(r"^(?:(?:ml\.)?[a-z]+\d+[a-z-]*(?:\.\w+)?|\d+(?:-\w+)?|"
-                          r"(?:us|eu|ap|sa|ca|me|af|il|mx|cn)(?:-gov|-iso\w*)?-[a-z]+-\d)$", re.I)
+# a name starts a word: tried from every letter of a long word, the search took quadratic time (40,000 characters
+# of one word: 35 s)
+_CLUSTER_AFTER = re.compile(rf"(?<![A-Za-z0-9_.\-])({_CLUSTER_NAME})[`'\"\u2019\u201d]?\s+cluster\b", re.I)
+_NOT_CLUSTER = re.compile(
+    r"^(?:(?:ml\.)?[a-z]{1,4}\d+[a-z]{0,4}(?:\.\d*x?large|\.metal[\w-]*)?"  # instance family or type
+    r"|\d[\d,]*(?:-\w+)?|\d+(?:st|nd|rd|th)|\d+x\w+"  # a size, an ordinal, a count of accelerators
+    r"|\d+(?:\.\d+)?(?:[kmbt]|[kmgtp]i?b)"  # a model's size (70b, 1.5B) or a memory size (80GB, 2TiB)
+    r"|(?:[a-z][a-z0-9]*-)?v?\d+(?:\.\d+)+"  # a version (1.29, v2.5, EKS-1.29, k8s-1.30) or an IPv4 address
+    r"|ip-\d+-\d+-\d+-\d+(?:\.[\w.-]+)?"  # an EC2 private DNS name
+    r"|(?:i|sg|subnet|eni|fs|vpc|vpce|rtb|cr|igw|nat|acl|pcx|ami|vol|snap)-[0-9a-f]{4,17}"  # an AWS resource id
+    r"|(?:us|eu|ap|sa|ca|me|af|il|mx|cn)(?:-gov|-iso\w*)?-[a-z]+-\d)$", re.I)
+# A cluster named in an ARN or a console address: EKS's ``arn:aws:eks:REGION:ACCOUNT:cluster/NAME`` and its console's
+# ``#/clusters/NAME``, HyperPod's console ``#/cluster-management/NAME`` (a path of another site or a file system's
+# ``/fsx/clusters/run-7`` names no cluster). A SageMaker (HyperPod) cluster ARN holds the cluster's id, not its
+# name: it is not read, as this cluster's own id is not known before its inventory is read.
+_CLUSTER_PATH = re.compile(r"(?:arn:aws[\w-]*:eks:[\w-]*:\d*:cluster|console\.(?:aws\.amazon\.com|amazonaws\.cn)/"
+                           r"[^\s#]*#/(?:clusters|cluster-management))/([\w.-]+)", re.I)
 
 
 def clusters_named(text: str, known: Iterable[str] = ()) -> list[str]:
     """The clusters a question names, in order, each once: a ``known`` cluster's name (the configuration's) as a
-    word of it, whatever its shape, and a name-shaped word beside the word 'cluster'. Which of them the
-    conversation can see is the caller's to say (:func:`fmdoctor.assistant.guard` answers for every front end)."""
+    word of it or the first part of one ('prod/gpu-node-2'), whatever its shape (not a part further on in a path:
+    s3://b/prod/); a name-shaped word beside the word 'cluster'; and a cluster an EKS ARN or an AWS console address
+    names. Which of them the conversation can see is the caller's to say (:func:`fmdoctor.assistant.guard` answers
+    for every front end)."""
     found: dict[str, int] = {}
     names = {n.lower(): n for n in known if n}
     for match in WORD.finditer(text):
         word = match.group(0).rstrip(".:")
-        if word.lower() in names:
-            found.setdefault(names[word.lower()], match.start())
+        head = re.split(r"[/:]", word.lstrip("@"), maxsplit=1)[0]  # 'prod-train/gpu-node-2', '@prod-train'
+        if head.lower() in names:
+            found.setdefault(names[head.lower()], match.start())
+    for match in _CLUSTER_PATH.finditer(text):
+        found.setdefault(names.get(match.group(1).lower(), match.group(1)), match.start(1))
     for pattern in (_CLUSTER_BEFORE, _CLUSTER_AFTER):
         for match in pattern.finditer(text):
             word = match.group(1)
             if re.search(r"[-_.\d]", word) and not _NOT_CLUSTER.match(word):
                 found.setdefault(names.get(word.lower(), word), match.start(1))
     return sorted(found, key=found.__getitem__)
+
+
+def mistyped(name: str, meant: str) -> bool:
+    """Whether ``name`` is ``meant`` mistyped: one letter added, dropped, changed or swapped with its neighbour, in
+    any case, the digits left as they are ('llm-trian' is llm-train; 'llm-train-2' and 'prod-3' are other names)."""
+    a, b = name.lower(), meant.lower()
+    if a == b or re.sub(r"\D", "", a) != re.sub(r"\D", "", b) or abs(len(a) - len(b)) > 1:
+        return a == b
+    rows = [list(range(len(b) + 1))]
+    for i in range(1, len(a) + 1):  # optimal string alignment distance
+        row = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            row[j] = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], rows[-2][j - 2] + 1)
+        rows.append(row)
+    return rows[-1][-1] <= 1
 
 
 def near_misses(inventory: Inventory, text: str, known: Known | None = None, found: Iterable[str] = (),
@@ -276,7 +330,9 @@ def _node(inventory: Inventory, query: str) -> Entity | None:
     heads = [i for i in inventory.instances if i.role == HEAD]
     if lowered in ("head", "head-node", "head node") and heads:
         return _node_entity(inventory, heads[0])
-    match = NodeIdentities.of(inventory).resolve(query)
+    # a miss here is no node; what is close is said by _not_found, over every kind's names (suggesting per lookup
+    # made find_names over a question of 200 words on 1,000 nodes take 17 s)
+    match = NodeIdentities.of(inventory).resolve(query, suggest_close=False)
     if match.ambiguous:
         raise TargetNotFound(f"{len(match.candidates)} nodes go by {query!r} ({match.via}): name one by its id",
                              hint=", ".join(i.id for i in match.candidates[:5]))

@@ -226,13 +226,39 @@ def of_the_hung_job(events: list[LogEvent], keys: NodeKeys, node_jobs: Mapping[s
     for event in events:
         if job_of[id(event)] is None and (node := keys.of(event)) and len(named := by_node.get(node, set())) == 1:
             job_of[id(event)] = next(iter(named))
+    _unnamed_job(events, keys, job_of)
     timeouts = [e for e in events if parse_watchdog(e.text, None, e.time) is not None]
     hung = job_of[id(max(timeouts, key=lambda e: e.time))] if timeouts else None
     jobs = {j for j in job_of.values() if j}
     if hung is None or len(jobs) < 2:
         return events, hung, []
     kept = [e for e in events if job_of[id(e)] in (hung, None)]
-    return kept, hung, sorted(jobs - {hung})
+    return kept, (None if hung == _UNNAMED else hung), sorted(jobs - {hung})
+
+
+_UNNAMED = "(a job that names no run)"  # no run id can be this: it has spaces and parentheses
+
+
+def _unnamed_job(events: list[LogEvent], keys: NodeKeys, job_of: dict[int, str | None]) -> None:
+    """Where one job names itself (its run id, its pods' labels) and another does not (torchrun's default run id
+    'none', a pod without job labels), the nodes whose lines name no job are another job's when a rank timed out
+    on one of them and the same rank on a node of the named job: one rank is one process, on one node. Their lines
+    are then that unnamed job's (so the hung job's lines are kept and the other's left out, whichever hung)."""
+    named = {j for j in job_of.values() if j}
+    if len(named) != 1:
+        return
+    ranks: dict[bool, dict[int, str]] = {True: {}, False: {}}  # named job's node? -> rank -> node
+    for event in events:
+        node = keys.of(event)
+        watchdog = parse_watchdog(event.text, None, event.time)
+        if node and watchdog is not None and watchdog.global_rank is not None:
+            ranks[job_of[id(event)] is not None][watchdog.global_rank] = node
+    clash = set(ranks[True]) & set(ranks[False])
+    if not any(ranks[True][r] != ranks[False][r] for r in clash):
+        return
+    for event in events:
+        if job_of[id(event)] is None and keys.of(event) is not None:
+            job_of[id(event)] = _UNNAMED
 
 
 def _keep_the_run_that_hung(found: Evidence) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 
 from fmdoctor.engine.concurrency import all_at_once
 from fmdoctor.engine.gaps import Gaps
-from fmdoctor.training.signatures import FILTER_PATTERN, FILTER_TERMS
+from fmdoctor.training.signatures import FILTER_PATTERN, FILTER_TERMS, unlabelled
 
 PARALLELCLUSTER = "/aws/parallelcluster/{cluster}-"
 HYPERPOD = "/aws/sagemaker/Clusters/{cluster}/"
@@ -174,6 +174,7 @@ def _events(group: str, raw: Iterable[dict[str, Any]]) -> Iterable[LogEvent]:
     for event in raw:
         stream = event.get("logStreamName", "")
         text, record_host, job = _unwrap(event.get("message", ""))
+        text = unlabelled(text)
         host, instance = _source(stream)
         yield LogEvent(group, stream, datetime.fromtimestamp(event["timestamp"] / 1000, UTC), text,
                        record_host or host, instance, job)

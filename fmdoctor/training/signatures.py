@@ -45,7 +45,9 @@ EFA_ERROR = re.compile(r"Error: (?P<errno>\d+) \((?P<text>[^()]*(?:\([^()]*\))?[
 # The rank prefix of c10d's lines in every release: ``[Rank 3]`` (<= 2.2: ``"[Rank " << rank_ << "] "``),
 # ``[PG 0 Rank 3]`` (2.3: the group's uid), ``[PG 0 (default_pg) Rank 3]`` (2.4: uid and description),
 # ``[PG ID 0 PG GUID 0(default_pg) Rank 3]`` and ``[PG ID 2 PG GUID 3 Rank 3]`` (2.5+, ``createLogPrefix``).
-_PG_PREFIX = (r"\[(?:PG (?:ID )?(?P<pg_id>\d+) (?:PG GUID (?P<pg_guid>[^\s(\]]+))?"
+# 2.3-2.4 print the group's name where 2.5+ print its local id: a counter ('1'), or with use_local_synchronization a
+# hash of its ranks (distributed_c10d._process_group_name), so it is any word.
+_PG_PREFIX = (r"\[(?:PG (?:ID )?(?P<pg_id>[^\s(\]]+) (?:PG GUID (?P<pg_guid>[^\s(\]]+))?"
               r"(?:\s*\((?P<pg_desc>[^)]*)\))? ?)?Rank (?P<rank>\d+)\]\s*")
 _WORK = (r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout_ms>\d+)\)")
 # The watchdog's timeout (every release), and the same timeout met in a blocking wait (NCCL_BLOCKING_WAIT=1:
@@ -55,11 +57,13 @@ WATCHDOG = re.compile(_PG_PREFIX + r"(?:(?:Watchdog caught|Caught) collective op
 # A rank's own account of where its default group stands: 2.5+ "Received a dump signal due to a collective timeout
 # from rank 7 and we will try our best to dump the debug info. Last enqueued NCCL work: ..."; 2.4 "Received a dump
 # signal from this local rank and will start to dump the debug info. Last enqueued NCCL work: ..."; 2.3-2.5 "Timeout
-# at NCCL work: 7, last enqueued NCCL work: 8, last completed NCCL work: 6." (a rank whose own watchdog timed out).
+# at NCCL work: 7, last enqueued NCCL work: 8, last completed NCCL work: 6.", 2.6+ "Work timeout is detected by
+# watchdog at work: 7, last enqueued ..." (a rank whose own watchdog timed out; watchdogHandler).
 DUMP_SIGNAL = re.compile(
     _PG_PREFIX + r"(?:Received a dump signal (?:due to a collective timeout )?from\s*(?P<origin>this local rank|"
     r"rank -?\d+)?\s*and (?:we )?will (?:try our best to|start to) dump the debug info\. Last enqueued \w+ work: "
-    r"(?P<enqueued>-?\d+), last completed \w+ work: (?P<completed>-?\d+)|Timeout at \w+ work: (?P<timed_out>\d+), "
+    r"(?P<enqueued>-?\d+), last completed \w+ work: (?P<completed>-?\d+)|"
+    r"(?:Timeout at \w+|Work timeout is detected by watchdog at) work: (?P<timed_out>\d+), "
     r"last enqueued \w+ work: (?P<enqueued2>-?\d+), last completed \w+ work: (?P<completed2>-?\d+))")
 RANK_LINE = re.compile(_PG_PREFIX + r"(?:\[PG [^\]]*\] )?(?:Terminating the process after attempting to dump|"
                        r"ProcessGroupNCCL's watchdog got stuck for|Observed flight recorder dump signal|"
@@ -71,7 +75,10 @@ SUMMARY_FIELD = re.compile(r"^\s*(?P<key>host|rank|exitcode|time)\s*: (?P<value>
 SUMMARY_RANK = re.compile(r"(?P<rank>\d+) \(local_rank: (?P<local>\d+)\)")
 SUMMARY_EXIT = re.compile(r"(?P<code>-?\d+)(?: \(pid: (?P<pid>\d+)\))?")
 FINISHED = re.compile(r"worker group successfully finished")
-RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:")
+# PyTorch's ``[rank13]:`` on each rank's stderr, behind torchrun's own header where it tees the workers' output to
+# its console (``--tee``: ``[default5]:``, ``[<role><local rank>]:``; torch/distributed/elastic/multiprocessing/
+# tail_log.py).
+RANK_PREFIX = re.compile(r"^(?:\[[A-Za-z_][\w-]*?\d+\]:)?\[rank(?P<rank>\d+)\]:")
 
 # What the job's log groups are searched for (CloudWatch Logs filter pattern: '?' terms match any of them).
 FILTER_TERMS = ("Watchdog caught collective operation timeout", "NCCL WARN", "Peer host id",
@@ -79,8 +86,8 @@ FILTER_TERMS = ("Watchdog caught collective operation timeout", "NCCL WARN", "Pe
                 "watchdog got stuck for", "Failures:", "Root Cause (first observed failure)", "time      :",
                 "host      :", "rank      :", "exitcode  :", "NVRM: Xid", "worker group successfully finished",
                 "CUDA error", "Caught collective operation timeout", "timed out in blocking wait",
-                "Timeout at NCCL work", "Heartbeat monitor timed out", "NCCL monitor thread timeout",
-                "monitoring thread detects no heartbeat", "error_file:")
+                "Timeout at NCCL work", "Work timeout is detected by watchdog", "Heartbeat monitor timed out",
+                "NCCL monitor thread timeout", "monitoring thread detects no heartbeat", "error_file:")
 FILTER_PATTERN = " ".join(f'?"{term}"' for term in FILTER_TERMS)
 
 
@@ -201,6 +208,17 @@ def parse_peer_error(text: str, host: str | None, time: datetime) -> PeerError |
         detail = f"EFA error {error['errno']} ({error['text'].strip()})" if error else "EFA request failed"
         return PeerError(reporter, peer["peer"], "efa", detail, time, text.strip()[-400:])
     return None
+
+
+# srun --label's task number before each line a task writes (Slurm's _build_label: "%*d: ", with a heterogeneous
+# job's "P<component> " before it), as ParallelCluster jobs launched with "srun -l torchrun ..." log it.
+SRUN_LABEL = re.compile(r"^(?:P\d+ )?[ ]*\d+: ", re.M)
+
+
+def unlabelled(text: str) -> str:
+    """``text`` with srun's task label taken off each of its lines (a multi-line event has one on every line), so
+    the prefixes and torchrun's report read as they were written."""
+    return SRUN_LABEL.sub("", text)
 
 
 def rank_prefix(text: str) -> int | None:

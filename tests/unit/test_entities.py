@@ -10,6 +10,7 @@ import pytest
 from fmdoctor.engine import entities as e
 from fmdoctor.engine.endpoints import Endpoint
 from fmdoctor.engine.errors import AwsFailure, TargetNotFound
+from fmdoctor.engine.hyperpod import HyperPodCluster, HyperPodGroup
 from fmdoctor.engine.inventory import HEAD, Instance, Inventory, NetworkInterface, SecurityGroup, UnavailablePart
 
 
@@ -183,11 +184,40 @@ def test_a_folder_named_like_a_word_is_no_run():
     ("a 16-node cluster", (), []),  # a size
     ("the us-west-2 cluster", (), []),  # a region
     ("is the cluster-wide EFA ok?", (), []),
+    ("the 8xH100 cluster", (), []),  # a count of accelerators
+    ("my 2nd cluster", (), []),  # an ordinal
+    ("is the 70B cluster or the 1.5b cluster slow? the 80GB cluster?", (), []),  # a model's size, memory
+    ("the EKS-1.29 cluster and the k8s-1.30 cluster", (), []),  # versions
+    ("is the cluster 10.0.1.12 slow", (), []),  # a node's address
+    ("cluster i-0abc1234 health", (), []),  # a node's id
+    ("the cluster ip-10-0-1-12 node", (), []),  # a node's DNS name
+    ("the k8s-prod cluster", (), ["k8s-prod"]),  # begins like an instance family, but is a name
+    ("the p5-train cluster", (), ["p5-train"]),
+    ("see arn:aws:eks:us-west-2:123456789012:cluster/prod-eks", (), ["prod-eks"]),  # an EKS cluster's ARN
+    ("https://console.aws.amazon.com/eks/home?region=us-west-2#/clusters/eks-b", (), ["eks-b"]),
+    ("https://console.aws.amazon.com/sagemaker/home#/cluster-management/hp-b", (), ["hp-b"]),
+    ("see https://example.com/x/prod?c=prod", ("prod",), []),  # another site's path
+    ("is s3://ckpt/prod-train/run-1 fresh?", ("prod-train",), []),  # a path of a bucket both clusters use
+    ("is prod-train/gpu-node-2 ok? and @prod-train:gpu-node-3?", ("prod-train",), ["prod-train"]),  # cluster/node
+    ("arn:aws:eks:us-west-2:1:cluster/prod is slow", ("prod",), ["prod"]),  # a configured name in an ARN
+    ("https://us-west-2.console.aws.amazon.com/sagemaker/home#/cluster-management/prod", ("prod",), ["prod"]),
+    ("arn:aws:sagemaker:us-west-2:123456789012:cluster/2hd31rmi9mde", (), []),  # an id, not a name
+    ("is /fsx/clusters/run-7/checkpoints fresh?", (), []),  # a path, not a console address
+    ("see https://github.com/org/infra/clusters/prod-eks", (), []),
 ])
 def test_the_clusters_a_question_names(text, known, named):
     from fmdoctor.engine.entities import clusters_named
 
     assert clusters_named(text, known) == named
+
+
+@pytest.mark.parametrize("name, meant, typo", [
+    ("llm-trian", "llm-train", True), ("LLM-TRAIN", "llm-train", True), ("llm-trainn", "llm-train", True),
+    ("llm_train", "llm-train", True), ("llm-train-2", "llm-train", False), ("prod-3", "prod-2", False),
+    ("prod-train", "llm-train", False), ("llm-tr", "llm-train", False),
+])
+def test_a_mistyped_name(name, meant, typo):
+    assert e.mistyped(name, meant) is typo
 
 
 @pytest.mark.parametrize("question, found", [
@@ -197,6 +227,10 @@ def test_the_clusters_a_question_names(text, known, named):
     ("is llm scratch full, and gpu node 7?", [("LLM scratch", e.FILE_SYSTEM), ("GPU node 7", e.NODE)]),
     ("is the scratch space of gpu node 70 full?", []),  # parts of names are no names
     ("does sg default block it?", [("default", e.SECURITY_GROUP)]),
+    ("does the default security group block it?", [("default", e.SECURITY_GROUP)]),
+    ("is the default NCCL timeout too short?", []),  # a word of the language, not the security group
+    ("is the worker group healthy?", [("worker", e.INSTANCE_GROUP)]),
+    ("is the worker on gpu node 7 healthy?", [("GPU node 7", e.NODE)]),
 ])
 def test_plain_word_and_several_word_names_come_from_the_inventory(question, found):
     seven = Instance("i-00000000000000007", "p5.48xlarge", "running", "subnet-a", "vpc-1", "us-west-2a",
@@ -205,7 +239,9 @@ def test_plain_word_and_several_word_names_come_from_the_inventory(question, fou
     inventory = Inventory("llm", "us-west-2", (*base.instances, seven),
                           interfaces=dict(base.interfaces.items()),
                           security_groups={"sg-2": SecurityGroup("sg-2", "default", "vpc-1")},
-                          endpoints=(Endpoint("chatbot", "arn:bot", "InService"),))
+                          endpoints=(Endpoint("chatbot", "arn:bot", "InService"),),
+                          hyperpod=HyperPodCluster("hp", "arn:hp", "InService",
+                                                   groups=(HyperPodGroup("worker", "ml.p5.48xlarge", 1, 1),)))
     known = e.Known(file_systems={"fs-0123456789abcdef0": "LLM scratch"})
     assert [(word, entity.kind) for word, entity in e.mentioned(inventory, question, known)] == found
 

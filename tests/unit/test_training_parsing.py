@@ -154,6 +154,11 @@ SIGNAL = ("[rank13]:[E0501 10:31:08.0 ProcessGroupNCCL.cpp:1746] [PG ID 0 PG GUI
     ("[PG ID 1 PG GUID 1 Rank 2] Terminating the process after attempting to dump debug info, due to x.", None),
     ("[PG ID 0 PG GUID 0(default_pg) Rank 4] ProcessGroupNCCL's watchdog got stuck for 480 seconds", 4),
     ("Rank 4 said nothing of the kind", None),
+    # torchrun --tee puts its own "[<role><local rank>]:" before the worker's line (elastic/multiprocessing/tail_log.py)
+    ("[default5]:[rank13]:step 5 loss 2.0", 13),
+    ("[trainer0]:[rank13]:[E1205 02:33:10.1 ProcessGroupNCCL.cpp:1785] [PG ID 1 PG GUID 1 Rank 1] Terminating the "
+     "process after attempting to dump debug info, due to collective timeout or exception.", 13),
+    ("[default5]:step 5 loss 2.0", None),  # a local rank alone is no global rank
 ])
 def test_which_rank_a_line_names(text, rank):
     assert line_rank(text) == rank
@@ -421,6 +426,13 @@ WORK = "WorkNCCL(SeqNum=5210, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=104857
      "before timing out.", 1, None, "3", 600081),  # another group's Rank is no job rank
     (f"[PG 1 Rank 1] Watchdog caught collective operation timeout: {WORK} ran for 600081 milliseconds before timing "
      "out.", 1, None, "1", 600081),
+    # 2.3-2.4: a group made with use_local_synchronization is named by its ranks' sha1 (_hash_ranks of 0_1_2_3)
+    (f"[PG 79b6da6f09ca489d6c51917fe6d51102ba404551 Rank 1] Watchdog caught collective operation timeout: {WORK} "
+     "ran for 600081 milliseconds before timing out.", 1, None, "79b6da6f09ca489d6c51917fe6d51102ba404551", 600081),
+    # torchrun --tee's "[default3]:" before the [rankN]: prefix: the global rank is still the prefix's, not the group's
+    (f"[default3]:[rank11]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [PG ID 1 PG GUID 1 Rank 1] Watchdog "
+     f"caught collective operation timeout: {WORK} ran for 600081 milliseconds before timing out.", 11, 11, "1",
+     600081),
 ])
 def test_the_watchdog_timeout_of_every_release(line, rank, job_rank, pg, ran_ms):
     found = parse_watchdog(line, "h", NOW)
@@ -453,6 +465,12 @@ def test_rank_lines_that_are_no_timeout(line):
      "Last enqueued NCCL work: 5209, last completed NCCL work: 5209.", 13, "default_pg", 5209, None),
     # 2.5+
     (SIGNAL, 13, "default_pg", 5209, None),
+    # 2.6+ watchdogHandler: "Work timeout is detected by watchdog at work: N" replaced "Timeout at NCCL work: N"
+    ("[rank3]:[E219 08:58:32.606667496 ProcessGroupNCCL.cpp:1785] [PG ID 2 PG GUID 3 Rank 1] Work timeout is detected "
+     "by watchdog at work: 31, last enqueued NCCL work: 58, last completed NCCL work: 30.", 3, "3", 58, 31),
+    # behind torchrun's tee header
+    ("[default3]:[rank3]:[E219 08:58:32.606693321 ProcessGroupNCCL.cpp:1834] [PG ID 2 PG GUID 3 Rank 1] Timeout at "
+     "NCCL work: 31, last enqueued NCCL work: 58, last completed NCCL work: 30.", 3, "3", 58, 31),
 ])
 def test_a_ranks_own_progress_line_of_every_release(line, rank, pg, enqueued, timed_out):
     found = parse_dump_signal(line, "h", NOW)
@@ -546,6 +564,33 @@ def test_two_jobs_in_one_log_group_are_not_one_jobs_ranks(tell, hung, other):
     assert found.rank_hosts[0] == "i-00000000000000001"  # job A's rank 0, not job B's
 
 
+@pytest.mark.parametrize("named, hung, other", [
+    ("A", "llama-a", ["(a job that names no run)"]),  # the hung job names its run, the other uses --rdzv-id none
+    ("B", None, ["llama-b"]),  # only the other job names its run
+])
+def test_two_jobs_of_which_only_one_names_its_run(named, hung, other):
+    """torchrun's default run id 'none' names no run: the nodes whose lines name no job are another job's when one
+    of their ranks timed out as the same rank on a node of the named job (a rank is one process on one node)."""
+    events, _ = _two_jobs("run id")
+    unnamed = "b" if named == "A" else "a"
+    events = [dataclasses.replace(e, text=e.text.replace(f"llama-{unnamed}_", "none_")) for e in events]
+    found = read_evidence(events, {})
+    assert (found.job, found.other_jobs) == (hung, other)
+    assert answer(found, []).named["nccl-watchdog"] == ["i-00000000000000002"]
+    assert found.rank_hosts[0] == "i-00000000000000001"  # job A's rank 0, not job B's
+
+
+def test_one_job_naming_its_run_on_some_nodes_only_is_one_job():
+    """A job whose run id only one node's report carries (node 2 wrote none) is still one job: no rank of it timed
+    out on two nodes, so none of its lines is left out."""
+    events, _ = _two_jobs("run id")
+    events = [e for e in events if e.instance_id in ("i-00000000000000001", "i-00000000000000002")
+              and not ("error_file" in e.text and e.instance_id == "i-00000000000000002")]
+    found = read_evidence(events, {})
+    assert (found.job, found.other_jobs) == ("llama-a", [])
+    assert len(found.watchdogs) == 16 and answer(found, []).named["nccl-watchdog"] == ["i-00000000000000002"]
+
+
 def test_without_anything_to_tell_the_jobs_apart_every_line_is_read():
     """Nothing names a job (no scheduler, no run id, no labels): every line is read as one job's, as before."""
     events, _ = _two_jobs("nothing")
@@ -579,3 +624,20 @@ def test_torchruns_run_id_from_its_report(line, run):
     from fmdoctor.training.culprit import run_id
 
     assert run_id(line) == run
+
+
+def test_srun_labels_are_taken_off_every_line():
+    """``srun -l torchrun ...`` puts the task number before each line (Slurm's _build_label: "%*d: ", "P<n> %*d: " in
+    a heterogeneous job): the rank prefix and torchrun's report read as written, also in one multi-line event."""
+    from fmdoctor.training.logs import _events
+
+    line = ("3: [default0]:[rank24]:[E1205 02:33:10.1 ProcessGroupNCCL.cpp:616] [Rank 24] Watchdog caught collective "
+            f"operation timeout: {WORK} ran for 600081 milliseconds before timing out.")
+    report = "\n".join(f"{n:>2}: {row}" for n, row in enumerate(REPORT.splitlines()))
+    labelled = [line, "P1  3: [rank24]:step 5", report]
+    events = list(_events("g", [{"logStreamName": "ip-10-0-0-5.i-00000000000000005.training", "timestamp": 1,
+                                 "message": m} for m in labelled]))
+    assert line_rank(events[0].text) == 24 and parse_watchdog(events[0].text, "h", NOW).global_rank == 24
+    assert line_rank(events[1].text) == 24
+    entries = parse_root_causes([(NOW, events[2].text)], "ip-10-0-0-5")
+    assert [(e.rank, e.root) for e in entries] == [(13, False), (14, False), (8, True)]

@@ -29,6 +29,11 @@ def doctor() -> Doctor:
     ("how is prod-train doing", "llm-train", "fmdoctor ask --cluster prod-train"),  # a configured name, bare
     ("is cluster staging-9 healthy?", "llm-train", "configured for no cluster staging-9"),
     ("is the ml-hp-1 cluster healthy?", "llm-train", "configured for no cluster ml-hp-1"),  # hp's, not llm-train's
+    ("on prod-train, is gpu-node-2 ok?", "llm-train", "fmdoctor ask --cluster prod-train"),
+    ("PROD-TRAIN's gpu-node-2?", "llm-train", "fmdoctor ask --cluster prod-train"),
+    ("is https://console.aws.amazon.com/eks/home#/clusters/prod-train ok?", "llm-train", "--cluster prod-train"),
+    ("is arn:aws:eks:us-west-2:1:cluster/eks-b healthy?", "llm-train", "configured for no cluster eks-b"),
+    ("is the llm-train-2 cluster ok?", "llm-train", "configured for no cluster llm-train-2"),  # not a typo
 ])
 def test_another_clusters_question_is_not_answered_about_this_one(question, cluster, said):
     model = scripted(call("check_all"), "should never be asked")
@@ -43,6 +48,10 @@ def test_another_clusters_question_is_not_answered_about_this_one(question, clus
     ("is my cluster healthy?", "llm-train"),
     ("is the p5 cluster slow?", "llm-train"),  # an instance family, not a name
     ("is our 16-node cluster in us-west-2 ok?", "llm-train"),
+    ("is the cluster llm-trian healthy?", "llm-train"),  # its own name mistyped
+    ("is the training cluster healthy?", "llm-train"),
+    ("is the 8xH100 cluster on EKS-1.29 cluster ok? and my 2nd cluster?", "llm-train"),
+    ("is the cluster 10.0.1.12 slow, cluster i-0abc1234?", "llm-train"),  # a node, not a cluster
 ])
 def test_a_question_about_this_cluster_goes_on(question, cluster):
     model = scripted("Nothing to check.")
@@ -68,3 +77,14 @@ def test_the_demo_says_it_has_one_cluster(capsys):
     assert answer["tool_calls"] == [] and answer["findings"] == []
     assert "I can only see cluster demo-llm-train" in answer["answer"]
     assert "The demo has only cluster demo-llm-train" in answer["answer"]
+
+
+@pytest.mark.usefixtures("one_demo_per_module")
+def test_the_demos_own_hyperpod_cluster_is_this_cluster(capsys):
+    """The demo's HyperPod cluster (demo-llm-hyperpod) is demo-llm-train's own: neither refused nor taken for a
+    mistyped resource name ('I cannot answer about demo-llm-hyperpod ... did you mean demo-llm-chat?')."""
+    assert main(["ask", "--demo", "--format", "json", "is the demo-llm-hyperpod cluster healthy?"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["tool_calls"] and "I can only see" not in answer["answer"]
+    assert "cannot answer about demo-llm-hyperpod" not in answer["answer"], answer["answer"]
+    assert all(c.get("args", {}).get("resource") != "demo-llm-hyperpod" for c in answer["tool_calls"])
