@@ -193,30 +193,33 @@ def test_ask_answers_fold_to_the_terminal_width():
                in line for line in lines)  # an id or URI is never cut
 
 
-def as_from_a_terminal() -> None:
-    """In the child before exec: SIGINT and SIGTERM at their defaults and unblocked, as a shell starts a foreground
-    command. A child inherits an ignored or blocked signal through exec, and the test process's state is not a
-    terminal's: twice in CI the child never acted on its SIGINT (it kept waiting for EC2), with the same code that
-    passes alone. This test is about what fmdoctor does with a Ctrl-C it receives."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+# ``python -m fmdoctor`` started with SIGINT and SIGTERM at their defaults and unblocked, as a shell starts a
+# foreground command. A child inherits an ignored or blocked signal through exec, and the test process's state is
+# not a terminal's: twice in CI the child never acted on its SIGINT (it kept waiting for EC2), with code that
+# passes alone. Set in the child itself: a preexec_fn may deadlock in a process with threads (pytest-xdist's).
+AS_FROM_A_TERMINAL = ("import runpy, signal; "
+                      "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM}); "
+                      "signal.signal(signal.SIGINT, signal.default_int_handler); "
+                      "signal.signal(signal.SIGTERM, signal.SIG_DFL); "
+                      "runpy.run_module('fmdoctor', run_name='__main__', alter_sys=True)")
 
 
 @pytest.mark.parametrize("sig, code, kind", [(signal.SIGINT, 130, "Interrupted"), (signal.SIGTERM, 143, "Terminated")])
 def test_a_run_stopped_by_a_signal_still_prints_one_json_document(silent_endpoint, sig, code, kind):
     """Ctrl-C, or a pipeline's `timeout` sending SIGTERM, mid-run: one JSON document saying so, never an empty
     stdout (SIGTERM used to kill the process with no word on either stream)."""
-    process = subprocess.Popen([sys.executable, "-m", "fmdoctor", "check", "--cluster", "llm", "--region",
+    process = subprocess.Popen([sys.executable, "-c", AS_FROM_A_TERMINAL, "check", "--cluster", "llm", "--region",
                                 "us-west-2", "--endpoint-url", silent_endpoint, "--format", "json"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=as_from_a_terminal)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
     first = process.stderr.readline()  # written before the first AWS call: the run is under way
-    assert first.startswith("fmdoctor: checking cluster llm")
+    assert first.startswith("fmdoctor: checking cluster llm"), first
     process.send_signal(sig)
-    out, err = process.communicate(timeout=60)
-    assert process.returncode == code
+    try:
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == code, (out, err)  # what the run said, when it ended otherwise
     document = json.loads(out)
     assert document["status"] == "unknown" and document["error"]["kind"] == kind
     assert "Traceback" not in err
