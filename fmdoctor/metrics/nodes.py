@@ -135,7 +135,7 @@ class NodeOwners:
         self.nodes = list(nodes)
         self.kinds = kinds
         self.dimension = gpu.instance_dimension
-        self.resolver = NodeResolver(self.nodes, gpu.instance_dimension, gpu.host_dimension)
+        self.resolver = NodeResolver.shared(self.nodes, gpu.instance_dimension, gpu.host_dimension)
 
     def owner(self, spec: MetricSpec, series: Series) -> str | None:
         instance_id = self.resolver.instance_of(series)
