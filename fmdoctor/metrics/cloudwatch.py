@@ -50,13 +50,16 @@ GET_METRIC_DATA_IN_FLIGHT = 10
 RECENTLY_ACTIVE = timedelta(hours=3)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Series:
-    """One CloudWatch metric: namespace, name and its exact dimension set (sorted by name)."""
+    """One CloudWatch metric: namespace, name and its exact dimension set (sorted by name).
+
+    Slotted: a 2,048-node listing holds 81,920 of them, and an instance dictionary is most of each one's size."""
 
     namespace: str
     name: str
     dimensions: tuple[tuple[str, str], ...] = ()
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # hashed once: a sweep keys its series in several maps (queued, owners, device keys), and a tuple of
@@ -64,7 +67,7 @@ class Series:
         object.__setattr__(self, "_hash", hash((self.namespace, self.name, self.dimensions)))
 
     def __hash__(self) -> int:
-        return self._hash  # type: ignore[no-any-return, attr-defined]
+        return self._hash
 
     def __reduce__(self) -> tuple[Any, ...]:  # a copy or another process hashes anew (str hashes are per process)
         return (Series, (self.namespace, self.name, self.dimensions))
@@ -181,7 +184,7 @@ def _discover_per_value(
     return Listing(tuple(kept), f"per-{dimension}", calls)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Query:
     series: Series
     stat: str  # "Average", "Maximum", "Sum", ...

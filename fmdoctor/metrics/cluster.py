@@ -21,7 +21,7 @@ from typing import Any
 
 from fmdoctor.config import GpuSettings
 from fmdoctor.engine.inventory import Inventory
-from fmdoctor.metrics.cloudwatch import Fetched, Query, Series, Sweep
+from fmdoctor.metrics.cloudwatch import Fetched, Series, Sweep
 from fmdoctor.metrics.model import (
     EFA,
     GPU,
@@ -59,12 +59,13 @@ SNAPSHOT_STATS = {UTILIZATION: ("Average",), MEMORY_USED: ("Maximum",), MEMORY_T
 EFA_DEVICE_DIMENSIONS = ("device",)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Entry:
+    """One fetched series' place in the snapshot (one per series: slotted)."""
+
     spec: MetricSpec
     owner: str
     device: str
-    query: Query
     index: int  # in the sweep's Fetched
 
 
@@ -109,9 +110,10 @@ def load_cloudwatch(cloudwatch: Any, nodes: Sequence[MetricNode], efa_interfaces
     sweep = Sweep(cloudwatch, start, end, gpu.period)
     plan = plan_queries(cloudwatch, specs, owner, narrow, devices, gpu.window, lister, owners.unmatched, sweep)
     entries = _entries(plan)
-    where = {n.id: _where(gpu_publisher(gpu) if n.kind == GPU else None, gpu) for n in nodes}
     unmatched = {label: listing.unmatched for label, listing in plan.listings.items() if listing.unmatched}
     listings = {label: listing.mode for label, listing in plan.listings.items()}
+    del plan  # its keys and queries (one each per series) are not held while the sweep's answers arrive
+    where = {n.id: _where(gpu_publisher(gpu) if n.kind == GPU else None, gpu) for n in nodes}
     missing = {n.id for n in nodes if n.kind == GPU and accelerators} - {e.owner for e in entries
                                                                           if e.spec.role == UTILIZATION}
     for publisher in other_publishers(gpu) if missing else []:
@@ -126,8 +128,8 @@ def load_cloudwatch(cloudwatch: Any, nodes: Sequence[MetricNode], efa_interfaces
 
 
 def _entries(plan: QueryPlan) -> list[_Entry]:
-    return [_Entry(plan.specs[n], who, device, query, index)
-            for (n, who, device), query, index in zip(plan.keys, plan.queries, plan.indices, strict=True)]
+    return [_Entry(plan.specs[n], who, device, index)
+            for (n, who, device), index in zip(plan.keys, plan.indices, strict=True)]
 
 
 def _where(publisher: Publisher | None, gpu: GpuSettings) -> dict[str, str]:

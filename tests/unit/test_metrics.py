@@ -285,3 +285,44 @@ def test_a_series_is_resolved_once_and_hashes_as_its_fields():
     assert first[0].node == "i-1" and resolver.classify(Series("CWAgent", "m", (("host", "ip-10-0-0-1"),))) is first
     assert hash(series) == hash(("CWAgent", "m", (("host", "ip-10-0-0-1"),)))
     assert pickle.loads(pickle.dumps(series)) == series and {series: 1}[pickle.loads(pickle.dumps(series))] == 1
+
+
+def test_a_slotted_series_keeps_equality_hash_copies_and_replace():
+    """Series and Query carry no instance dictionary (81,920 series at 2,048 p4d nodes); equality ignores the kept
+    hash, a copy or ``replace`` hashes its own fields, and the repr names the fields only."""
+    import copy
+    import dataclasses
+
+    series = Series("CWAgent", "m", (("InstanceId", "i-1"), ("index", "0")))
+    query = Query(series, "Average")
+    assert not hasattr(series, "__dict__") and not hasattr(query, "__dict__")
+    assert series == Series("CWAgent", "m", (("InstanceId", "i-1"), ("index", "0")))
+    assert series != Series("CWAgent", "m", (("InstanceId", "i-1"), ("index", "1")))
+    assert copy.copy(series) == series and hash(copy.deepcopy(series)) == hash(series)
+    renamed = dataclasses.replace(series, name="n")
+    assert renamed == Series("CWAgent", "n", series.dimensions) and hash(renamed) == hash(("CWAgent", "n",
+                                                                                            series.dimensions))
+    assert {query: 1}[Query(copy.copy(series), "Average")] == 1 and query != Query(series, "Maximum")
+    assert "_hash" not in repr(series)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        series.name = "x"  # type: ignore[misc]
+
+
+def test_owners_of_the_same_nodes_share_one_resolver_and_its_answers():
+    """The shared listing's owners and the snapshot's: one name table and one series memo while both live; other
+    nodes or dimensions get their own; a memo's answers are one object per distinct answer."""
+    import gc
+
+    nodes = [NodeIdentity("i-1", ("10.0.0.1",), ()), NodeIdentity("i-2", ("10.0.0.2",), ())]
+    first = NodeResolver.shared(nodes, "InstanceId", "host")
+    assert NodeResolver.shared([NodeIdentity(n.id, n.ips, n.names) for n in nodes], "InstanceId", "host") is first
+    assert NodeResolver.shared(nodes[:1], "InstanceId", "host") is not first
+    assert NodeResolver.shared(nodes, "InstanceId", "hostname") is not first
+    a = first.classify(Series("CWAgent", "m", (("InstanceId", "i-1"), ("index", "0"))))
+    b = first.classify(Series("CWAgent", "m", (("InstanceId", "i-1"), ("index", "1"))))
+    assert a is b and a[0].node == "i-1"
+    assert first.classify(Series("CWAgent", "m", (("host", "ip-10-0-0-2"),)))[0].node == "i-2"
+    assert first._classified
+    del first, a, b
+    gc.collect()
+    assert not NodeResolver.shared(nodes, "InstanceId", "host")._classified  # none alive: a new one, memo empty
