@@ -40,6 +40,7 @@ from fmdoctor.engine.errors import note_failed_call
 from fmdoctor.engine.responses import DECODED, CorruptResponse, check_response
 from fmdoctor.engine.slots import waiting
 from fmdoctor.engine.timestamps import parse_timestamp
+from fmdoctor.metrics.model import Points
 
 GET_METRIC_DATA_MAX_QUERIES = 500
 GET_METRIC_DATA_MAX_DATAPOINTS = 100_800
@@ -194,7 +195,7 @@ class Query:
 class Fetched:
     """Per query index: the values by period (ascending), and the queries CloudWatch could not answer."""
 
-    values: dict[int, list[tuple[datetime, float]]] = field(default_factory=dict)
+    values: dict[int, Points] = field(default_factory=dict)
     failed: dict[int, str] = field(default_factory=dict)
     calls: int = 0
 
@@ -233,6 +234,7 @@ class Sweep:
         self._batches: list[Future[Fetched]] = []
         self._failure: BaseException | None = None
         self._pool: ThreadPoolExecutor | None = None
+        self._grids: dict[tuple[datetime, ...], tuple[datetime, ...]] = {}  # each distinct series of period starts
         _reader(cloudwatch)
 
     def add(self, queries: Iterable[Query]) -> range:
@@ -273,8 +275,6 @@ class Sweep:
             result.calls += part.calls
             result.values.update(part.values)  # a query is in one batch only: its pages were joined there
             result.failed.update(part.failed)
-        for points in result.values.values():
-            points.sort()
         return result
 
     def cancel(self) -> None:
@@ -305,9 +305,12 @@ class Sweep:
         try:
             pages = self.cloudwatch.get_paginator("get_metric_data").paginate(
                 MetricDataQueries=batch, StartTime=self.start, EndTime=self.end, ScanBy="TimestampAscending")
+            found: dict[int, tuple[list[datetime], list[float]]] = {}
             for page in pages:
                 part.calls += 1
-                _collect(page.get("MetricDataResults", []), part)
+                _collect(page.get("MetricDataResults", []), part, found)
+            for index, (times, values) in found.items():  # a query's pages are all read: its points, by time
+                part.values[index] = _points(times, values, self._grids)
             return part
         except BaseException as exc:  # named by the call that failed, for the thread that reports it
             note_failed_call(exc)
@@ -441,15 +444,32 @@ def _reader(cloudwatch: Any) -> None:
         events.register("before-call.cloudwatch.GetMetricData", write_metric_data_queries, unique_id=_WRITER_ID)
 
 
-def _collect(results: Iterable[dict[str, Any]], into: Fetched) -> None:
+def _collect(results: Iterable[dict[str, Any]], into: Fetched,
+             found: dict[int, tuple[list[datetime], list[float]]]) -> None:
+    """One page's results: failures into ``into``, each answered query's times and values onto ``found``'s."""
     for raw in results:
         index = int(raw["Id"][1:])
         status = raw.get("StatusCode", "Complete")
         if status in {"InternalError", "Forbidden"}:
             into.failed[index] = status
             continue
-        points = into.values.setdefault(index, [])
-        points.extend(zip(raw.get("Timestamps", []), (float(v) for v in raw.get("Values", [])), strict=True))
+        stamps, values = raw.get("Timestamps", []), raw.get("Values", [])
+        if len(stamps) != len(values):
+            raise ValueError(f"GetMetricData answered {len(stamps)} timestamps and {len(values)} values "
+                             f"for {raw['Id']}")
+        times, floats = found.setdefault(index, ([], []))
+        times.extend(stamps)
+        floats.extend(map(float, values))
+
+
+def _points(times: list[datetime], values: list[float], grids: dict[tuple[datetime, ...], tuple[datetime, ...]]
+            ) -> Points:
+    """A query's points sorted as (time, value) pairs, its times the sweep's one tuple of that grid."""
+    if any(a >= b for a, b in zip(times, times[1:], strict=False)):  # out of order, or a time twice: sorted as pairs
+        pairs = sorted(zip(times, values, strict=True))
+        times, values = [t for t, _ in pairs], [v for _, v in pairs]
+    grid = tuple(times)
+    return Points(grids.setdefault(grid, grid), values)
 
 
 def lower_bound_calls(query_count: int, start: datetime, end: datetime, period: timedelta) -> int:
