@@ -75,9 +75,10 @@ class Series:
 
     @classmethod
     def from_api(cls, raw: dict[str, Any], shared: dict[Any, Any] | None = None) -> Series:
-        """The series a ListMetrics entry names; with ``shared`` (one per listing), equal strings and dimension
-        pairs are one object across its series: JSON decoding makes every occurrence anew, and a listing repeats
-        each node's pairs in all its series (16,384 series a metric name at 2,048 p4d nodes)."""
+        """The series a ListMetrics entry names; with ``shared`` (one per listing, or per run's listings), equal
+        strings, dimension pairs and dimension sets are one object across its series: JSON decoding makes every
+        occurrence anew, a listing repeats each node's pairs in all its series (16,384 series a metric name at
+        2,048 p4d nodes), and each metric name repeats every dimension set."""
         if shared is None:
             dims = tuple(sorted((d["Name"], d.get("Value", "")) for d in raw.get("Dimensions", [])))
             return cls(raw["Namespace"], raw["MetricName"], dims)
@@ -86,7 +87,9 @@ class Series:
             pair = (d["Name"], d.get("Value", ""))
             pairs.append(shared.setdefault(pair, pair))
         namespace, name = raw["Namespace"], raw["MetricName"]
-        return cls(shared.setdefault(namespace, namespace), shared.setdefault(name, name), tuple(sorted(pairs)))
+        dimensions = tuple(sorted(pairs))
+        return cls(shared.setdefault(namespace, namespace), shared.setdefault(name, name),
+                   shared.setdefault(dimensions, dimensions))
 
     def dim(self, name: str) -> str | None:
         return next((v for k, v in self.dimensions if k == name), None)
@@ -126,6 +129,7 @@ def discover(
     window: timedelta = timedelta(0),
     unmatched: Callable[[Series], str | None] | None = None,
     on_page: OnPage | None = None,
+    shared: dict[Any, Any] | None = None,
 ) -> Listing:
     """The series of ``metric`` that ``keep`` accepts.
 
@@ -136,6 +140,8 @@ def discover(
     names are kept in the listing, so a node without series can be told apart from one nobody could match.
     ``on_page`` is handed each page's kept series as the page arrives (a :class:`Sweep` fetches them while
     the next page is listed); a series may be handed twice (a repeat across pages, a narrowed restart).
+    ``shared`` is :meth:`Series.from_api`'s, for listings of several metric names: a node's series carry the
+    same dimension set under every name (5 GPU metrics), so one tuple serves them all.
     """
     base: dict[str, Any] = {"Namespace": namespace, "MetricName": metric}
     if window <= RECENTLY_ACTIVE:
@@ -144,7 +150,7 @@ def discover(
     _reader(cloudwatch)
     kept: dict[Series, None] = {}
     strangers: dict[str, None] = {}
-    shared: dict[Any, Any] = {}
+    shared = {} if shared is None else shared
     calls = 0
     narrowable = narrow_dimension is not None
     for page in cloudwatch.get_paginator("list_metrics").paginate(**base):
@@ -162,17 +168,16 @@ def discover(
             on_page(fresh)
         if calls >= budget and narrowable and kept and page.get("NextToken"):
             listing = _discover_per_value(cloudwatch, base, keep, narrow_dimension or "", narrow_values, calls,
-                                          on_page)
+                                          on_page, shared)
             return Listing(listing.series, listing.mode, listing.calls, tuple(strangers))
     return Listing(tuple(kept), "namespace", calls, tuple(strangers))
 
 
 def _discover_per_value(
     cloudwatch: Any, base: dict[str, Any], keep: Callable[[Series], bool], dimension: str,
-    values: Sequence[str], spent: int, on_page: OnPage | None,
+    values: Sequence[str], spent: int, on_page: OnPage | None, shared: dict[Any, Any],
 ) -> Listing:
     kept: dict[Series, None] = {}
-    shared: dict[Any, Any] = {}
     calls = spent
     paginator = cloudwatch.get_paginator("list_metrics")
     for value in values:

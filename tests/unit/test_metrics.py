@@ -388,3 +388,25 @@ def test_fetch_rejects_an_answer_whose_timestamps_and_values_differ_in_number():
 
     with pytest.raises(ValueError, match="2 timestamps and 1 values for q0"):
         _collect([{"Id": "q0", "Timestamps": [_T[0], _T[1]], "Values": [1.0]}], Fetched(), {})
+
+
+def test_listings_of_several_metric_names_share_each_dimension_set():
+    """One node's dimension set is one tuple under every metric name listed with the same ``shared`` (each listing
+    decodes its own strings); without it each listing keeps its own."""
+
+    class Listed:  # ListMetrics' answer shape (one page), as the JSON reader leaves it
+        def get_paginator(self, _name):
+            return self
+
+        def paginate(self, Namespace, MetricName, **_):
+            yield {"Metrics": [{"Namespace": Namespace, "MetricName": MetricName,
+                                "Dimensions": [{"Name": "index", "Value": "0"},
+                                               {"Name": "InstanceId", "Value": "i-" + "1" * 17}]}]}
+
+    shared: dict = {}
+    [util] = discover(Listed(), "CWAgent", UTIL, lambda s: True, shared=shared).series
+    [power] = discover(Listed(), "CWAgent", "nvidia_smi_power_draw", lambda s: True, shared=shared).series
+    [alone] = discover(Listed(), "CWAgent", "nvidia_smi_power_draw", lambda s: True).series
+    assert util.dimensions == (("InstanceId", "i-" + "1" * 17), ("index", "0")) and util.name == UTIL
+    assert power.dimensions is util.dimensions and alone.dimensions is not util.dimensions
+    assert alone == power
