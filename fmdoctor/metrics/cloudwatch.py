@@ -234,7 +234,9 @@ class Sweep:
         self.per_call = queries_per_call(start, end, period)
         self.seconds = int(period.total_seconds())
         self._lock = threading.Lock()
-        self._waiting: list[dict[str, Any]] = []
+        # queries not yet sent, as added: the request's dictionaries (about 2 KB a query) are made by the batch's
+        # own thread as it is sent, so batches waiting for a free thread hold 50 bytes a query, not 2 KB
+        self._waiting: list[Query] = []
         self._count = 0
         self._batches: list[Future[Fetched]] = []
         self._failure: BaseException | None = None
@@ -247,11 +249,7 @@ class Sweep:
         with self._lock:
             first = self._count
             for q in queries:
-                self._waiting.append({
-                    "Id": f"q{self._count}",
-                    "MetricStat": {"Metric": q.series.to_api(), "Period": self.seconds, "Stat": q.stat},
-                    "ReturnData": True,
-                })
+                self._waiting.append(q)
                 self._count += 1
                 if len(self._waiting) >= self.per_call:
                     self._send()
@@ -299,17 +297,21 @@ class Sweep:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=GET_METRIC_DATA_IN_FLIGHT,
                                             thread_name_prefix="fmdoctor-metric-data")
-        self._batches.append(self._pool.submit(self._call, batch))
+        self._batches.append(self._pool.submit(self._call, self._count - len(batch), batch))
 
-    def _call(self, batch: list[dict[str, Any]]) -> Fetched:
-        """One batch's values, each page taken in as it is read: the pages' dictionaries and lists are let go of
-        here, so a sweep holds its values once (a 2,048-node sweep's answers are 82,000 results)."""
+    def _call(self, first: int, batch: list[Query]) -> Fetched:
+        """One batch's values (its queries ``first``, ``first`` + 1...), each page taken in as it is read: the pages'
+        dictionaries and lists are let go of here, so a sweep holds its values once (a 2,048-node sweep's answers
+        are 82,000 results)."""
         part = Fetched()
         if self._failure is not None:  # a batch failed before this one started: it is not sent
             return part
         try:
+            requests = [{"Id": f"q{first + n}",
+                         "MetricStat": {"Metric": q.series.to_api(), "Period": self.seconds, "Stat": q.stat},
+                         "ReturnData": True} for n, q in enumerate(batch)]
             pages = self.cloudwatch.get_paginator("get_metric_data").paginate(
-                MetricDataQueries=batch, StartTime=self.start, EndTime=self.end, ScanBy="TimestampAscending")
+                MetricDataQueries=requests, StartTime=self.start, EndTime=self.end, ScanBy="TimestampAscending")
             found: dict[int, tuple[list[datetime], list[float]]] = {}
             for page in pages:
                 part.calls += 1
