@@ -40,6 +40,7 @@ from fmdoctor.engine.errors import note_failed_call
 from fmdoctor.engine.responses import DECODED, CorruptResponse, check_response
 from fmdoctor.engine.slots import waiting
 from fmdoctor.engine.timestamps import parse_timestamp
+from fmdoctor.metrics.model import Points
 
 GET_METRIC_DATA_MAX_QUERIES = 500
 GET_METRIC_DATA_MAX_DATAPOINTS = 100_800
@@ -50,13 +51,16 @@ GET_METRIC_DATA_IN_FLIGHT = 10
 RECENTLY_ACTIVE = timedelta(hours=3)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Series:
-    """One CloudWatch metric: namespace, name and its exact dimension set (sorted by name)."""
+    """One CloudWatch metric: namespace, name and its exact dimension set (sorted by name).
+
+    Slotted: a 2,048-node listing holds 81,920 of them, and an instance dictionary is most of each one's size."""
 
     namespace: str
     name: str
     dimensions: tuple[tuple[str, str], ...] = ()
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # hashed once: a sweep keys its series in several maps (queued, owners, device keys), and a tuple of
@@ -64,16 +68,17 @@ class Series:
         object.__setattr__(self, "_hash", hash((self.namespace, self.name, self.dimensions)))
 
     def __hash__(self) -> int:
-        return self._hash  # type: ignore[no-any-return, attr-defined]
+        return self._hash
 
     def __reduce__(self) -> tuple[Any, ...]:  # a copy or another process hashes anew (str hashes are per process)
         return (Series, (self.namespace, self.name, self.dimensions))
 
     @classmethod
     def from_api(cls, raw: dict[str, Any], shared: dict[Any, Any] | None = None) -> Series:
-        """The series a ListMetrics entry names; with ``shared`` (one per listing), equal strings and dimension
-        pairs are one object across its series: JSON decoding makes every occurrence anew, and a listing repeats
-        each node's pairs in all its series (16,384 series a metric name at 2,048 p4d nodes)."""
+        """The series a ListMetrics entry names; with ``shared`` (one per listing, or per run's listings), equal
+        strings, dimension pairs and dimension sets are one object across its series: JSON decoding makes every
+        occurrence anew, a listing repeats each node's pairs in all its series (16,384 series a metric name at
+        2,048 p4d nodes), and each metric name repeats every dimension set."""
         if shared is None:
             dims = tuple(sorted((d["Name"], d.get("Value", "")) for d in raw.get("Dimensions", [])))
             return cls(raw["Namespace"], raw["MetricName"], dims)
@@ -82,7 +87,9 @@ class Series:
             pair = (d["Name"], d.get("Value", ""))
             pairs.append(shared.setdefault(pair, pair))
         namespace, name = raw["Namespace"], raw["MetricName"]
-        return cls(shared.setdefault(namespace, namespace), shared.setdefault(name, name), tuple(sorted(pairs)))
+        dimensions = tuple(sorted(pairs))
+        return cls(shared.setdefault(namespace, namespace), shared.setdefault(name, name),
+                   shared.setdefault(dimensions, dimensions))
 
     def dim(self, name: str) -> str | None:
         return next((v for k, v in self.dimensions if k == name), None)
@@ -122,6 +129,7 @@ def discover(
     window: timedelta = timedelta(0),
     unmatched: Callable[[Series], str | None] | None = None,
     on_page: OnPage | None = None,
+    shared: dict[Any, Any] | None = None,
 ) -> Listing:
     """The series of ``metric`` that ``keep`` accepts.
 
@@ -132,6 +140,8 @@ def discover(
     names are kept in the listing, so a node without series can be told apart from one nobody could match.
     ``on_page`` is handed each page's kept series as the page arrives (a :class:`Sweep` fetches them while
     the next page is listed); a series may be handed twice (a repeat across pages, a narrowed restart).
+    ``shared`` is :meth:`Series.from_api`'s, for listings of several metric names: a node's series carry the
+    same dimension set under every name (5 GPU metrics), so one tuple serves them all.
     """
     base: dict[str, Any] = {"Namespace": namespace, "MetricName": metric}
     if window <= RECENTLY_ACTIVE:
@@ -140,7 +150,7 @@ def discover(
     _reader(cloudwatch)
     kept: dict[Series, None] = {}
     strangers: dict[str, None] = {}
-    shared: dict[Any, Any] = {}
+    shared = {} if shared is None else shared
     calls = 0
     narrowable = narrow_dimension is not None
     for page in cloudwatch.get_paginator("list_metrics").paginate(**base):
@@ -158,17 +168,16 @@ def discover(
             on_page(fresh)
         if calls >= budget and narrowable and kept and page.get("NextToken"):
             listing = _discover_per_value(cloudwatch, base, keep, narrow_dimension or "", narrow_values, calls,
-                                          on_page)
+                                          on_page, shared)
             return Listing(listing.series, listing.mode, listing.calls, tuple(strangers))
     return Listing(tuple(kept), "namespace", calls, tuple(strangers))
 
 
 def _discover_per_value(
     cloudwatch: Any, base: dict[str, Any], keep: Callable[[Series], bool], dimension: str,
-    values: Sequence[str], spent: int, on_page: OnPage | None,
+    values: Sequence[str], spent: int, on_page: OnPage | None, shared: dict[Any, Any],
 ) -> Listing:
     kept: dict[Series, None] = {}
-    shared: dict[Any, Any] = {}
     calls = spent
     paginator = cloudwatch.get_paginator("list_metrics")
     for value in values:
@@ -181,7 +190,7 @@ def _discover_per_value(
     return Listing(tuple(kept), f"per-{dimension}", calls)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Query:
     series: Series
     stat: str  # "Average", "Maximum", "Sum", ...
@@ -191,7 +200,7 @@ class Query:
 class Fetched:
     """Per query index: the values by period (ascending), and the queries CloudWatch could not answer."""
 
-    values: dict[int, list[tuple[datetime, float]]] = field(default_factory=dict)
+    values: dict[int, Points] = field(default_factory=dict)
     failed: dict[int, str] = field(default_factory=dict)
     calls: int = 0
 
@@ -225,11 +234,14 @@ class Sweep:
         self.per_call = queries_per_call(start, end, period)
         self.seconds = int(period.total_seconds())
         self._lock = threading.Lock()
-        self._waiting: list[dict[str, Any]] = []
+        # queries not yet sent, as added: the request's dictionaries (about 2 KB a query) are made by the batch's
+        # own thread as it is sent, so batches waiting for a free thread hold 50 bytes a query, not 2 KB
+        self._waiting: list[Query] = []
         self._count = 0
         self._batches: list[Future[Fetched]] = []
         self._failure: BaseException | None = None
         self._pool: ThreadPoolExecutor | None = None
+        self._grids: dict[tuple[datetime, ...], tuple[datetime, ...]] = {}  # each distinct series of period starts
         _reader(cloudwatch)
 
     def add(self, queries: Iterable[Query]) -> range:
@@ -237,11 +249,7 @@ class Sweep:
         with self._lock:
             first = self._count
             for q in queries:
-                self._waiting.append({
-                    "Id": f"q{self._count}",
-                    "MetricStat": {"Metric": q.series.to_api(), "Period": self.seconds, "Stat": q.stat},
-                    "ReturnData": True,
-                })
+                self._waiting.append(q)
                 self._count += 1
                 if len(self._waiting) >= self.per_call:
                     self._send()
@@ -270,8 +278,6 @@ class Sweep:
             result.calls += part.calls
             result.values.update(part.values)  # a query is in one batch only: its pages were joined there
             result.failed.update(part.failed)
-        for points in result.values.values():
-            points.sort()
         return result
 
     def cancel(self) -> None:
@@ -291,20 +297,27 @@ class Sweep:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=GET_METRIC_DATA_IN_FLIGHT,
                                             thread_name_prefix="fmdoctor-metric-data")
-        self._batches.append(self._pool.submit(self._call, batch))
+        self._batches.append(self._pool.submit(self._call, self._count - len(batch), batch))
 
-    def _call(self, batch: list[dict[str, Any]]) -> Fetched:
-        """One batch's values, each page taken in as it is read: the pages' dictionaries and lists are let go of
-        here, so a sweep holds its values once (a 2,048-node sweep's answers are 82,000 results)."""
+    def _call(self, first: int, batch: list[Query]) -> Fetched:
+        """One batch's values (its queries ``first``, ``first`` + 1...), each page taken in as it is read: the pages'
+        dictionaries and lists are let go of here, so a sweep holds its values once (a 2,048-node sweep's answers
+        are 82,000 results)."""
         part = Fetched()
         if self._failure is not None:  # a batch failed before this one started: it is not sent
             return part
         try:
+            requests = [{"Id": f"q{first + n}",
+                         "MetricStat": {"Metric": q.series.to_api(), "Period": self.seconds, "Stat": q.stat},
+                         "ReturnData": True} for n, q in enumerate(batch)]
             pages = self.cloudwatch.get_paginator("get_metric_data").paginate(
-                MetricDataQueries=batch, StartTime=self.start, EndTime=self.end, ScanBy="TimestampAscending")
+                MetricDataQueries=requests, StartTime=self.start, EndTime=self.end, ScanBy="TimestampAscending")
+            found: dict[int, tuple[list[datetime], list[float]]] = {}
             for page in pages:
                 part.calls += 1
-                _collect(page.get("MetricDataResults", []), part)
+                _collect(page.get("MetricDataResults", []), part, found)
+            for index, (times, values) in found.items():  # a query's pages are all read: its points, by time
+                part.values[index] = _points(times, values, self._grids)
             return part
         except BaseException as exc:  # named by the call that failed, for the thread that reports it
             note_failed_call(exc)
@@ -438,15 +451,32 @@ def _reader(cloudwatch: Any) -> None:
         events.register("before-call.cloudwatch.GetMetricData", write_metric_data_queries, unique_id=_WRITER_ID)
 
 
-def _collect(results: Iterable[dict[str, Any]], into: Fetched) -> None:
+def _collect(results: Iterable[dict[str, Any]], into: Fetched,
+             found: dict[int, tuple[list[datetime], list[float]]]) -> None:
+    """One page's results: failures into ``into``, each answered query's times and values onto ``found``'s."""
     for raw in results:
         index = int(raw["Id"][1:])
         status = raw.get("StatusCode", "Complete")
         if status in {"InternalError", "Forbidden"}:
             into.failed[index] = status
             continue
-        points = into.values.setdefault(index, [])
-        points.extend(zip(raw.get("Timestamps", []), (float(v) for v in raw.get("Values", [])), strict=True))
+        stamps, values = raw.get("Timestamps", []), raw.get("Values", [])
+        if len(stamps) != len(values):
+            raise ValueError(f"GetMetricData answered {len(stamps)} timestamps and {len(values)} values "
+                             f"for {raw['Id']}")
+        times, floats = found.setdefault(index, ([], []))
+        times.extend(stamps)
+        floats.extend(map(float, values))
+
+
+def _points(times: list[datetime], values: list[float], grids: dict[tuple[datetime, ...], tuple[datetime, ...]]
+            ) -> Points:
+    """A query's points sorted as (time, value) pairs, its times the sweep's one tuple of that grid."""
+    if any(a >= b for a, b in zip(times, times[1:], strict=False)):  # out of order, or a time twice: sorted as pairs
+        pairs = sorted(zip(times, values, strict=True))
+        times, values = [t for t, _ in pairs], [v for _, v in pairs]
+    grid = tuple(times)
+    return Points(grids.setdefault(grid, grid), values)
 
 
 def lower_bound_calls(query_count: int, start: datetime, end: datetime, period: timedelta) -> int:

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from fmdoctor.config import GpuSettings
 from fmdoctor.engine.inventory import Inventory
-from fmdoctor.metrics.cloudwatch import Fetched, Query, Series, Sweep
+from fmdoctor.metrics.cloudwatch import Fetched, Series, Sweep
 from fmdoctor.metrics.model import (
     EFA,
     GPU,
@@ -33,6 +33,7 @@ from fmdoctor.metrics.model import (
     EfaCounters,
     NodeMetrics,
     Point,
+    Points,
     periods_in,
 )
 from fmdoctor.metrics.nodes import (
@@ -59,12 +60,13 @@ SNAPSHOT_STATS = {UTILIZATION: ("Average",), MEMORY_USED: ("Maximum",), MEMORY_T
 EFA_DEVICE_DIMENSIONS = ("device",)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Entry:
+    """One fetched series' place in the snapshot (one per series: slotted)."""
+
     spec: MetricSpec
     owner: str
     device: str
-    query: Query
     index: int  # in the sweep's Fetched
 
 
@@ -109,9 +111,10 @@ def load_cloudwatch(cloudwatch: Any, nodes: Sequence[MetricNode], efa_interfaces
     sweep = Sweep(cloudwatch, start, end, gpu.period)
     plan = plan_queries(cloudwatch, specs, owner, narrow, devices, gpu.window, lister, owners.unmatched, sweep)
     entries = _entries(plan)
-    where = {n.id: _where(gpu_publisher(gpu) if n.kind == GPU else None, gpu) for n in nodes}
     unmatched = {label: listing.unmatched for label, listing in plan.listings.items() if listing.unmatched}
     listings = {label: listing.mode for label, listing in plan.listings.items()}
+    del plan  # its keys and queries (one each per series) are not held while the sweep's answers arrive
+    where = {n.id: _where(gpu_publisher(gpu) if n.kind == GPU else None, gpu) for n in nodes}
     missing = {n.id for n in nodes if n.kind == GPU and accelerators} - {e.owner for e in entries
                                                                           if e.spec.role == UTILIZATION}
     for publisher in other_publishers(gpu) if missing else []:
@@ -126,8 +129,8 @@ def load_cloudwatch(cloudwatch: Any, nodes: Sequence[MetricNode], efa_interfaces
 
 
 def _entries(plan: QueryPlan) -> list[_Entry]:
-    return [_Entry(plan.specs[n], who, device, query, index)
-            for (n, who, device), query, index in zip(plan.keys, plan.queries, plan.indices, strict=True)]
+    return [_Entry(plan.specs[n], who, device, index)
+            for (n, who, device), index in zip(plan.keys, plan.indices, strict=True)]
 
 
 def _where(publisher: Publisher | None, gpu: GpuSettings) -> dict[str, str]:
@@ -174,7 +177,8 @@ def _device_order(device: str) -> tuple[int, str]:
 def _assemble(entries: list[_Entry], fetched: Fetched, nodes: Sequence[MetricNode], where: dict[str, dict[str, str]],
               efa_interfaces: dict[str, str], start: datetime, end: datetime, gpu: GpuSettings,
               listings: dict[str, str], unmatched: dict[str, tuple[str, ...]]) -> ClusterMetrics:
-    points: dict[tuple[str, str], dict[str, list[Point]]] = {}  # (node, device) -> role -> points
+    # (node, device) -> role -> points: the sweep's own Points for a device's one series, a list for several
+    points: dict[tuple[str, str], dict[str, Sequence[Point]]] = {}
     failed: Counter[str] = Counter()
     efa_totals: dict[str, dict[str, float]] = {}
     efa_points: Counter[str] = Counter()
@@ -184,14 +188,16 @@ def _assemble(entries: list[_Entry], fetched: Fetched, nodes: Sequence[MetricNod
         if index in fetched.failed:
             failed[who] += 1
             continue
-        found = fetched.values.get(index, [])
+        found = fetched.values.get(index, Points())
         if spec.kind == EFA:
             totals = efa_totals.setdefault(who, {})
-            totals[spec.role] = totals.get(spec.role, 0.0) + sum(v for _, v in found)
+            totals[spec.role] = totals.get(spec.role, 0.0) + sum(found.values)
             efa_points[who] = max(efa_points[who], len(found))
             efa_device.setdefault(who, device)
         else:
-            points.setdefault((who, device), {}).setdefault(spec.role, []).extend(found)
+            by_role = points.setdefault((who, device), {})
+            held = by_role.get(spec.role)
+            by_role[spec.role] = found if held is None else [*held, *found]  # a second series: merged by period
     periods = periods_in(start, end, gpu.period)
     grouped = points_by_node(points)
     metrics = {n.id: node_metrics(n, grouped.get(n.id, {}), periods, failed[n.id], "cloudwatch", where[n.id])
@@ -203,17 +209,17 @@ def _assemble(entries: list[_Entry], fetched: Fetched, nodes: Sequence[MetricNod
     return ClusterMetrics(start, end, gpu.period, metrics, efa_interfaces, efa, listings, len(entries), unmatched)
 
 
-def points_by_node(points: dict[tuple[str, str], dict[str, list[Point]]]
-                   ) -> dict[str, dict[tuple[str, str], dict[str, list[Point]]]]:
+def points_by_node(points: Mapping[tuple[str, str], Mapping[str, Sequence[Point]]]
+                   ) -> dict[str, dict[tuple[str, str], Mapping[str, Sequence[Point]]]]:
     """``points`` split by node, in their order: each node's :func:`node_metrics` then reads its own devices
     instead of sorting and scanning every device of the cluster (2,048 nodes x 16,384 devices)."""
-    grouped: dict[str, dict[tuple[str, str], dict[str, list[Point]]]] = {}
+    grouped: dict[str, dict[tuple[str, str], Mapping[str, Sequence[Point]]]] = {}
     for key, by_role in points.items():
         grouped.setdefault(key[0], {})[key] = by_role
     return grouped
 
 
-def node_metrics(node: MetricNode, points: dict[tuple[str, str], dict[str, list[Point]]], periods: int,
+def node_metrics(node: MetricNode, points: Mapping[tuple[str, str], Mapping[str, Sequence[Point]]], periods: int,
                  failed: int, source: str, where: dict[str, str]) -> NodeMetrics:
     """One node's devices from its per-(device, signal) points (any others', from :func:`points_by_node`, are
     passed over); a device is one that reports utilization."""
@@ -223,13 +229,14 @@ def node_metrics(node: MetricNode, points: dict[tuple[str, str], dict[str, list[
             continue
         signals = {role: _per_period(found, max if role in {MEMORY_USED, MEMORY_TOTAL} else None)
                    for role, found in by_role.items()}
-        peaks = {role: max((v for _, v in signals.get(role, ())), default=None) for role in (MEMORY_USED, MEMORY_TOTAL)}
+        peaks = {role: max(_values(signals.get(role, ())), default=None) for role in (MEMORY_USED, MEMORY_TOTAL)}
+        used = signals[UTILIZATION]
         devices.append(DeviceMetrics(
             device=device,
-            utilization=tuple(v for _, v in signals[UTILIZATION]),
+            utilization=tuple(_values(used)),
             memory_used=peaks[MEMORY_USED],
             memory_total=peaks[MEMORY_TOTAL],
-            last_seen=max(t for t, _ in signals[UTILIZATION]),
+            last_seen=max(used.times) if isinstance(used, Points) else max(t for t, _ in used),
             signals=signals,
         ))
     return NodeMetrics(instance_id=node.id, kind=node.kind, expected_devices=node.expected_devices, periods=periods,
@@ -237,9 +244,20 @@ def node_metrics(node: MetricNode, points: dict[tuple[str, str], dict[str, list[
                        source=source, where=where)
 
 
-def _per_period(found: list[Point], combine: Any = None) -> tuple[Point, ...]:
+def _values(points: Sequence[Point]) -> Iterable[float]:
+    return points.values if isinstance(points, Points) else (v for _, v in points)
+
+
+def _per_period(found: Sequence[Point], combine: Any = None) -> Sequence[Point]:
     """Points sorted by time; two series of one device (a renamed host) answering the same period are merged:
-    the larger for a peak, else their mean."""
+    the larger for a peak, else their mean. A sweep's :class:`Points` of one series is kept as it is."""
+    if isinstance(found, Points):
+        times, values = found.times, found.values
+        if all(a < b for a, b in zip(times, times[1:], strict=False)):
+            if combine or all(v or math.copysign(1.0, v) > 0 for v in values):
+                return found
+            return Points(times, [v + 0.0 for v in values])
+        found = list(found)
     if all(found[i][0] < found[i + 1][0] for i in range(len(found) - 1)):
         # one series (the usual case): sorted, one value a period, its own peak and its own mean (fsum makes a -0.0
         # mean 0.0: only then are new points made; the others are shared with the fetch, not copied)

@@ -135,7 +135,7 @@ class NodeOwners:
         self.nodes = list(nodes)
         self.kinds = kinds
         self.dimension = gpu.instance_dimension
-        self.resolver = NodeResolver(self.nodes, gpu.instance_dimension, gpu.host_dimension)
+        self.resolver = NodeResolver.shared(self.nodes, gpu.instance_dimension, gpu.host_dimension)
 
     def owner(self, spec: MetricSpec, series: Series) -> str | None:
         instance_id = self.resolver.instance_of(series)
@@ -180,16 +180,17 @@ def plan_queries(
         firsts.setdefault((spec.kind, spec.namespace, spec.metric), spec)
     sharing = {key: [(n, spec) for n, spec in enumerate(specs) if (spec.kind, spec.namespace, spec.metric) == key]
                for key in firsts}
-    queued: dict[tuple[int, Series], int] = {}  # (spec index, series) -> index in the sweep
+    queued: dict[int, dict[Series, int]] = {n: {} for n in range(len(specs))}  # spec index -> series -> in sweep
+    shared: dict[Any, Any] = {}  # the listings' equal strings, pairs and dimension sets (Series.from_api)
     lock = threading.Lock()
 
     def queue(key: tuple[str, str, str], series: Iterable[Series]) -> None:
         assert sweep is not None
         with lock:
             fresh = [(n, s, spec) for s in series for n, spec in sharing[key]
-                     if (n, s) not in queued and owner(spec, s) is not None]
+                     if s not in queued[n] and owner(spec, s) is not None]
             for (n, s, _), index in zip(fresh, sweep.add(Query(s, spec.stat) for _, s, spec in fresh), strict=True):
-                queued[(n, s)] = index
+                queued[n][s] = index
 
     def list_one(key: tuple[str, str, str]) -> Listing:
         spec = firsts[key]
@@ -198,7 +199,7 @@ def plan_queries(
         if listing is None:
             dimension, values = narrow(spec)
             listing = discover(cloudwatch, spec.namespace, spec.metric, lambda s: owner(spec, s) is not None,
-                               dimension, values, window, unmatched, on_page)
+                               dimension, values, window, unmatched, on_page, shared)
         if sweep is not None:
             queue(key, listing.series)  # a listing made elsewhere (shared) or pages not handed over
         return listing
@@ -226,7 +227,7 @@ def plan_queries(
                     keys.append((n, who, device))
                     queries.append(Query(s, spec.stat))
                     if sweep is not None:
-                        indices.append(queued[(n, s)])
+                        indices.append(queued[n][s])
     listings = {first.label: found[key] for key, first in firsts.items()}
     return QueryPlan(tuple(specs), tuple(keys), tuple(queries), listings, tuple(indices))
 
@@ -241,6 +242,7 @@ def shared_lister(cloudwatch: Any, inventory: Inventory, settings: ClusterSettin
     owners = NodeOwners(fleet_identities(inventory, [i for i in nodes if kinds[i.id]], settings.gpu), kinds,
                         settings.gpu)
     window = max(settings.gpu.window, settings.inference.window)
+    shared: dict[Any, Any] = {}  # one node's dimension set is one tuple under every metric name (Series.from_api)
 
     def lister(spec: MetricSpec, on_page: OnPage | None = None) -> Listing | None:
         if spec.kind == EFA:
@@ -249,7 +251,7 @@ def shared_lister(cloudwatch: Any, inventory: Inventory, settings: ClusterSettin
         def load() -> Listing:  # made by the first asker: its pages go to that asker's ``on_page``
             dimension, values = owners.narrow(spec)
             return discover(cloudwatch, spec.namespace, spec.metric, lambda s: owners.owner(spec, s) is not None,
-                            dimension, values, window, owners.unmatched, on_page)
+                            dimension, values, window, owners.unmatched, on_page, shared)
 
         return memo(f"cloudwatch.listing:{spec.kind}:{spec.label}", load)
 

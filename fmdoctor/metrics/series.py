@@ -9,7 +9,10 @@ old and a new configuration); :func:`select_series` keeps one set so nothing is 
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from fmdoctor.engine.identity import NodeIdentities
 from fmdoctor.engine.inventory import Instance, Inventory
@@ -17,6 +20,9 @@ from fmdoctor.metrics.cloudwatch import Series
 from fmdoctor.metrics.identity import NodeIdentity, NodeIndex, Resolved
 
 NAME_DIMENSIONS = ("NodeName",)  # Container Insights' Kubernetes node name, after the configured host dimension
+# The resolvers alive, by their nodes' identities and dimensions (NodeResolver.shared); one goes with its last owner.
+_SHARED: weakref.WeakValueDictionary[tuple[Any, ...], NodeResolver] = weakref.WeakValueDictionary()
+_SHARED_LOCK = threading.Lock()
 
 
 def instance_identity(instance: Instance, inventory: Inventory | None = None,
@@ -44,13 +50,30 @@ class NodeResolver:
         self.name_dimensions = [host_dimension, *name_dimensions]
         # series -> its answer: a listing's series is asked about when it is listed, queued and planned
         self._classified: dict[Series, tuple[Resolved, str | None]] = {}
+        # each distinct answer once (one per node, mostly): the memo's values are shared, not a tuple per series
+        self._answers: dict[tuple[Resolved, str | None], tuple[Resolved, str | None]] = {}
+
+    @classmethod
+    def shared(cls, nodes: Iterable[Instance | NodeIdentity], instance_dimension: str, host_dimension: str,
+               name_dimensions: Sequence[str] = NAME_DIMENSIONS) -> NodeResolver:
+        """The resolver of these nodes and dimensions that is alive, or a new one: a run's shared listing
+        (:func:`~fmdoctor.metrics.nodes.shared_lister`) and its snapshot resolve the same series of the same
+        nodes, and each resolver holds a name table and a memo of every series (81,920 at 2,048 p4d nodes).
+        Its answers depend on the identities and dimensions alone, so sharing it changes none of them."""
+        identities = tuple(n if isinstance(n, NodeIdentity) else instance_identity(n) for n in nodes)
+        key = (identities, instance_dimension, host_dimension, tuple(name_dimensions))
+        with _SHARED_LOCK:
+            found = _SHARED.get(key)
+            if found is None:
+                found = _SHARED[key] = cls(identities, instance_dimension, host_dimension, name_dimensions)
+        return found
 
     def classify(self, series: Series) -> tuple[Resolved, str | None]:
         """The node (or another node's), and the identity to report when the series named nothing known."""
         found = self._classified.get(series)
         if found is None:
-            found = self._classified[series] = self.index.resolve_labels(
-                dict(series.dimensions), self.id_dimensions, self.name_dimensions)
+            found = self.index.resolve_labels(dict(series.dimensions), self.id_dimensions, self.name_dimensions)
+            found = self._classified[series] = self._answers.setdefault(found, found)
         return found
 
     def instance_of(self, series: Series) -> str | None:

@@ -285,3 +285,128 @@ def test_a_series_is_resolved_once_and_hashes_as_its_fields():
     assert first[0].node == "i-1" and resolver.classify(Series("CWAgent", "m", (("host", "ip-10-0-0-1"),))) is first
     assert hash(series) == hash(("CWAgent", "m", (("host", "ip-10-0-0-1"),)))
     assert pickle.loads(pickle.dumps(series)) == series and {series: 1}[pickle.loads(pickle.dumps(series))] == 1
+
+
+def test_a_slotted_series_keeps_equality_hash_copies_and_replace():
+    """Series and Query carry no instance dictionary (81,920 series at 2,048 p4d nodes); equality ignores the kept
+    hash, a copy or ``replace`` hashes its own fields, and the repr names the fields only."""
+    import copy
+    import dataclasses
+
+    series = Series("CWAgent", "m", (("InstanceId", "i-1"), ("index", "0")))
+    query = Query(series, "Average")
+    assert not hasattr(series, "__dict__") and not hasattr(query, "__dict__")
+    assert series == Series("CWAgent", "m", (("InstanceId", "i-1"), ("index", "0")))
+    assert series != Series("CWAgent", "m", (("InstanceId", "i-1"), ("index", "1")))
+    assert copy.copy(series) == series and hash(copy.deepcopy(series)) == hash(series)
+    renamed = dataclasses.replace(series, name="n")
+    assert renamed == Series("CWAgent", "n", series.dimensions) and hash(renamed) == hash(("CWAgent", "n",
+                                                                                            series.dimensions))
+    assert {query: 1}[Query(copy.copy(series), "Average")] == 1 and query != Query(series, "Maximum")
+    assert "_hash" not in repr(series)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        series.name = "x"  # type: ignore[misc]
+
+
+def test_owners_of_the_same_nodes_share_one_resolver_and_its_answers():
+    """The shared listing's owners and the snapshot's: one name table and one series memo while both live; other
+    nodes or dimensions get their own; a memo's answers are one object per distinct answer."""
+    import gc
+
+    nodes = [NodeIdentity("i-1", ("10.0.0.1",), ()), NodeIdentity("i-2", ("10.0.0.2",), ())]
+    first = NodeResolver.shared(nodes, "InstanceId", "host")
+    assert NodeResolver.shared([NodeIdentity(n.id, n.ips, n.names) for n in nodes], "InstanceId", "host") is first
+    assert NodeResolver.shared(nodes[:1], "InstanceId", "host") is not first
+    assert NodeResolver.shared(nodes, "InstanceId", "hostname") is not first
+    a = first.classify(Series("CWAgent", "m", (("InstanceId", "i-1"), ("index", "0"))))
+    b = first.classify(Series("CWAgent", "m", (("InstanceId", "i-1"), ("index", "1"))))
+    assert a is b and a[0].node == "i-1"
+    assert first.classify(Series("CWAgent", "m", (("host", "ip-10-0-0-2"),)))[0].node == "i-2"
+    assert first._classified
+    del first, a, b
+    gc.collect()
+    assert not NodeResolver.shared(nodes, "InstanceId", "host")._classified  # none alive: a new one, memo empty
+
+
+# --- a sweep's points: one shared grid of period starts, values as doubles ---------------------------------
+
+def test_points_read_as_the_tuple_of_their_points():
+    import pickle
+
+    from fmdoctor.metrics.model import DeviceMetrics, Points
+
+    points = Points((_T[0], _T[1], _T[2]), [1.0, -0.0, 2.5])
+    as_tuples = ((_T[0], 1.0), (_T[1], -0.0), (_T[2], 2.5))
+    assert points == as_tuples and points == list(as_tuples) and tuple(points) == as_tuples
+    assert points != as_tuples[:2] and points != ((_T[0], 1.0), (_T[1], 0.5), (_T[2], 2.5))
+    assert len(points) == 3 and points[1] == (_T[1], -0.0) and points[-1] == (_T[2], 2.5)
+    assert points[1:] == as_tuples[1:] and isinstance(points[1:], Points)
+    assert bool(points) and not Points() and Points() == ()
+    assert hash(points) == hash(as_tuples) and pickle.loads(pickle.dumps(points)) == points
+    assert max(t for t, _ in points) == _T[2]
+    device = DeviceMetrics("0", signals={"power": points})
+    assert device.values("power") == [1.0, -0.0, 2.5] and device.mean("power") == 3.5 / 3
+    with pytest.raises(ValueError):
+        Points((_T[0],), [1.0, 2.0])
+
+
+SWEEP_POINTS_CASES = {  # one query's times and values as its pages brought them -> its points
+    "in order": ([_T[0], _T[1]], [1.0, 2.0], ((_T[0], 1.0), (_T[1], 2.0))),
+    "pages out of order": ([_T[2], _T[0], _T[1]], [3.0, 1.0, 2.0], ((_T[0], 1.0), (_T[1], 2.0), (_T[2], 3.0))),
+    "a time twice: sorted as pairs": ([_T[1], _T[1], _T[0]], [5.0, 4.0, 1.0],
+                                      ((_T[0], 1.0), (_T[1], 4.0), (_T[1], 5.0))),
+    "none": ([], [], ()),
+}
+
+
+@pytest.mark.parametrize("times,values,expected", SWEEP_POINTS_CASES.values(), ids=SWEEP_POINTS_CASES.keys())
+def test_a_querys_points_are_sorted_as_pairs_on_a_shared_grid(times, values, expected):
+    from fmdoctor.metrics.cloudwatch import _points
+
+    grids: dict = {}
+    first = _points(list(times), list(values), grids)
+    again = _points(list(times), [v + 1 for v in values], grids)
+    assert first == expected and first.times is again.times  # one tuple of times for every series on the grid
+
+
+@pytest.mark.parametrize("found,peak,mean", PER_PERIOD_CASES.values(), ids=PER_PERIOD_CASES.keys())
+def test_per_period_values_of_a_sweeps_points(found, peak, mean):
+    """The same answers from a sweep's Points as from tuples; one ordered series' Points is kept, not copied."""
+    from fmdoctor.metrics.cluster import _per_period
+    from fmdoctor.metrics.model import Points
+
+    points = Points(tuple(t for t, _ in found), [v for _, v in found])
+    assert _per_period(points, max) == peak
+    got = _per_period(points)
+    assert got == mean and [math.copysign(1.0, v) for _, v in got] == [math.copysign(1.0, v) for _, v in mean]
+    if list(found) == sorted(found) and len({t for t, _ in found}) == len(found):
+        assert _per_period(points, max) is points
+
+
+def test_fetch_rejects_an_answer_whose_timestamps_and_values_differ_in_number():
+    from fmdoctor.metrics.cloudwatch import Fetched, _collect
+
+    with pytest.raises(ValueError, match="2 timestamps and 1 values for q0"):
+        _collect([{"Id": "q0", "Timestamps": [_T[0], _T[1]], "Values": [1.0]}], Fetched(), {})
+
+
+def test_listings_of_several_metric_names_share_each_dimension_set():
+    """One node's dimension set is one tuple under every metric name listed with the same ``shared`` (each listing
+    decodes its own strings); without it each listing keeps its own."""
+
+    class Listed:  # ListMetrics' answer shape (one page), as the JSON reader leaves it
+        def get_paginator(self, _name):
+            return self
+
+        def paginate(self, Namespace, MetricName, **_):
+            yield {"Metrics": [{"Namespace": Namespace, "MetricName": MetricName,
+                                "Dimensions": [{"Name": "index", "Value": "0"},
+                                               {"Name": "InstanceId", "Value": "i-" + "1" * 17}]}]}
+
+    shared: dict = {}
+    [util] = discover(Listed(), "CWAgent", UTIL, lambda s: True, shared=shared).series
+    [power] = discover(Listed(), "CWAgent", "nvidia_smi_power_draw", lambda s: True, shared=shared).series
+    [alone] = discover(Listed(), "CWAgent", "nvidia_smi_power_draw", lambda s: True).series
+    assert util.dimensions == (("InstanceId", "i-" + "1" * 17), ("index", "0")) and util.name == UTIL
+    assert power.dimensions is util.dimensions and alone.dimensions is not util.dimensions
+    assert alone == power
