@@ -21,6 +21,9 @@ from fmdoctor.mcp.server import build_server
 from fmdoctor.mcp.service import McpService
 from fmdoctor.safety.server import ServerBounds
 
+from ..unfinished_requests import closed
+from ..unfinished_requests import hold as hold_unfinished
+
 TOKEN = "s3cret-token-for-tests-0123456789"
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -107,25 +110,7 @@ def test_http_refuses_to_start_without_a_token_or_with_a_short_one(capsys, monke
 
 def hold(url: str, count: int) -> list[socket.socket]:
     """``count`` connections that start a request and never finish its headers (so never reach the token)."""
-    port = int(url.split(":")[2].split("/")[0])
-    held = []
-    for _ in range(count):
-        conn = socket.socket()
-        conn.bind(("127.0.0.2", 0))  # another address than the test's own requests, which the cap must not refuse
-        conn.connect(("127.0.0.1", port))
-        conn.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        held.append(conn)
-    return held
-
-
-def closed(conn: socket.socket, wait: float) -> bool:
-    conn.settimeout(wait)
-    try:
-        return conn.recv(1) == b""
-    except TimeoutError:
-        return False
-    except ConnectionResetError:
-        return True
+    return hold_unfinished(int(url.split(":")[2].split("/")[0]), count, b"POST /mcp HTTP/1.1")
 
 
 @pytest.mark.parametrize("bounds", [ServerBounds(header_timeout=1.0, max_per_peer=4)])

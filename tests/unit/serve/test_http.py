@@ -13,6 +13,8 @@ from fmdoctor.serve.http import HttpServer, WebhookIntake, app, split_alerts
 from fmdoctor.serve.processor import DeliveryFailed
 from fmdoctor.serve.state import Metrics
 
+from ...unfinished_requests import closed
+from ...unfinished_requests import hold as hold_unfinished
 from .test_events import load
 
 TOKEN = "0123456789abcdef0123456789abcdef"
@@ -125,27 +127,7 @@ def test_forwarding_puts_one_alert_per_message():
 # --- issue 35 item 1: idle connections cannot make serve unready --------------------------------------------------
 def hold(port: int, count: int, source: str = "127.0.0.2") -> list:
     """``count`` connections from ``source`` that start a request and never finish its headers."""
-    import socket
-
-    held = []
-    for _ in range(count):
-        conn = socket.socket()
-        conn.bind((source, 0))
-        conn.connect(("127.0.0.1", port))
-        conn.sendall(b"POST /webhook/alertmanager HTTP/1.1\r\nHost: fmdoctor\r\n")
-        held.append(conn)
-    return held
-
-
-def closed(conn, wait: float) -> bool:
-
-    conn.settimeout(wait)
-    try:
-        return conn.recv(1) == b""
-    except TimeoutError:
-        return False
-    except ConnectionResetError:
-        return True
+    return hold_unfinished(port, count, b"POST /webhook/alertmanager HTTP/1.1", source)
 
 
 def test_held_connections_leave_healthz_and_webhooks_answering(monkeypatch):
