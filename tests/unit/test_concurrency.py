@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSResponse
@@ -135,6 +136,17 @@ def _window() -> tuple[datetime, datetime, timedelta]:
     return NOW - timedelta(minutes=30), NOW, timedelta(minutes=1)
 
 
+POWER = MetricSpec(GPU, "utilization", "CWAgent", "nvidia_smi_power_draw", "Average")
+
+
+def _put_two_listing_pages(client: Any, start: datetime) -> None:
+    """600 series of one metric name, i-0000..i-0599 (value n), GPU index 0: two ListMetrics pages of 500."""
+    client.put_metric_data(Namespace="CWAgent", MetricData=[
+        {"MetricName": POWER.metric,
+         "Dimensions": [{"Name": "InstanceId", "Value": f"i-{n:04d}"}, {"Name": "index", "Value": "0"}],
+         "Timestamp": start + timedelta(minutes=5), "Value": float(n)} for n in range(600)])
+
+
 def test_get_metric_data_batches_are_in_flight_together(cloudwatch):
     """Counted with botocore's own events around each call, moto answering after 50 ms (a round trip)."""
     aws, client = cloudwatch
@@ -220,10 +232,7 @@ def test_get_metric_data_for_a_listing_page_starts_before_the_next_page_returns(
     on its way, and the sweep must still make ceil(600 / 500) = 2 calls and keep every series' value."""
     aws, client = cloudwatch
     start, end, period = _window()
-    client.put_metric_data(Namespace="CWAgent", MetricData=[
-        {"MetricName": "nvidia_smi_power_draw",
-         "Dimensions": [{"Name": "InstanceId", "Value": f"i-{n:04d}"}, {"Name": "index", "Value": "0"}],
-         "Timestamp": start + timedelta(minutes=5), "Value": float(n)} for n in range(600)])
+    _put_two_listing_pages(client, start)
     events: list[str] = []
     lock = threading.Lock()
 
@@ -242,7 +251,7 @@ def test_get_metric_data_for_a_listing_page_starts_before_the_next_page_returns(
     client.meta.events.register("before-parameter-build.cloudwatch.ListMetrics", before_list)
     client.meta.events.register("after-call.cloudwatch.ListMetrics", after_list)
     client.meta.events.register("before-call.cloudwatch.GetMetricData", before_data)
-    spec = MetricSpec(GPU, "utilization", "CWAgent", "nvidia_smi_power_draw", "Average")
+    spec = POWER
     sweep = Sweep(client, start, end, period)
     plan = plan_queries(client, [spec], lambda _, s: s.dim("InstanceId"), lambda _: ("InstanceId", []),
                         lambda _: ("index",), end - start, sweep=sweep)

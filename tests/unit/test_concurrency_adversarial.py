@@ -13,7 +13,6 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -24,10 +23,10 @@ from fmdoctor.engine.api import Connection, Doctor, new_aws
 from fmdoctor.engine.aws import Aws, AwsOptions
 from fmdoctor.engine.runner import run_checks
 from fmdoctor.metrics.cloudwatch import Sweep
-from fmdoctor.metrics.nodes import GPU, MetricSpec, plan_queries
+from fmdoctor.metrics.nodes import plan_queries
 
 from ..fault_injection import FaultInjector
-from .test_concurrency import _check, _Raw, _scope, _window, cloudwatch  # noqa: F401  (cloudwatch: moto's CloudWatch fixture)
+from .test_concurrency import POWER, _check, _put_two_listing_pages, _Raw, _scope, _window, cloudwatch  # noqa: F401  (cloudwatch: moto's CloudWatch fixture)
 
 
 class Requests:
@@ -85,10 +84,7 @@ def test_a_listing_page_failing_after_a_batch_left_reports_the_listing_once_the_
     report. The batch answers once the failure is raised, or after a second when the failure waits for it."""
     aws, client = cloudwatch
     start, end, period = _window()
-    client.put_metric_data(Namespace="CWAgent", MetricData=[
-        {"MetricName": "nvidia_smi_power_draw",
-         "Dimensions": [{"Name": "InstanceId", "Value": f"i-{n:04d}"}, {"Name": "index", "Value": "0"}],
-         "Timestamp": start + timedelta(minutes=5), "Value": float(n)} for n in range(600)])
+    _put_two_listing_pages(client, start)
     batch_sent, raised = threading.Event(), threading.Event()
     in_flight, lock = [0], threading.Lock()
 
@@ -115,7 +111,7 @@ def test_a_listing_page_failing_after_a_batch_left_reports_the_listing_once_the_
     events.register("after-call-error.cloudwatch.GetMetricData", count(-1))
     events.register_first("before-send.cloudwatch.GetMetricData", hold_batch)
     events.register_first("before-send.cloudwatch.ListMetrics", expired)
-    spec = MetricSpec(GPU, "utilization", "CWAgent", "nvidia_smi_power_draw", "Average")
+    spec = POWER
     sweep = Sweep(client, start, end, period)
     try:
         with pytest.raises(ClientError) as failed:
