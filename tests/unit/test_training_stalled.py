@@ -203,6 +203,14 @@ def test_nothing_readable_at_all_is_unverified_not_healthy(job, run_checks):
     assert {e.code for e in report.errors} == {"NoLogGroup"}
 
 
+def hyperpod_log_group(aws, name: str) -> str:
+    """The log group HyperPod (Slurm) writes a cluster's node logs to, /aws/sagemaker/Clusters/<name>/<id>, made."""
+    arn = aws.client("sagemaker").describe_cluster(ClusterName=name)["ClusterArn"]
+    group = f"/aws/sagemaker/Clusters/{name}/{arn.rsplit('/', 1)[-1]}"
+    aws.client("logs").create_log_group(logGroupName=group)
+    return group
+
+
 def test_a_hyperpod_culprit_gets_the_gated_hyperpod_fix_its_xid_calls_for(aws, run_checks):
     """HyperPod streams carry the node's instance id (no EC2 instance behind it in DescribeInstances): the
     culprit is the HyperPod node, and its fix is HyperPod's API, an Xid 79 asking for a reboot."""
@@ -210,10 +218,8 @@ def test_a_hyperpod_culprit_gets_the_gated_hyperpod_fix_its_xid_calls_for(aws, r
 
     name = create_hyperpod(aws)
     ids = node_ids(aws, name)
-    arn = aws.client("sagemaker").describe_cluster(ClusterName=name)["ClusterArn"]
-    group = f"/aws/sagemaker/Clusters/{name}/{arn.rsplit('/', 1)[-1]}"
+    group = hyperpod_log_group(aws, name)
     logs = aws.client("logs")
-    logs.create_log_group(logGroupName=group)
     now = datetime.now(UTC)
     hung, timed_out = now - timedelta(minutes=40), now - timedelta(minutes=10)
     for index, node in enumerate(ids):
@@ -564,10 +570,8 @@ def test_a_hyperpod_slurm_node_is_one_node_by_stream_id_and_hostname(aws, run_ch
     ids = node_ids(aws, name)
     for index, node in enumerate(ids):
         set_hyperpod_node_dns(aws, REGION, name, node, f"ip-10-1-0-{10 + index}.{REGION}.compute.internal")
-    arn = aws.client("sagemaker").describe_cluster(ClusterName=name)["ClusterArn"]
-    group = f"/aws/sagemaker/Clusters/{name}/{arn.rsplit('/', 1)[-1]}"
+    group = hyperpod_log_group(aws, name)
     logs = aws.client("logs")
-    logs.create_log_group(logGroupName=group)
     now = datetime.now(UTC)
     for index, node in enumerate(ids):
         ranks = range(index * 8, index * 8 + 8)
@@ -597,10 +601,8 @@ def test_a_peer_id_that_is_no_node_of_the_hyperpod_cluster_gets_no_hyperpod_fix(
 
     name = create_hyperpod(aws)
     ids = node_ids(aws, name)
-    arn = aws.client("sagemaker").describe_cluster(ClusterName=name)["ClusterArn"]
-    group = f"/aws/sagemaker/Clusters/{name}/{arn.rsplit('/', 1)[-1]}"
+    group = hyperpod_log_group(aws, name)
     logs = aws.client("logs")
-    logs.create_log_group(logGroupName=group)
     now = datetime.now(UTC)
     gone = "i-0fedcba9876543210"
     for node in ids:
