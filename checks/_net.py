@@ -42,13 +42,17 @@ def groups_using_efa(inventory: Inventory) -> set[str]:
 def efa_shortfall(inventory: Inventory, node: Instance, efa_groups: set[str]) -> EfaShortfall | None:
     """The EFA interfaces ``node`` lacks, by the rules of efa-not-attached and efa-missing-interfaces; None when it
     has them all or is not expected to use EFA. LookupError when DescribeInstanceTypes did not say (the type was
-    not returned, or gives no MaximumEfaInterfaces for a node that uses EFA): that is not judged, never healthy."""
+    not returned, gives no MaximumEfaInterfaces for a node that uses EFA, or says no EFA for a node that has EFA
+    interfaces): that is not judged, never healthy."""
     info = inventory.instance_types.get(node.instance_type)
     if info is None:
         raise LookupError(f"DescribeInstanceTypes did not return {node.instance_type}")
-    if not info.efa_supported:
-        return None
     have = sum(1 for e in inventory.interfaces_of(node) if e.is_efa)
+    if not info.efa_supported:
+        if have:  # the type says no EFA, the node has EFA interfaces: a contradiction is not judged
+            raise LookupError(f"DescribeInstanceTypes says {node.instance_type} does not support EFA, yet a node "
+                              "of it has EFA interfaces")
+        return None
     if have == 0:
         if info.accelerated:
             return EfaShortfall(0, info.max_efa_interfaces, "accelerated")

@@ -9,6 +9,7 @@ from fmdoctor.engine.inventory import Instance, InstanceTypeInfo, Inventory
 from fmdoctor.engine.model import Finding, Severity
 
 from ._common import id_list, plural
+from ._net import efa_shortfall
 
 
 class EfaMissingInterfaces(Check):
@@ -34,24 +35,25 @@ class EfaMissingInterfaces(Check):
         findings = []
         checked = 0
         unjudged: dict[str, list[str]] = defaultdict(list)
+        why_unjudged: dict[str, str] = {}
         for node in inv.compute_nodes():
-            have = sum(1 for e in inv.interfaces_of(node) if e.is_efa)
-            if have == 0:
-                continue
-            info = inv.instance_types.get(node.instance_type)
-            if info is None or not info.max_efa_interfaces:
+            if not any(e.is_efa for e in inv.interfaces_of(node)):
+                continue  # no EFA at all is efa-not-attached's
+            try:
+                shortfall = efa_shortfall(inv, node, efa_groups=set())
+            except LookupError as exc:
                 unjudged[node.instance_type].append(inv.label(node.id))
+                why_unjudged[node.instance_type] = str(exc)
                 continue
             checked += 1
-            if have < info.max_efa_interfaces:
-                findings.append(self._finding(inv, node, info, have))
+            if shortfall is not None:
+                findings.append(self._finding(inv, node, inv.instance_types[node.instance_type], shortfall.have))
         for instance_type, nodes in sorted(unjudged.items()):
             known = instance_type in inv.instance_types
             ctx.unverified(
                 f"EFA interface count of {plural(len(nodes), 'node')} of type {instance_type} ({id_list(nodes)})",
                 "InstanceTypeNoEfaInfo" if known else "InstanceTypeUnknown",
-                f"DescribeInstanceTypes {'gives no EfaInfo.MaximumEfaInterfaces for' if known else 'did not return'} "
-                f"{instance_type} in {ctx.region}, so how many EFA interfaces it takes is not known",
+                f"{why_unjudged[instance_type]} in {ctx.region}, so how many EFA interfaces it takes is not known",
             )
         if not checked:
             if unjudged:
