@@ -17,7 +17,10 @@ Wall is the child's own, from its first import to its exit code (no interpreter 
 proxy's record, no second run needed, so steadier on a loaded machine), the child's CPU, the calls the
 proxy answered against the lower bound (the smallest size's distinct calls, with the listings that grow
 with the cluster at their maximum page size: bench/check_scale.py's PAGED), calls repeated (the same
-operation with the same request body twice), and the most calls in flight at once.
+operation with the same request body twice), and the most calls in flight at once. 'chain' at 100 ms also counts
+calls that depend on nothing but started late because their check got the CPU late (2 shared cores, a second of
+CPU between calls); one more run at ``--chain-delay-ms`` (default 1,000 ms), where a round is long against that
+CPU time, gives the 'chain at 1,000 ms': the depth of the calls' data dependencies, the figure the goals count.
 
 A throttled run (``--throttle``, default 20 % of requests answered with the service's throttling error,
 never one request more than twice in a row) of ``check`` at the smallest size must report the same
@@ -75,6 +78,11 @@ class Row:
     path: str = ""  # the chain's operations
     findings: set[tuple[str, str]] = field(default_factory=set)
     world: str = "p4d"  # bench/scale_world.py's cluster, or "demo" (fmdoctor.demo's, through the same proxy)
+    # The chain again in a run at a long delay (--chain-delay-ms): there a round is long against the CPU time between
+    # calls, so calls that depend on nothing overlap and the chain is the data dependencies' depth; at 100 ms on
+    # loaded cores, a check that got its CPU late starts its first call after another's ended and lengthens it.
+    dependency_chain: int | None = None
+    dependency_path: str = ""
 
     @property
     def rounds(self) -> float:
@@ -124,8 +132,9 @@ def findings_of(text: str) -> set[tuple[str, str]]:
 
 
 def measure(proxy: LatencyProxy, name: str, argv: list[str], nodes: int, delay_s: float, workdir: Path,
-            repeat: int) -> Row:
-    """``repeat`` runs at 0 ms and at the delay, the fastest of each kept (load only ever adds time)."""
+            repeat: int, chain_delay_s: float = 0.0) -> Row:
+    """``repeat`` runs at 0 ms and at the delay, the fastest of each kept (load only ever adds time); with
+    ``chain_delay_s``, one more run at that delay for the dependency chain."""
     fast: dict[str, Any] | None = None
     slow: dict[str, Any] | None = None
     for _ in range(repeat):
@@ -148,9 +157,18 @@ def measure(proxy: LatencyProxy, name: str, argv: list[str], nodes: int, delay_s
         else:
             distinct[c.op] += 1
             seen.add(c.digest)
-    return Row(name, nodes, fast["wall_s"], slow["wall_s"], slow["cpu_s"], slow["peak_rss_mib"], slow["exit"],
-               chain(answered), max_in_flight(answered), Counter(c.op for c in answered), distinct, dict(repeated),
-               delay_s, path=chain_text(answered), findings=findings_of(out))
+    row = Row(name, nodes, fast["wall_s"], slow["wall_s"], slow["cpu_s"], slow["peak_rss_mib"], slow["exit"],
+              chain(answered), max_in_flight(answered), Counter(c.op for c in answered), distinct, dict(repeated),
+              delay_s, path=chain_text(answered), findings=findings_of(out))
+    if chain_delay_s > 0:
+        proxy.delay_s = chain_delay_s
+        try:
+            _, long_calls, _ = run_once(proxy, argv, workdir, f"{name}-chain")
+        finally:
+            proxy.delay_s = 0.0
+        long_answered = [c for c in long_calls if not c.throttled]
+        row.dependency_chain, row.dependency_path = chain(long_answered), chain_text(long_answered)
+    return row
 
 
 def bound(base: Row, nodes: int) -> int:
@@ -171,17 +189,19 @@ def demo_rows(workdir: Path) -> list[tuple[str, float, float, int]]:
 
 
 def markdown(rows: list[Row], throttled: tuple[Row, Row] | None, demo: list[tuple[str, float, float, int]],
-             delay_ms: int, quick: bool) -> str:
-    lines = [f"| command | nodes | rounds ((wall at {delay_ms} ms - wall at 0) / {delay_ms} ms) | chain | goal | "
-             "wall at 0 / at delay s | CPU s | peak MiB | API calls (made / lower bound) | repeated | "
-             "most in flight | exit |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+             delay_ms: int, quick: bool, chain_delay_ms: int = 0) -> str:
+    long_chain = f" | chain at {chain_delay_ms:,} ms" if chain_delay_ms else ""
+    lines = [f"| command | nodes | rounds ((wall at {delay_ms} ms - wall at 0) / {delay_ms} ms) | chain"
+             f"{long_chain} | goal | wall at 0 / at delay s | CPU s | peak MiB | API calls (made / lower bound) | "
+             "repeated | most in flight | exit |",
+             "|---|---:|---:|---:|" + ("---:|" if chain_delay_ms else "") + "---:|---:|---:|---:|---:|---|---:|---:|"]
     for r in rows:
         goal = GOALS.get(r.command)
         target = "-" if goal is None else f"<= {goal[0] if r.nodes <= 256 else goal[1]}"
         repeated = ", ".join(f"{op} {n}" for op, n in sorted(r.repeated.items())) or "none"
         size = f"{r.nodes:,}" if r.world == "p4d" else f"{r.nodes} ({r.world})"
-        lines.append(f"| {r.command} | {size} | {r.rounds:.1f} | {r.chain} | {target} | {r.wall0_s:.1f} / "
+        long_cell = f" | {'-' if r.dependency_chain is None else r.dependency_chain}" if chain_delay_ms else ""
+        lines.append(f"| {r.command} | {size} | {r.rounds:.1f} | {r.chain}{long_cell} | {target} | {r.wall0_s:.1f} / "
                      f"{r.wall_s:.1f} | {r.cpu_s:.1f} | {r.peak_mib:.0f} | {sum(r.calls.values())} / {r.bound} | "
                      f"{repeated} | {r.in_flight} | {r.exit} |")
     if throttled:
@@ -198,9 +218,14 @@ def markdown(rows: list[Row], throttled: tuple[Row, Row] | None, demo: list[tupl
     lines += ["", "The chains (the calls one after another in the delayed run, in order):", ""]
     lines += [f"- {r.command}, {r.nodes:,} nodes{'' if r.world == 'p4d' else ' (' + r.world + ')'}: {r.path}"
               for r in rows]
+    if chain_delay_ms:
+        lines += ["", f"The dependency chains (the same, in the run at {chain_delay_ms:,} ms):", ""]
+        lines += [f"- {r.command}, {r.nodes:,} nodes{'' if r.world == 'p4d' else ' (' + r.world + ')'}: "
+                  f"{r.dependency_path}" for r in rows if r.dependency_chain is not None]
     lines += ["", f"1-minute load average at the end: {os.getloadavg()[0]:.1f} (2 shared cores). Rounds come from "
               "two wall times and carry their noise (a second of CPU contention is 10 rounds at 100 ms); 'chain' "
-              "counts the calls the proxy saw one after another in the delayed run. The lower bound is the "
+              "counts the calls the proxy saw one after another in the delayed run (at the long delay: the calls' "
+              "data dependencies, independent calls overlapping there). The lower bound is the "
               "smallest size's distinct calls, cluster-sized listings (DescribeInstances 1,000 a page, ListMetrics "
               "500 a metric name, GetMetricData 500 queries, DescribeSpotInstanceRequests 200 ids) at their "
               "maximum page size: at the smallest size made equals bound unless a call was repeated."]
@@ -214,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", help="comma-separated node counts (default 64,256)")
     parser.add_argument("--commands", help="comma-separated command names (default: all)")
     parser.add_argument("--delay-ms", type=int, default=100)
+    parser.add_argument("--chain-delay-ms", type=int, default=1000,
+                        help="one more run per command at this delay for the dependency chain (0: none)")
     parser.add_argument("--throttle", type=float, default=0.2, help="share of requests throttled (0: no such run)")
     parser.add_argument("--no-demo", action="store_true", help="neither the demo world's rounds nor the demo timings")
     parser.add_argument("--repeat", type=int, default=2, help="runs at each delay below 1,000 nodes, fastest kept")
@@ -250,10 +277,12 @@ def main(argv: list[str] | None = None) -> int:
                     if wanted and name not in wanted:
                         continue
                     started = time.perf_counter()
-                    rows.append(measure(proxy, name, command, n, delay, workdir, args.repeat if n < 1000 else 1))
+                    rows.append(measure(proxy, name, command, n, delay, workdir, args.repeat if n < 1000 else 1,
+                                        0.0 if args.quick else args.chain_delay_ms / 1000))
                     r = rows[-1]
                     r.world = kind
-                    print(f"{n} nodes ({kind}), {name}: {r.rounds:.1f} rounds (chain {r.chain}), CPU {r.cpu_s:.1f}s, "
+                    print(f"{n} nodes ({kind}), {name}: {r.rounds:.1f} rounds (chain {r.chain}, at the long delay "
+                          f"{r.dependency_chain}), CPU {r.cpu_s:.1f}s, "
                           f"{sum(r.calls.values())} calls, repeated {r.repeated or 'none'}: {r.path} "
                           f"({time.perf_counter() - started:.0f}s)", flush=True)
                 if kind == "p4d" and n == sizes[0] and args.throttle > 0 and (not wanted or "check" in wanted):
@@ -278,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         base = next(b for b in rows if b.command == r.command and b.world == r.world)
         r.bound = bound(base, r.nodes)
-    table = markdown(rows, throttled, demo, args.delay_ms, args.quick)
+    table = markdown(rows, throttled, demo, args.delay_ms, args.quick, 0 if args.quick else args.chain_delay_ms)
     if args.notes:
         table = table.rstrip("\n") + "\n\n" + args.notes.read_text().strip() + "\n"
     print(table)
