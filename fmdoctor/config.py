@@ -800,6 +800,13 @@ def outbound_keys(settings: Settings) -> list[str]:
     return found
 
 
+def keys_needing_trust(settings: Settings) -> list[str]:
+    """The keys a configuration found in the working directory may not set unless the user names the file: those
+    that send something out (:func:`outbound_keys`), and ``runbooks_dir``, whose runbooks replace the built-in
+    ones an on-call reads and copies commands from (and whose declared IAM actions ``iam-policy`` grants)."""
+    return outbound_keys(settings) + (["runbooks_dir"] if settings.runbooks_dir is not None else [])
+
+
 # A configuration is a few KiB; these bounds are checked before anything is parsed or built, so a file that is
 # huge, has hundreds of thousands of keys or nests thousands of levels deep is refused at once, not after minutes.
 MAX_CONFIG_BYTES = 256 * 1024
@@ -812,7 +819,8 @@ def load_settings(explicit: str | None = None, announce: bool = True) -> Setting
     """The settings of the file :func:`locate_config_file` finds, saying on stderr which file that is (unless it
     was named with ``--config``). A file found in the working directory is not trusted to send anything out: one
     that sets an outbound URL or a secret's variable (:func:`outbound_keys`) is refused unless the user names it
-    (``--config ./fmdoctor.yaml`` or ``FMDOCTOR_CONFIG``), which is the opt-in."""
+    (``--config ./fmdoctor.yaml`` or ``FMDOCTOR_CONFIG``), which is the opt-in; so is one that replaces the
+    runbooks (:func:`keys_needing_trust`)."""
     path, origin = locate_config_file(explicit)
     if path is None:
         return Settings()
@@ -827,11 +835,12 @@ def load_settings(explicit: str | None = None, announce: bool = True) -> Setting
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     settings = parse_settings(text, str(path))
     if origin == WORKING_DIRECTORY:
-        keys = outbound_keys(settings)
+        keys = keys_needing_trust(settings)
         if keys:
             raise ConfigError(
                 f"{path} was found in the working directory and sets {', '.join(keys)}: a configuration found "
-                "there (a cloned repository's, say) may not send secrets or requests anywhere",
+                "there (a cloned repository's, say) may not send secrets or requests anywhere, nor replace the "
+                "runbooks",
                 hint=f"if you wrote it, name it: --config {path} (or FMDOCTOR_CONFIG={path}); otherwise move it "
                      "away or run fmdoctor from another directory")
     return settings.model_copy(update={"source": str(path)})

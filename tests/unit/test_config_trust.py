@@ -151,3 +151,14 @@ def test_the_agents_key_variable_is_a_providers_key_or_set_aside(name, allowed):
     else:
         with pytest.raises(ConfigError, match="not a variable set aside for a token"):
             parse_settings(text)
+
+
+def test_a_working_directory_config_may_not_replace_the_runbooks(repo, capsys):
+    """A cloned repository's fmdoctor.yaml naming a runbooks_dir replaced the built-in runbooks an on-call reads and
+    copies commands from (and the IAM actions iam-policy grants a fix): it needs the same opt-in as a URL."""
+    (repo / "books").mkdir()
+    (repo / "fmdoctor.yaml").write_text("runbooks_dir: books\n")
+    code, _, err = run(capsys, "runbook", "list")
+    assert code == 3
+    assert "sets runbooks_dir" in err and "nor replace the runbooks" in err and "--config" in err
+    assert run(capsys, "runbook", "list", "--config", "fmdoctor.yaml")[0] == 0
