@@ -19,6 +19,7 @@ from typing import Protocol
 from fmdoctor.engine import outbound
 
 IMDS_DEFAULT_ENDPOINT = "http://169.254.169.254"
+IMDS_MAX_BYTES = 1024 * 1024  # IMDS answers a few KB (user data, the largest, is at most 16 KB)
 
 
 @dataclass(frozen=True)
@@ -93,13 +94,13 @@ class LocalHost:
             request.add_header("X-aws-ec2-metadata-token", token)
         try:
             with outbound.urlopen(request, timeout=self.imds_timeout) as response:
-                body: bytes = response.read()
+                body = outbound.read_body(response, IMDS_MAX_BYTES, f"IMDS {path}")
                 return body.decode("utf-8", "replace")
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 return None
             raise ImdsUnavailable(f"IMDS answered {exc.code} for {path}") from exc
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, outbound.ResponseTooLarge) as exc:
             raise ImdsUnavailable(f"IMDS not reachable at {self.imds_endpoint}: {exc}") from exc
 
     def _imds_token(self) -> str | None:
@@ -108,8 +109,8 @@ class LocalHost:
                                        headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"})
             try:
                 with outbound.urlopen(request, timeout=self.imds_timeout) as response:
-                    self._token = response.read().decode()
-            except (urllib.error.URLError, OSError) as exc:
+                    self._token = outbound.read_body(response, IMDS_MAX_BYTES, "IMDS token").decode()
+            except (urllib.error.URLError, OSError, outbound.ResponseTooLarge) as exc:
                 raise ImdsUnavailable(f"IMDSv2 token request to {self.imds_endpoint} failed: {exc}") from exc
         return self._token
 

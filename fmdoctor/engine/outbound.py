@@ -12,7 +12,8 @@ urllib's default redirect handling copies every header, ``Authorization`` includ
   with one is a failed delivery, never a success.
 
 A refused redirect raises :class:`RedirectRefused`, an :class:`urllib.error.HTTPError` carrying the 3xx status,
-so callers report it as the HTTP failure it is.
+so callers report it as the HTTP failure it is. Every answer is read through :func:`read_body`, which stops at a
+size the caller names: a server (or whatever answers at its address) cannot make fmdoctor hold gigabytes.
 """
 
 from __future__ import annotations
@@ -26,6 +27,31 @@ from urllib.parse import urlsplit
 MAX_REDIRECTS = 5
 _CREDENTIAL_HEADERS = ("authorization", "cookie", "proxy-authorization", "x-api-key", "api-key",
                        "x-aws-ec2-metadata-token")
+
+
+ERROR_BODY_MAX = 64 * 1024  # an error's text is shown cut to a few hundred characters
+
+
+class ResponseTooLarge(ValueError):
+    """An answer longer than its reader allows (a ValueError: callers already treat an unreadable answer as one)."""
+
+
+def read_body(response: IO[bytes], limit: int, what: str) -> bytes:
+    """At most ``limit`` bytes of ``response``; :class:`ResponseTooLarge` when it holds more."""
+    body = response.read(limit + 1)
+    if len(body) > limit:
+        raise ResponseTooLarge(f"{what} answered more than {limit:,} bytes; the answer is not read")
+    return body
+
+
+def read_error_body(error: urllib.error.HTTPError) -> str:
+    """The start of an error answer's text, for a message (never the whole of an unbounded body)."""
+    if error.fp is None:
+        return str(error.reason)
+    try:
+        return error.read(ERROR_BODY_MAX).decode("utf-8", "replace")
+    except OSError:
+        return str(error)
 
 
 class RedirectRefused(urllib.error.HTTPError):

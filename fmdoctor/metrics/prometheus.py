@@ -34,6 +34,10 @@ NONE, BEARER, SIGV4 = "none", "bearer", "sigv4"
 AMP_SERVICE = "aps"
 _AMP_HOST = re.compile(r"^aps-workspaces\.([a-z0-9-]+)\.amazonaws\.com")
 # The operations as AMP's IAM names them, and as a plain Prometheus's queries are counted.
+# One query_range answer for a whole cluster: 16,384 GPU series (2,048 p5 nodes) of 120 points at about 40 bytes
+# of JSON a point is about 80 MB; a larger answer is refused rather than held (Prometheus' own per-query limit,
+# query.max-samples, is 50 million samples: about 2 GB of JSON).
+RESPONSE_MAX_BYTES = 256 * 1024 * 1024
 OPERATIONS = {"query_range": "QueryMetrics", "label_values": "GetLabels", "series": "GetSeries"}
 
 Counter = Callable[[str, str], None]  # (service, operation)
@@ -123,12 +127,15 @@ class PrometheusClient:
         try:
             request = outbound.request(url, headers=headers, signed=self.endpoint.amp)
             with outbound.urlopen(request, timeout=self.timeout) as reply:
-                body = json.loads(reply.read().decode("utf-8"))
+                body = json.loads(outbound.read_body(reply, RESPONSE_MAX_BYTES, self.endpoint.describe())
+                                  .decode("utf-8"))
         except urllib.error.HTTPError as exc:
             raise self._failure(operation, exc.code, _error_text(exc)) from None
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
             raise PrometheusFailed(AwsFailure("ConnectionError", f"{self.endpoint.describe()}: {exc}", None,
                                               "timeout"), f"metrics from {self.endpoint.describe()}") from None
+        except outbound.ResponseTooLarge as exc:
+            raise self._failure(operation, 0, str(exc)) from None
         except ValueError as exc:
             raise self._failure(operation, 0, f"not a Prometheus API answer ({exc})") from None
         if body.get("status") != "success":
@@ -161,10 +168,7 @@ def _ts(when: datetime) -> str:
 def _error_text(exc: urllib.error.HTTPError) -> str:
     if isinstance(exc, outbound.RedirectRefused):
         return str(exc.msg)
-    try:
-        body = exc.read().decode("utf-8", "replace")
-    except OSError:
-        return str(exc)
+    body = outbound.read_error_body(exc)
     try:
         parsed = json.loads(body)
         return f"{parsed.get('errorType', '')}: {parsed.get('error', '')}".strip(": ") or body

@@ -31,11 +31,15 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from fmdoctor.engine import outbound
 from fmdoctor.scheduler.hostlist import expand
 from fmdoctor.scheduler.model import SLURM, SchedulerJob, SchedulerNode, SchedulerUnavailable, SchedulerView
 
 COMMAND_TIMEOUT_S = 30.0
 HTTP_TIMEOUT_S = 20.0
+# slurmrestd's node and job listings are a few KB a node (its OpenAPI description a few MB): 128 MiB is far above
+# the largest cluster's answer and keeps a misbehaving server from filling memory.
+RESPONSE_MAX_BYTES = 128 * 1024 * 1024
 REST_VERSIONS = ("v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")  # newest first; the first the server knows is used
 UPDATE_FROM = "v0.0.39"  # slurmrestd's node update endpoint (Slurm 23.02)
 RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "SUSPENDED"})
@@ -254,12 +258,15 @@ class RestSlurm:
         request = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
         try:
             with _OPENER.open(request, timeout=HTTP_TIMEOUT_S) as response:
-                text = response.read().decode("utf-8", "replace")
+                text = outbound.read_body(response, RESPONSE_MAX_BYTES, f"slurmrestd {self.url}").decode(
+                    "utf-8", "replace")
                 status = response.status
         except urllib.error.HTTPError as exc:
-            text, status = exc.read().decode("utf-8", "replace") if exc.fp else str(exc.reason), exc.code
+            text, status = outbound.read_error_body(exc), exc.code
         except (urllib.error.URLError, OSError) as exc:
             raise SchedulerUnavailable(f"slurmrestd {self.url}: {exc}", _GRANT_REST, "SlurmrestdUnreachable") from None
+        except outbound.ResponseTooLarge as exc:
+            raise SchedulerUnavailable(str(exc), _GRANT_REST, "ResponseTooLarge") from None
         try:
             return status, json.loads(text)
         except json.JSONDecodeError:
