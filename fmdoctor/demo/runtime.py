@@ -91,7 +91,7 @@ def demo_environment() -> Iterator[DemoWorld]:
     the binary is installed), serve its scheduler view (fmdoctor.demo.scheduler) and yield it; everything is gone
     on exit."""
     with mocked_aws(extra_env=LEAN_MOTO_ENV) as session:
-        world = seed_demo(session)
+        world = seed_demo(session, moto_here=True)
         with demo_prometheus(world), demo_scheduler(world):
             yield world
 
