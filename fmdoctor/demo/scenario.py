@@ -108,24 +108,30 @@ def seed_network_and_nodes(world: DemoWorld) -> None:
 Seeder = Callable[[DemoWorld], None]
 
 # One step per check family; each adds its part of the story (and its faults) to the same cluster.
+# The HyperPod steps come first after the nodes: their Prometheus history is then ready early, and the demo
+# starts loading it into Prometheus (on another core) while the rest is seeded.
 SEEDERS: tuple[Seeder, ...] = (
     seed_network_and_nodes,
+    seed_hyperpod,
+    seed_hyperpod_metrics,
     seed_network,
     seed_gpu_metrics,
     seed_checkpoints,
     seed_spot,
-    seed_hyperpod,
     seed_training_logs,
-    seed_hyperpod_metrics,
     seed_inference,
 )
 
 
-def seed_demo(session: boto3.Session, seeders: tuple[Seeder, ...] = SEEDERS, *, moto_here: bool = False) -> DemoWorld:
+def seed_demo(session: boto3.Session, seeders: tuple[Seeder, ...] = SEEDERS, *, moto_here: bool = False,
+              after_each: Seeder | None = None) -> DemoWorld:
     """The demo's world through ``session``; ``moto_here``: moto answers that session in this process (see
-    :attr:`DemoWorld.moto_here`), which seeds the same world faster."""
+    :attr:`DemoWorld.moto_here`), which seeds the same world faster; ``after_each`` sees the world after each
+    seeder (to start what needs only part of it)."""
     world = DemoWorld(session=session, moto_here=moto_here)
     world.settings["region"] = world.region
     for seeder in seeders:
         seeder(world)
+        if after_each is not None:
+            after_each(world)
     return world
