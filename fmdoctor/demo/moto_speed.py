@@ -21,7 +21,8 @@
   own (``moto.core.utils._load_service_model``), and a new loader lists every service directory of botocore's
   data and of moto's extras again (thousands of ``stat`` calls, about 15 ms) before reading one model. A loader
   only reads files that do not change while the process runs and caches what it read, so one moto loader
-  serves every service: the directories are listed once, the models are read as before (with moto's extras).
+  serves every service: the directories are listed once, the models are read as before (with moto's extras),
+  their JSON objects as plain dicts, as the engine's loader reads them (fmdoctor.engine.api.PlainJSONFileLoader).
 
 The test suite starts about 600 mocks and makes thousands of requests; each of these cost it between about one
 and five percent of its CPU.
@@ -303,7 +304,16 @@ def _one_model_loader() -> None:
     original = getattr(utils, "create_loader", None)
     if original is None or hasattr(original, "__wrapped__"):
         return  # a moto that loads its models another way, or already installed
-    # Built at the first call, as moto built each of its loaders (moto's own create_loader, extras included).
-    create_loader = functools.cache(original)
+    from fmdoctor.engine.api import PlainJSONFileLoader
+
+    @functools.cache
+    def create_loader() -> Any:
+        # Built at the first call, as moto built each of its loaders (moto's own create_loader, extras included),
+        # reading JSON as the engine's loader does (plain dicts, in the file's order).
+        loader = original()
+        if hasattr(loader.file_loader, "_load_file"):
+            loader.file_loader = PlainJSONFileLoader()
+        return loader
+
     create_loader.__wrapped__ = original  # type: ignore[attr-defined]
     utils.create_loader = create_loader  # type: ignore[attr-defined]
