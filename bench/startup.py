@@ -260,17 +260,32 @@ of the gap to the goals of issue 26:
 - `runbook show`: the runbook library, pydantic, Jinja and the settings models (`fmdoctor.config` builds its
   pydantic models at import, about 0.1 s; deferring that build only moved the cost to the first load). It no
   longer imports boto3.
-- `check --demo` (goal 3 s): about a quarter is imports (moto's EC2 models alone, with its instance-type and
-  region tables, about 0.5 s; the checks, engine and boto3 the rest); about 2 s seeds the world through moto's
-  request path (172 API calls, each serialized by botocore, then parsed, answered and serialized by moto: the 14
-  PutMetricData calls of the GPU and EFA series take a quarter of it, SageMaker's first call 0.3 s); about 1.7 s
-  is the run's 81 calls, most of it moto answering. Removed: botocore parsed EC2's service model seven times
-  per run (now once, plus once by moto with its own extras: every demo session shares one loader); moto built
-  its 5,200 sample AMIs, which nothing reads; moto's ListMetrics judged every datapoint on each of the run's
-  ten calls (now one per series: 0.8 s to 0.3 s). Not met on this machine; what is left to try is seeding EC2
-  and CloudWatch through moto's backends directly (the seeders make ordinary boto3 calls today, so the same
-  world can be seeded into a moto server in another process), or restoring a snapshot of the seeded world.
-- `ask --demo` (goal 4 s): the demo above, plus LangChain and the assistant (about 1 s of imports). The target
+- `check --demo` (goals: 3 s CPU, issue 26; 2 s wall on a quiet machine, issue 39). Issue 39's round, each
+  step measured before and after (the table above compares the tree before it, 06043af, in turns with this
+  one): the demo's CloudWatch datapoints (the GPU and EFA series, the endpoints' metrics: 24 PutMetricData
+  calls of up to 1,000 datums) go straight into moto's CloudWatch backend, as moto's request handler hands them
+  over, when moto runs in the process (`seed_demo(..., moto_here=True)`: the demo and bench/world_server.py;
+  tests/unit/test_demo_seeding.py checks the stored datapoints and the report against the request path), about
+  0.25 s; moto kept one model loader instead of one per service, each listing botocore's and moto's data
+  directories again; botocore's models are read as plain dicts instead of OrderedDicts by the engine's loader
+  and moto's (EC2's model: 0.14 s to 0.07 s, and the demo reads it twice, once with moto's extras);
+  promtool's backfill of the HyperPod history starts as soon as that history is seeded and runs on the other
+  core while the rest is seeded (it was 0.15-0.35 s of waiting after seeding); the Kubernetes view lists nodes
+  and pods through the client's ApiClient without importing CoreV1Api (0.23 s). Where the CPU goes now (by
+  phase, `time.process_time`, load about 2): interpreter, CLI and the demo's modules (boto3, the engine) 0.3 s;
+  the checks 0.25 s; moto with its EC2 models (the instance-type offerings of every region, 92 JSON files, and
+  the region tables) and the fidelity patches 0.4 s; seeding 0.85 s (157 calls through moto's request path:
+  the first call of each service reads its model in the clients' loader and again in moto's; 7 RunInstances of
+  32-interface p5s; 44 PutObject; about 20 clients made); the run 0.95 s (79 calls answered by moto, about half
+  of it, GetMetricData the largest; the Kubernetes client's pydantic models about 0.15 s); teardown 0.1 s;
+  Prometheus and promtool about 0.2 s in their own processes. Left of the gap to 2 s wall (about 1 s of CPU
+  on this machine): seeding EC2, S3 and SageMaker through moto's backends as CloudWatch now is (most of the
+  0.85 s is the request path; each needs its own comparison with the request path), one client per service
+  for the seeders, and moto's answers to the run's calls; moto's EC2 import and the Kubernetes models are the
+  cost of the real components.
+- `ask --demo` (goals: 4 s CPU, issue 26; 2 s wall, issue 39): the demo above, plus LangChain and the assistant
+  (about 1 s of imports, most of it langchain_core's tracers importing langsmith's run trees and types: not met
+  while the assistant imports LangChain before the demo world exists). The target
   is confirmed before the question with one small DescribeInstances per tag key (at most 5 instances), no
   longer the whole inventory the checks then read again.
 - `mcp --demo` (goal: `initialize` answered in under 2 s): the transport starts before the demo world is seeded

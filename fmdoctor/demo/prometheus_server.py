@@ -160,7 +160,12 @@ def starting_prometheus(openmetrics: str) -> Iterator[Callable[[], str]]:
                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0,
                     preexec_fn=tie,  # noqa: PLW1509
                 )
-                _wait_ready(f"http://127.0.0.1:{port}/", process, workdir / "prometheus.log")
+                try:
+                    _wait_ready(f"http://127.0.0.1:{port}/", process, workdir / "prometheus.log")
+                except BaseException:  # the caller goes on without it: stopped now, not when the context ends
+                    _stop(process)
+                    process = None
+                    raise
                 url = f"http://127.0.0.1:{port}/"
                 return url
 
