@@ -245,6 +245,15 @@ def _python_pass() -> dict[str, float]:
 
 
 NOTES = """\
+Earlier (2026-12-04, at a time when this machine ran everything slower: `python -c pass` took 0.04 s): the
+console script collects the youngest generation every 20,000 allocations instead of CPython's 700
+(`fmdoctor/cli/main.py`), and the demo's seeders take each node's interfaces from its RunInstances answer
+instead of describing 32-interface instances again. Both versions run back to back, min / median CPU s of 3
+runs: `check --demo` 5.83 / 5.95 before, 4.07 / 4.16 after; `ask --demo` 6.60 / 6.86 before, 5.64 / 6.31
+after; `mcp --demo` first tool 4.16 / 4.56 before, 2.69 / 3.12 after. Counted with `gc.callbacks`, the
+collector's own time in one `check --demo` fell from about 1.15 s to 0.27 s: at 700, each run made eight full
+collections, each walking botocore's parsed models (EC2's was over 100,000 OrderedDicts) and moto's catalogues.
+
 Before (main at b3a996b, in the same session with /usr/bin/time, 2-3 runs at a load of about 4, with
 PYTHONDONTWRITEBYTECODE set): `--version` 0.7-0.9 s CPU, `check --demo` 7.6-8.7 s CPU. The issue's own
 figures, from before that: `checks list` 1.2-1.4 s, `check --demo` 9-10 s, `ask --demo` 12-15 s, `mcp --demo`
@@ -272,17 +281,19 @@ of the gap to the goals of issue 26:
   promtool's backfill of the HyperPod history starts as soon as that history is seeded and runs on the other
   core while the rest is seeded (it was 0.15-0.35 s of waiting after seeding); the Kubernetes view lists nodes
   and pods through the client's ApiClient without importing CoreV1Api (0.23 s). Where the CPU goes now (by
-  phase, `time.process_time`, load about 2): interpreter, CLI and the demo's modules (boto3, the engine) 0.3 s;
-  the checks 0.25 s; moto with its EC2 models (the instance-type offerings of every region, 92 JSON files, and
-  the region tables) and the fidelity patches 0.4 s; seeding 0.85 s (157 calls through moto's request path:
-  the first call of each service reads its model in the clients' loader and again in moto's; 7 RunInstances of
-  32-interface p5s; 44 PutObject; about 20 clients made); the run 0.95 s (79 calls answered by moto, about half
-  of it, GetMetricData the largest; the Kubernetes client's pydantic models about 0.15 s); teardown 0.1 s;
-  Prometheus and promtool about 0.2 s in their own processes. Left of the gap to 2 s wall (about 1 s of CPU
-  on this machine): seeding EC2, S3 and SageMaker through moto's backends as CloudWatch now is (most of the
-  0.85 s is the request path; each needs its own comparison with the request path), one client per service
-  for the seeders, and moto's answers to the run's calls; moto's EC2 import and the Kubernetes models are the
-  cost of the real components.
+  phase, `time.process_time` in the process, least of 3 runs at a load of about 3, 2.4 s in all): interpreter,
+  CLI and the demo's modules (boto3, the engine) 0.3 s; the checks 0.2 s; moto with its EC2 models (the
+  instance-type offerings of every region, 92 JSON files, and the region tables) and the fidelity patches 0.35
+  s; seeding 0.7 s (157 calls through moto's request path: the first call of each service reads its model in
+  the clients' loader and again in moto's and builds moto's backend; 7 RunInstances of 32-interface p5s; 44
+  PutObject); the run 0.7 s (79 calls answered by moto, about half of it, GetMetricData and ListMetrics the
+  largest; the Kubernetes client's pydantic models about 0.15 s); teardown 0.07 s; Prometheus and promtool
+  about 0.2 s in their own processes, now beside the seeding. The wall time follows that CPU when a core is
+  free (2.5-2.7 s with the children; the table's walls are at loads of 6-8), so about 0.6 s is left to 2 s:
+  seeding EC2, S3 and SageMaker through moto's backends as CloudWatch now is (most of seeding's 0.7 s is the
+  request path; each needs its comparison with the request path, as test_demo_seeding.py makes for
+  CloudWatch; sharing clients would not help: a second client of a service costs 2 ms), and moto's answers to
+  the run's calls. moto's EC2 import and the Kubernetes models are the cost of the real components.
 - `ask --demo` (goals: 4 s CPU, issue 26; 2 s wall, issue 39): the demo above, plus LangChain and the assistant
   (about 1 s of imports, most of it langchain_core's tracers importing langsmith's run trees and types: not met
   while the assistant imports LangChain before the demo world exists). The target
