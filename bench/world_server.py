@@ -60,7 +60,7 @@ def _demo() -> dict:
     from fmdoctor.demo.scenario import seed_demo
 
     started = time.perf_counter()
-    world = seed_demo(boto3.Session(region_name=REGION))
+    world = seed_demo(boto3.Session(region_name=REGION), moto_here=True)  # this process runs the server
     nodes = [n.id for n in world.launched_nodes().values()]
     return {"cluster": world.cluster, "settings": world.settings, "defaults": world.defaults, "node_ids": nodes,
             "nodes": len(nodes), "planted": [], "seed_s": {"demo": time.perf_counter() - started}}

@@ -17,6 +17,8 @@ from typing import Any
 
 import boto3
 
+from fmdoctor.demo import moto_cloudwatch
+
 ROLE_ARN = "arn:aws:iam::123456789012:role/fmdoctor-demo-sagemaker"
 IMAGE = "763104351884.dkr.ecr.us-west-2.amazonaws.com/huggingface-pytorch-tgi-inference:2.1-tgi1.4-gpu"
 # The AWS Deep Learning Container for vLLM, and a plain PyTorch one (no LLM server: no memory reservation).
@@ -34,6 +36,8 @@ class EndpointBuilder:
     session: boto3.Session
     cluster: str | None = None  # tag the endpoints with it (None: untagged, selected by name only)
     tag_key: str = "fmdoctor:cluster"
+    # moto's CloudWatch backend when moto answers in this process: metrics go straight to it (MetricsPublisher's)
+    metrics_backend: Any = None
 
     def __post_init__(self) -> None:
         self.sagemaker = self.session.client("sagemaker")
@@ -235,7 +239,10 @@ class EndpointBuilder:
 
     def _put(self, namespace: str, data: list[dict[str, Any]], batch: int = 500) -> None:
         for start in range(0, len(data), batch):
-            self.cloudwatch.put_metric_data(Namespace=namespace, MetricData=data[start:start + batch])
+            if self.metrics_backend is not None:
+                moto_cloudwatch.put_metric_data(self.metrics_backend, namespace, data[start:start + batch])
+            else:
+                self.cloudwatch.put_metric_data(Namespace=namespace, MetricData=data[start:start + batch])
 
 
 def _minutes(now: datetime, minutes: int) -> list[datetime]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from fmdoctor.demo import moto_cloudwatch
 from fmdoctor.demo.builders import LaunchedNode, launched_node
 
 PUT_METRIC_DATA_MAX = 1000
@@ -62,9 +63,14 @@ class MetricsPublisher:
     periods: int = 6
     pending: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # namespace -> datums
     calls: int = 0
+    # moto's CloudWatch backend, when moto answers in this process (moto_cloudwatch.backend_answering): the
+    # batches go straight to it instead of through ``cloudwatch``'s requests (the same datapoints, a fraction of
+    # the CPU: the demo's 14 requests of 1,000 datapoints were a quarter of its seeding).
+    backend: Any = None
 
     def _stamp(self, k: int) -> datetime:
-        return self.now - self.period * k - self.period / 2
+        # Whole seconds, as the agent stamps its samples: the same instant through any protocol's encoding.
+        return self.now.replace(microsecond=0) - self.period * k - self.period / 2
 
     def _add(self, namespace: str, name: str, dims: dict[str, str], value: float, k: int, unit: str) -> None:
         self.pending.setdefault(namespace, []).append({
@@ -193,7 +199,10 @@ class MetricsPublisher:
         for namespace, datums in self.pending.items():
             for start in range(0, len(datums), PUT_METRIC_DATA_MAX):
                 batch = datums[start: start + PUT_METRIC_DATA_MAX]
-                self.cloudwatch.put_metric_data(Namespace=namespace, MetricData=batch)
+                if self.backend is not None:
+                    moto_cloudwatch.put_metric_data(self.backend, namespace, batch)
+                else:
+                    self.cloudwatch.put_metric_data(Namespace=namespace, MetricData=batch)
                 calls += 1
         self.pending.clear()
         self.calls += calls

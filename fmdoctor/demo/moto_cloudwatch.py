@@ -11,12 +11,17 @@ Two gaps in moto 5.x, patched on its backend class (real AWS needs none of this)
   number of queries. Metric-stat queries are answered from an index of the datapoints instead, with the
   same period bucketing and statistics code, and more than 500 queries are refused as CloudWatch does.
   Requests with metric-math or Metrics Insights expressions still go to moto's own implementation.
+
+And one shortcut for seeding worlds moto keeps in this process (:func:`put_metric_data`): the datapoints go to
+the backend's own PutMetricData, as moto's request handler hands them over, without botocore serialising a
+request of a thousand datapoints and moto parsing it back.
 """
 
 from __future__ import annotations
 
 import functools
-from datetime import timedelta
+from collections.abc import Mapping, Sequence
+from datetime import UTC, timedelta
 from typing import Any
 
 MAX_QUERIES = 500
@@ -113,3 +118,31 @@ def _metric_stat_data(self: Any, queries: list[dict[str, Any]], start_time: Any,
             results.append({"id": query["Id"], "label": label, "values": values, "timestamps": timestamps,
                             "status_code": "Complete"})
     return results
+
+
+def backend_answering(session: Any, region: str) -> Any:
+    """moto's CloudWatch backend that answers ``session``'s calls in ``region``, when moto answers them in this
+    process (``mock_aws``, or a ``ThreadedMotoServer`` started here: both keep their worlds in moto's backends).
+    The account is the one moto gives the session's credentials (GetCallerIdentity), so it is the backend the
+    session's own PutMetricData would have reached."""
+    from moto.backends import get_backend
+
+    account = session.client("sts", region_name=region).get_caller_identity()["Account"]
+    return get_backend("cloudwatch")[account][region]
+
+
+def put_metric_data(backend: Any, namespace: str, datums: Sequence[Mapping[str, Any]]) -> None:
+    """PutMetricData's ``MetricData`` (as a client takes it) into ``backend``, as moto's handler passes a parsed
+    request to it: the same validation and storage. Timestamps arrive as moto's request parser makes them (naive,
+    UTC); a timestamp with a fraction of a second would be rounded by the wire protocol in ways that vary with it,
+    so only whole seconds are taken (the demo's publisher stamps whole seconds)."""
+    parsed = []
+    for datum in datums:
+        entry = dict(datum)
+        stamp = entry.get("Timestamp")
+        if stamp is not None:
+            if stamp.microsecond:
+                raise ValueError(f"a timestamp with a fraction of a second: {stamp.isoformat()}")
+            entry["Timestamp"] = stamp.astimezone(UTC).replace(tzinfo=None) if stamp.tzinfo else stamp
+        parsed.append(entry)
+    backend.put_metric_data(namespace, parsed)

@@ -1,4 +1,4 @@
-"""Three of moto's per-request and per-mock costs, removed without changing what moto answers.
+"""moto's per-request, per-service and per-mock costs, removed without changing what moto answers.
 
 - Every ``mock_aws`` start registers about 1,300 URL patterns with ``responses`` (for code that calls AWS
   through ``requests``), building a new ``CallbackResponse`` for each. Built from the same method, pattern and
@@ -17,6 +17,12 @@
   datapoints has 1,000) and asks, for each structure of a query-protocol request, whether any parameter starts
   with its prefix by scanning them all (a p5 RunInstances has hundreds of each). Timestamps are read with the
   engine's parser, to the same naive UTC value, and the prefix is looked up in the parameters sorted once.
+- moto reads each service's model (to parse its requests and write its answers) through a new loader of its
+  own (``moto.core.utils._load_service_model``), and a new loader lists every service directory of botocore's
+  data and of moto's extras again (thousands of ``stat`` calls, about 15 ms) before reading one model. A loader
+  only reads files that do not change while the process runs and caches what it read, so one moto loader
+  serves every service: the directories are listed once, the models are read as before (with moto's extras),
+  their JSON objects as plain dicts, as the engine's loader reads them (fmdoctor.engine.api.PlainJSONFileLoader).
 
 The test suite starts about 600 mocks and makes thousands of requests; each of these cost it between about one
 and five percent of its CPU.
@@ -35,6 +41,7 @@ def install() -> None:
     _write_xml_directly()
     _read_request_timestamps_directly()
     _find_parameter_prefixes_in_sorted_keys()
+    _one_model_loader()
 
 
 def _remember_response_methods() -> None:
@@ -287,3 +294,26 @@ def _find_parameter_prefixes_in_sorted_keys() -> None:
 
     _gonna_recurse.__wrapped__ = original  # type: ignore[attr-defined]
     parser._gonna_recurse = _gonna_recurse  # type: ignore[union-attr]
+
+
+def _one_model_loader() -> None:
+    import functools
+
+    from moto.core import utils
+
+    original = getattr(utils, "create_loader", None)
+    if original is None or hasattr(original, "__wrapped__"):
+        return  # a moto that loads its models another way, or already installed
+    from fmdoctor.engine.api import PlainJSONFileLoader
+
+    @functools.cache
+    def create_loader() -> Any:
+        # Built at the first call, as moto built each of its loaders (moto's own create_loader, extras included),
+        # reading JSON as the engine's loader does (plain dicts, in the file's order).
+        loader = original()
+        if hasattr(loader.file_loader, "_load_file"):
+            loader.file_loader = PlainJSONFileLoader()
+        return loader
+
+    create_loader.__wrapped__ = original  # type: ignore[attr-defined]
+    utils.create_loader = create_loader  # type: ignore[attr-defined]

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+BACKFILL_TIMEOUT_S = 120.0
 READY_TIMEOUT_S = 60.0  # a loaded machine (CI with every core busy) opens the blocks slowly
 INSTALL_HINT = "install Debian's prometheus package (apt-get install prometheus) to run it"
 
@@ -106,6 +107,17 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 @contextlib.contextmanager
 def loopback_prometheus(openmetrics: str) -> Iterator[str]:
     """Start Prometheus over ``openmetrics`` history; yields its base URL (``http://127.0.0.1:PORT/``)."""
+    with starting_prometheus(openmetrics) as ready:
+        yield ready()
+
+
+@contextlib.contextmanager
+def starting_prometheus(openmetrics: str) -> Iterator[Callable[[], str]]:
+    """Start loading ``openmetrics`` into a loopback Prometheus and go on: ``promtool``'s backfill (a third of a
+    second and more, on another core) runs while the caller works. Yields a callable that waits for the server to
+    answer and returns its base URL (raising as :func:`loopback_prometheus` does when it cannot start); the server
+    and its directory go on exit. The parent-death signal is tied to the thread that starts the children, so start
+    it on a thread that lives as long as the server is needed (as the demo's seeding thread does)."""
     found = binaries()
     if found is None:
         raise FileNotFoundError(f"prometheus and promtool are not on PATH: {INSTALL_HINT}")
@@ -113,29 +125,58 @@ def loopback_prometheus(openmetrics: str) -> Iterator[str]:
     tie = _parent_death_signal()
     with _unwind_on_signals():
         workdir = Path(tempfile.mkdtemp(prefix="fmdoctor-prometheus-"))
+        backfill: subprocess.Popen[bytes] | None = None
         process: subprocess.Popen[bytes] | None = None
-        log = None
+        logs: list[Any] = []
         try:
             (workdir / "history.om").write_text(openmetrics, encoding="utf-8")
             (workdir / "prometheus.yml").write_text("global:\n  scrape_interval: 1m\n", encoding="utf-8")
-            subprocess.run([tool, "tsdb", "create-blocks-from", "openmetrics", str(workdir / "history.om"),
-                            str(workdir / "data")], check=True, capture_output=True, timeout=120,
-                           preexec_fn=tie)  # noqa: PLW1509 (only prctl, resolved before the fork)
-            port = _free_port()
-            log = (workdir / "prometheus.log").open("wb")
-            process = subprocess.Popen(
-                [server, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=30d"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0,
-                preexec_fn=tie,  # noqa: PLW1509
-            )
-            url = f"http://127.0.0.1:{port}/"
-            _wait_ready(url, process, workdir / "prometheus.log")
-            yield url
+            # Its output goes to a file, not a pipe nobody reads until it ends (a full pipe would stall it).
+            logs.append(backfill_log := (workdir / "promtool.log").open("wb"))
+            backfill = subprocess.Popen(
+                [tool, "tsdb", "create-blocks-from", "openmetrics", str(workdir / "history.om"), str(workdir / "data")],
+                stdout=backfill_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                preexec_fn=tie)  # noqa: PLW1509 (only prctl, resolved before the fork)
+            url = ""
+
+            def ready() -> str:
+                nonlocal process, url
+                if url:
+                    return url
+                assert backfill is not None
+                try:
+                    backfill.wait(timeout=BACKFILL_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    backfill.kill()
+                    raise
+                if backfill.returncode:
+                    raise subprocess.CalledProcessError(backfill.returncode, backfill.args,
+                                                        (workdir / "promtool.log").read_bytes()[-600:])
+                port = _free_port()
+                logs.append(log := (workdir / "prometheus.log").open("wb"))
+                process = subprocess.Popen(
+                    [server, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
+                     f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=30d"],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0,
+                    preexec_fn=tie,  # noqa: PLW1509
+                )
+                try:
+                    _wait_ready(f"http://127.0.0.1:{port}/", process, workdir / "prometheus.log")
+                except BaseException:  # the caller goes on without it: stopped now, not when the context ends
+                    _stop(process)
+                    process = None
+                    raise
+                url = f"http://127.0.0.1:{port}/"
+                return url
+
+            yield ready
         finally:
+            if backfill is not None and backfill.poll() is None:
+                backfill.kill()
+                backfill.wait()
             if process is not None:
                 _stop(process)
-            if log is not None:
+            for log in logs:
                 log.close()
             shutil.rmtree(workdir, ignore_errors=True)
 

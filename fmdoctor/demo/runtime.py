@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from unittest import mock
 
@@ -90,17 +90,38 @@ def demo_environment() -> Iterator[DemoWorld]:
     """Start moto in-process, seed the demo cluster, load its HyperPod metrics into a loopback Prometheus (when
     the binary is installed), serve its scheduler view (fmdoctor.demo.scheduler) and yield it; everything is gone
     on exit."""
-    with mocked_aws(extra_env=LEAN_MOTO_ENV) as session:
-        world = seed_demo(session)
-        with demo_prometheus(world), demo_scheduler(world):
+    with mocked_aws(extra_env=LEAN_MOTO_ENV) as session, contextlib.ExitStack() as early:
+        prometheus = _EarlyPrometheus(early)
+        world = seed_demo(session, moto_here=True, after_each=prometheus.start)
+        with demo_prometheus(world, prometheus), demo_scheduler(world):
             yield world
 
 
+class _EarlyPrometheus:
+    """The demo's Prometheus, started as soon as a seeder has written its history: ``promtool``'s backfill then
+    runs on another core while the rest of the world is seeded. Started on the seeding thread, which holds the
+    demo open (the server's parent-death signal follows the thread that started it)."""
+
+    def __init__(self, stack: contextlib.ExitStack):
+        self._stack = stack
+        self.ready: Callable[[], str] | None = None
+        self.failed: Exception | None = None
+
+    def start(self, world: DemoWorld) -> None:
+        history = world.facts.get("prometheus_history")
+        if self.ready is not None or self.failed is not None or not history or prometheus_server.binaries() is None:
+            return
+        try:
+            self.ready = self._stack.enter_context(prometheus_server.starting_prometheus(history))
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:  # said by demo_prometheus
+            self.failed = exc
+
+
 @contextlib.contextmanager
-def demo_prometheus(world: DemoWorld) -> Iterator[str | None]:
+def demo_prometheus(world: DemoWorld, early: _EarlyPrometheus | None = None) -> Iterator[str | None]:
     """The HyperPod cluster's DCGM and EFA history in a real Prometheus on 127.0.0.1, set as the demo's
     ``metrics.url``; without the binary, or when it does not start, a note saying so (and those findings are not
-    verified)."""
+    verified). ``early``: the server already on its way up."""
     history = world.facts.get("prometheus_history")
     if not history:
         yield None
@@ -113,7 +134,11 @@ def demo_prometheus(world: DemoWorld) -> Iterator[str | None]:
         return
     with contextlib.ExitStack() as stack:
         try:
-            url = stack.enter_context(prometheus_server.loopback_prometheus(history))
+            if early is not None and early.failed is not None:
+                raise early.failed
+            ready = early.ready if early is not None and early.ready is not None else stack.enter_context(
+                prometheus_server.starting_prometheus(history))
+            url = ready()
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:  # the demo runs on without it
             world.notes.append(f"demo: the embedded Prometheus did not start ({str(exc)[:200]}), so the HyperPod "
                                "cluster's GPU metrics are reported as not verified")

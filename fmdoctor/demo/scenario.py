@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 
 from fmdoctor import demo
+from fmdoctor.demo import moto_cloudwatch
 from fmdoctor.demo.builders import ClusterBuilder, LaunchedNode
 from fmdoctor.demo.seed_gpu import seed_gpu_metrics
 from fmdoctor.demo.seed_health import demo_capacity_block, seed_checkpoints, seed_hyperpod, seed_spot
@@ -38,6 +39,17 @@ class DemoWorld:
     settings: dict[str, Any] = field(default_factory=dict)  # the demo cluster's fmdoctor.yaml section
     defaults: dict[str, Any] = field(default_factory=dict)  # fmdoctor.yaml's top level (every demo cluster)
     notes: list[str] = field(default_factory=list)  # what a front end should tell the person running the demo
+    # moto answers the session's calls in this process (mock_aws, or a ThreadedMotoServer started here), so a
+    # seeder may hand bulk data to moto's backend as moto's request handler would, instead of through requests.
+    moto_here: bool = False
+    _cloudwatch_backend: Any = field(default=None, repr=False)
+
+    def cloudwatch_backend(self) -> Any:
+        """moto's CloudWatch backend for the session and region when :attr:`moto_here`, else None (publish
+        through requests)."""
+        if self.moto_here and self._cloudwatch_backend is None:
+            self._cloudwatch_backend = moto_cloudwatch.backend_answering(self.session, self.region)
+        return self._cloudwatch_backend
 
     def launched_nodes(self) -> dict[str, LaunchedNode]:
         """The cluster's nodes by name, as their launch described them."""
@@ -96,22 +108,30 @@ def seed_network_and_nodes(world: DemoWorld) -> None:
 Seeder = Callable[[DemoWorld], None]
 
 # One step per check family; each adds its part of the story (and its faults) to the same cluster.
+# The HyperPod steps come first after the nodes: their Prometheus history is then ready early, and the demo
+# starts loading it into Prometheus (on another core) while the rest is seeded.
 SEEDERS: tuple[Seeder, ...] = (
     seed_network_and_nodes,
+    seed_hyperpod,
+    seed_hyperpod_metrics,
     seed_network,
     seed_gpu_metrics,
     seed_checkpoints,
     seed_spot,
-    seed_hyperpod,
     seed_training_logs,
-    seed_hyperpod_metrics,
     seed_inference,
 )
 
 
-def seed_demo(session: boto3.Session, seeders: tuple[Seeder, ...] = SEEDERS) -> DemoWorld:
-    world = DemoWorld(session=session)
+def seed_demo(session: boto3.Session, seeders: tuple[Seeder, ...] = SEEDERS, *, moto_here: bool = False,
+              after_each: Seeder | None = None) -> DemoWorld:
+    """The demo's world through ``session``; ``moto_here``: moto answers that session in this process (see
+    :attr:`DemoWorld.moto_here`), which seeds the same world faster; ``after_each`` sees the world after each
+    seeder (to start what needs only part of it)."""
+    world = DemoWorld(session=session, moto_here=moto_here)
     world.settings["region"] = world.region
     for seeder in seeders:
         seeder(world)
+        if after_each is not None:
+            after_each(world)
     return world

@@ -29,7 +29,7 @@ SICK_COUNTERS = {"efa_retrans_timeout_events": 42, "efa_impaired_remote_conn_eve
 def seed_gpu_metrics(world: DemoWorld) -> None:
     cloudwatch = world.session.client("cloudwatch", region_name=world.region)
     nodes = world.launched_nodes()
-    publish = MetricsPublisher(cloudwatch, datetime.now(UTC), region=world.region)
+    publish = MetricsPublisher(cloudwatch, datetime.now(UTC), region=world.region, backend=world.cloudwatch_backend())
 
     leak = {5: {"memory_percent": [79.0, 82.0, 85.0, 88.0, 91.0, 94.0]}}
     for name, utilization in {"gpu-node-1": 96.0, "gpu-node-2": 95.0}.items():

@@ -45,7 +45,7 @@ PING_FAILED = ("The primary container for production variant AllTraffic did not 
 
 def seed_inference(world: DemoWorld) -> None:
     now = datetime.now(UTC)
-    b = EndpointBuilder(world.session, world.cluster)
+    b = EndpointBuilder(world.session, world.cluster, metrics_backend=world.cloudwatch_backend())
     b.endpoint(CHAT, "ml.g4dn.12xlarge", instances=4)
     b.autoscale(CHAT, min_capacity=1, max_capacity=4)
     b.traffic(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 import time
@@ -18,7 +19,7 @@ import botocore.session
 from botocore.client import ClientCreator
 from botocore.credentials import CredentialProvider, CredentialResolver, Credentials
 from botocore.hooks import EventAliaser
-from botocore.loaders import Loader
+from botocore.loaders import JSONFileLoader, Loader
 from botocore.model import ServiceModel
 
 from fmdoctor.config import ClusterSettings, Settings
@@ -62,9 +63,25 @@ class Connection:
     endpoint_url: str | None = None
 
 
+class PlainJSONFileLoader(JSONFileLoader):  # type: ignore[misc]  # botocore is untyped
+    """botocore's JSON file loader with each JSON object read as a dict rather than an OrderedDict (botocore's
+    ``object_pairs_hook``): dicts keep the file's order, the models are only read, and botocore builds its own
+    ordered members from them. Parsing EC2's model takes less than half the time, and the models (EC2's alone has
+    over 100,000 objects) take less memory for the collector to walk. Any other reading is botocore's own."""
+
+    def _load_file(self, full_path: str, open_method: Any) -> Any:
+        if not os.path.isfile(full_path):
+            return None
+        with open_method(full_path, "rb") as fp:
+            payload = fp.read().decode("utf-8")
+        return json.loads(payload)
+
+
 class _OneKeyLoader(Loader):  # type: ignore[misc]  # botocore is untyped
     """botocore asks its loader for a service model with ``type_name`` as a keyword in one place and positionally in
     another, which the loader's cache keys apart (EC2's megabytes of JSON parsed twice); this loader asks one way."""
+
+    FILE_LOADER_CLASS = PlainJSONFileLoader if hasattr(JSONFileLoader, "_load_file") else JSONFileLoader
 
     def load_service_model(self, service_name: str, type_name: str, api_version: str | None = None) -> Any:
         return super().load_service_model(service_name, type_name, api_version)

@@ -97,3 +97,20 @@ def test_a_sessions_answers_carry_the_same_times_as_a_plain_sessions(aws):
     assert len(launched) == 2 and attached and all(t.tzinfo is not None for t in launched + attached)
     parser = new_session(region=REGION)._session.get_component("response_parser_factory")._defaults
     assert parser["timestamp_parser"] is timestamps.parse_timestamp
+
+
+@pytest.mark.parametrize(("service", "type_name"), [("ec2", "service-2"), ("sagemaker", "service-2"),
+                                                    ("cloudwatch", "paginators-1"), ("s3", "endpoint-rule-set-1")])
+def test_the_shared_loader_reads_botocore_s_models_as_botocore_does_in_plain_dicts(service, type_name):
+    """Plain dicts instead of OrderedDicts: the same content in the same order (JSON written back is identical)."""
+    import json
+    from collections import OrderedDict
+
+    from botocore.loaders import Loader
+
+    from fmdoctor.engine.api import _OneKeyLoader
+
+    ours, botocore_s = _OneKeyLoader().load_service_model(service, type_name), Loader().load_service_model(
+        service, type_name)
+    assert json.dumps(ours) == json.dumps(botocore_s)
+    assert type(ours) is dict and isinstance(botocore_s, OrderedDict)

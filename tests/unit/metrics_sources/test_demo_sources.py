@@ -4,6 +4,8 @@ how to see them."""
 
 from __future__ import annotations
 
+import contextlib
+
 from fmdoctor.demo import prometheus_server
 from fmdoctor.demo.runtime import demo_environment, demo_settings
 from fmdoctor.engine.api import Connection, Doctor
@@ -50,12 +52,27 @@ def test_without_the_binary_the_demo_says_how_to_see_hyperpod_gpus(monkeypatch):
 
 
 def test_a_prometheus_that_does_not_start_leaves_the_demo_running_and_says_so(monkeypatch):
+    @contextlib.contextmanager
     def fails(_history):
-        raise RuntimeError("prometheus did not become ready in 60s: opening blocks")
+        def ready():  # the backfill started; the server does not answer
+            raise RuntimeError("prometheus did not become ready in 60s: opening blocks")
+
+        yield ready
 
     monkeypatch.setattr(prometheus_server, "binaries", lambda: ("/usr/bin/prometheus", "/usr/bin/promtool"))
-    monkeypatch.setattr(prometheus_server, "loopback_prometheus", fails)
+    monkeypatch.setattr(prometheus_server, "starting_prometheus", fails)
     with demo_environment() as world:
         [note] = world.notes
         assert demo_settings(world).cluster(world.cluster).metrics.url is None
     assert "did not start (prometheus did not become ready" in note and "not verified" in note
+
+
+def test_a_backfill_that_cannot_start_during_seeding_leaves_the_demo_running_and_says_so(monkeypatch, tmp_path):
+    # The demo starts promtool as soon as the history is seeded; a binary that cannot be run fails right there.
+    missing = str(tmp_path / "promtool")
+    monkeypatch.setattr(prometheus_server, "binaries", lambda: (str(tmp_path / "prometheus"), missing))
+    with demo_environment() as world:
+        [note] = world.notes
+        assert demo_settings(world).cluster(world.cluster).metrics.url is None
+    assert f"did not start ([Errno 2] No such file or directory: '{missing}')" in note and "not verified" in note
+    assert not list(tmp_path.iterdir())

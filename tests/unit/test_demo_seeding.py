@@ -1,0 +1,147 @@
+"""The demo seeded the fast way (bulk data handed to moto's backends in this process) is the world seeded through
+requests: the same datapoints in moto, and the same report from ``fmdoctor check --demo``.
+
+``seed_demo(..., moto_here=True)`` is what the demo and bench/world_server.py use; ``moto_here=False`` sends every
+call as a request, as the seeders did before (and as they do against a moto server in another process).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from fmdoctor.demo import moto_cloudwatch, moto_compat
+from fmdoctor.demo.endpoint_builder import EndpointBuilder
+from fmdoctor.demo.metrics import A100_40GB, MetricsPublisher
+from fmdoctor.demo.scenario import DEMO_REGION
+
+NOW = datetime(2026, 4, 12, 9, 41, 27, 654321, tzinfo=UTC)  # a fraction of a second, as datetime.now() has
+
+
+def _stored(backend: Any) -> list[tuple[Any, ...]]:
+    """Every datapoint moto holds, as its queries read them."""
+    return sorted(
+        (d.namespace, d.name, tuple(sorted((x.name, x.value) for x in d.dimensions)), d.timestamp, d.unit,
+         getattr(d, "value", None), getattr(d, "sum", None), getattr(d, "sample_count", None))
+        for d in backend.metric_data)
+
+
+def _publish(session: boto3.Session, direct: bool) -> list[tuple[Any, ...]]:
+    backend = moto_cloudwatch.backend_answering(session, DEMO_REGION)
+    publish = MetricsPublisher(session.client("cloudwatch"), NOW, region=DEMO_REGION,
+                               backend=backend if direct else None)
+    publish.gpu_node("i-0123456789abcdef0", "10.0.1.7", 93.0, by_period={5: {"memory_percent": [79.0] * 6}})
+    publish.gpu_node("i-0123456789abcdef1", "10.0.1.8", 2.0, gpu=A100_40GB, append_instance_id=False)
+    publish.efa_interface("eni-0123456789abcdef0", "rdmap16s27", {"efa_rx_dropped": 7}, metrics=["efa_rx_drops"])
+    assert publish.flush() == 1
+    endpoints = EndpointBuilder(session, "c", metrics_backend=backend if direct else None)
+    # Distributions (Values and Counts, ints among them), single values and a backlog, as the demo publishes them.
+    endpoints.traffic("chat", NOW, model_latency_us={350_000: 40, 1_600_000: 10}, overhead_latency_us={6_000: 95},
+                      invocations=100, model_errors=3, gpu_utilization=372.0, gpu_memory_utilization=300.0)
+    endpoints.async_traffic("batch", NOW, backlog=[0, 1, 3, 6, 9, 12, 15, 19, 22, 26],
+                            oldest_age_s=[0, 48, 106, 167, 229, 288, 349, 408, 469, 530])
+    return _stored(backend)
+
+
+@pytest.mark.parametrize("env", [{}, {"MOTO_ACCOUNT_ID": "210987654321"}])
+def test_datapoints_handed_to_the_backend_are_those_a_request_stores(monkeypatch, env):
+    moto_compat.install()
+    for key, value in env.items():  # another account: the backend is the one the session's calls reach
+        monkeypatch.setenv(key, value)
+    worlds = []
+    for direct in (False, True):
+        with mock_aws():
+            worlds.append(_publish(boto3.Session(region_name=DEMO_REGION, aws_access_key_id="testing",
+                                                 aws_secret_access_key="testing"), direct))
+    through_requests, direct = worlds
+    assert len(through_requests) > 1000  # 2 nodes x 8 GPUs x 5 metrics x 6 periods, EFA, endpoints
+    assert direct == through_requests
+    # Whole seconds: the wire would have rounded NOW's fraction, which the direct route would keep.
+    assert all(row[3].microsecond == 0 and row[3].tzinfo is None for row in direct)
+
+
+def test_a_fraction_of_a_second_is_refused_rather_than_stored_differently():
+    class Backend:
+        def put_metric_data(self, namespace: str, data: list[dict[str, Any]]) -> None:
+            raise AssertionError("stored")
+
+    with pytest.raises(ValueError, match="fraction of a second"):
+        moto_cloudwatch.put_metric_data(Backend(), "CWAgent", [{"MetricName": "m", "Timestamp": NOW, "Value": 1.0}])
+
+
+# What identifies a finding across two seedings: AWS's generated ids read as the demo's names for them.
+_AWS_ID = re.compile(r"\b(?:i|eni|sg|subnet|vpc|rtb|acl|igw|nat|vpce|fs|cr)-[0-9a-f]{8,17}\b")
+_DURATION = re.compile(r"\b\d+(?:d|h|m|s)(?:\d+(?:h|m|s))*\b")
+
+
+def _names(world: Any) -> dict[str, str]:
+    """Each generated id the seeders noted, named by where the world's facts hold it (``nodes.gpu-node-3``)."""
+    named: dict[str, str] = {}
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, dict):
+            for key, child in value.items():
+                walk(child, f"{path}.{key}" if path else str(key))
+        elif isinstance(value, str) and _AWS_ID.fullmatch(value):
+            named.setdefault(value, path)
+
+    walk({k: v for k, v in world.facts.items() if k != "prometheus_history"}, "")
+    return named
+
+
+def _shape(report: dict[str, Any], named: dict[str, str]) -> dict[str, Any]:
+    def name(text: str) -> str:
+        # An id the facts do not name stays as it is: generated, it differs between the seedings and fails the test.
+        return _DURATION.sub("<duration>", _AWS_ID.sub(lambda m: named.get(m.group(0), m.group(0)), text))
+
+    return {
+        "status": report["status"],
+        "findings": Counter((f["check"], f["severity"], name(f["resource"])) for f in report["findings"]),
+        "errors": Counter((e["check"], e["code"], name(e["unverified"] or "")) for e in report["errors"]),
+        "skipped": Counter(json.dumps(s, sort_keys=True) for s in report["skipped"]),
+        "incidents": Counter(
+            (i["severity"], i["urgency"], name(i["title"]), json.dumps(i["impact"], sort_keys=True),
+             name(i["cause"]["check"] + " " + i["cause"]["resource"]),
+             tuple(sorted(name(f["check"] + " " + f["resource"]) for f in i["findings"])))
+            for i in report["incidents"]),
+    }
+
+
+def _demo_check(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                moto_here: bool) -> tuple[int, dict[str, Any]]:
+    from fmdoctor.cli.main import main
+    from fmdoctor.demo import runtime
+
+    seeded = []
+    real = runtime.seed_demo
+
+    def seed_demo(session: boto3.Session, *args: Any, **kwargs: Any) -> Any:
+        kwargs["moto_here"] = moto_here
+        world = real(session, *args, **kwargs)
+        # The VPC's main route table (s3-unreachable's resource) is made by AWS, not noted by a seeder.
+        world.facts.setdefault("test", {})["main_route_table"] = world.builder.main_route_table()
+        seeded.append(world)
+        return world
+
+    monkeypatch.setattr(runtime, "seed_demo", seed_demo)
+    code = main(["check", "--demo", "--format", "json", "--no-progress"])
+    report = json.loads(capsys.readouterr().out)
+    (world,) = seeded
+    return code, _shape(report, _names(world))
+
+
+def test_the_demo_report_is_the_one_seeded_through_requests(monkeypatch, capsys):
+    before_code, before = _demo_check(monkeypatch, capsys, moto_here=False)
+    after_code, after = _demo_check(monkeypatch, capsys, moto_here=True)
+    assert before_code == after_code == 2
+    assert before["status"] == "critical"
+    assert len(before["findings"]) > 30 and before["incidents"] and before["errors"]
+    assert after == before
+
