@@ -179,9 +179,11 @@ _HYPERPOD_ARN = re.compile(r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]*:\d*:cluster/([A
 # after a thing of the cluster), 'on prod-train, is gpu-node-2 ok?' (opening the question or a clause).
 _PLACES = frozenset({"on", "in"})
 # A name EKS or HyperPod would give a cluster: letters, digits, hyphens (and underscores for EKS), starting with a
-# letter or digit, at most 100 characters (EKS CreateCluster's name rule,
-# https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateCluster.html; HyperPod's ClusterName is a subset:
-# ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$, 63 characters). A dot, slash or colon makes it a file, a version or a path.
+# letter or digit, at most 100 characters (EKS CreateCluster's name, as the AWS SDKs document it:
+# https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/eks/aws.sdk.kotlin.services.eks.model/-create-cluster-request/
+# name.html; the EKS API Reference's pattern ^[0-9A-Za-z][A-Za-z0-9\-_]*, API_RegisterClusterRequest.html). HyperPod's
+# ClusterName is a subset: ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$, 63 characters (API_ClusterSummary.html above). A dot,
+# slash or colon makes it a file, a version or a path.
 _AWS_CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
 # a part of a hyphenated word that is a model's or memory's size ('llama-70b', 'a100-80gb', 'mixtral-8x7b')
 _SIZE_PART = re.compile(r"^(?:\d+(?:\.\d+)?[kmbt]|\d+[kmgtp]i?b|\d+x\d+[kmbt]?)$", re.I)
