@@ -228,8 +228,8 @@ def _placed_name(word: str) -> bool:
             and not any(_SIZE_PART.match(part) for part in re.split(r"[-_]", word)))
 
 
-def cluster_mentions(text: str, known: Iterable[str] = (),
-                     names: Callable[[str], bool] | None = None) -> list[ClusterMention]:
+def cluster_mentions(text: str, known: Iterable[str] = (), names: Callable[[str], bool] | None = None,
+                     limit: int = 200) -> list[ClusterMention]:
     """The clusters a question names, in order, each once (see :class:`ClusterMention`).
 
     - ``known`` (the configuration's cluster names, this one's included): as a word or the first part of one
@@ -241,8 +241,9 @@ def cluster_mentions(text: str, known: Iterable[str] = (),
       names;
     - with ``names`` (whether a word names a thing of this cluster's inventory: :func:`names_a_thing`), a name that
       is none of its things and stands where a cluster's name does: right after a thing of the cluster ('gpu-node-2
-      on prod-train'), opening the question or a clause ('on prod-train, ...') or before a thing of it
-      ('prod-train/gpu-node-2').
+      on prod-train'), ending a clause that names a thing of the cluster ('is gpu-node-2 healthy on prod-train?'),
+      opening the question or a clause ('on prod-train, ...') or before a thing of it ('prod-train/gpu-node-2'),
+      in its first ``limit`` words (as many as :func:`mentioned` looks up).
 
     Which of them the conversation can see is the caller's to say (:func:`fmdoctor.assistant.guard` answers for every
     front end)."""
@@ -257,8 +258,11 @@ def cluster_mentions(text: str, known: Iterable[str] = (),
     def thing(word: str) -> bool:
         return names is not None and bool(word) and names(word)
 
+
     words = [(m.start(), m.end(), m.group(0).rstrip(".:")) for m in WORD.finditer(text)]
     for index, (start, _, word) in enumerate(words):
+        if index >= limit:
+            names = None  # past the limit, only what needs no inventory
         bare = word.lstrip("@")
         head, *rest = re.split(r"[/:]", bare, maxsplit=1)
         tail = re.split(r"[/:]", rest[0], maxsplit=1)[0] if rest else ""
@@ -274,8 +278,9 @@ def cluster_mentions(text: str, known: Iterable[str] = (),
             unknown = following.lower() not in catalogue and names is not None and _placed_name(following)
             # the cheap tests first: the inventory is looked at only for a word that could be a cluster's name
             if (known_plain or unknown) and not thing(following) and (
-                    index == 0 or re.search(r"[,;:.?!]\s*$", text[words[index - 1][0]:start])
-                    or thing(words[index - 1][2])):
+                    index == 0 or _breaks(text, words[index - 1][0], start) or thing(words[index - 1][2])
+                    or _ends_clause(text, words, index + 1) and any(thing(w) for w in _clause_before(text, words,
+                                                                                                     index))):
                 add(following, PLACED, words[index + 1][0])
     for match in _CLUSTER_PATH.finditer(text):
         add(match.group(2), EKS_ARN if match.group(1).lower().startswith("arn:") else CONSOLE, match.start(2))
@@ -287,6 +292,28 @@ def cluster_mentions(text: str, known: Iterable[str] = (),
             if word.lower() in catalogue or (_shaped(word) and not _NOT_CLUSTER.match(word)):
                 add(word, BESIDE, match.start(1))
     return sorted(found.values(), key=lambda m: m.start)
+
+
+def _breaks(text: str, start: int, end: int) -> bool:
+    """Whether a clause ends in ``text[start:end]`` (a word and what follows it up to the next word)."""
+    return bool(re.search(r"[,;:.?!]\s*$", text[start:end]))
+
+
+def _ends_clause(text: str, words: list[tuple[int, int, str]], index: int) -> bool:
+    """Whether the word at ``index`` ends its clause ('is gpu-node-2 healthy on prod-train?')."""
+    end = words[index][1]
+    return index + 1 >= len(words) or _breaks(text, words[index][0], words[index + 1][0]) or not text[end:].strip()
+
+
+def _clause_before(text: str, words: list[tuple[int, int, str]], index: int, limit: int = 40) -> list[str]:
+    """The words of the clause before the word at ``index``, nearest first, at most ``limit`` (each may be looked up
+    in the inventory: a run-on 'clause' of thousands of words costs no more than a sentence)."""
+    out: list[str] = []
+    for i in range(index - 1, max(index - 1 - limit, -1), -1):
+        if _breaks(text, words[i][0], words[i + 1][0]):
+            break
+        out.append(words[i][2])
+    return out
 
 
 def clusters_named(text: str, known: Iterable[str] = (), names: Callable[[str], bool] | None = None) -> list[str]:

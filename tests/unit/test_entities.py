@@ -226,6 +226,11 @@ THINGS = {"gpu-node-2", "gpu-node-3", "demo-llm-chat", "efa-sg", "workers-p5", "
 @pytest.mark.parametrize("text, known, named", [
     ("is gpu-node-2 on prod-train healthy?", (), ["prod-train"]),  # right after a thing of the cluster
     ("is demo-llm-chat in staging-9 slow?", (), ["staging-9"]),
+    ("is gpu-node-2 healthy on prod-train?", (), ["prod-train"]),  # ending a clause that names a thing of it
+    ("is demo-llm-chat still slow in staging-9, or fine?", (), ["staging-9"]),
+    ("is gpu-node-2 slow in multi-node runs?", (), []),  # not where the clause ends: a word of the trade
+    ("is the job slow on multi-node?", (), []),  # a clause that names nothing of the cluster
+    ("gpu-node-2 is slow. Is it bad on multi-node?", (), []),  # the thing is in another sentence
     ("On prod-train, is gpu-node-2 ok?", (), ["prod-train"]),  # opening the question
     ("gpu-node-2 is slow. In prod_b, is it?", (), ["prod_b"]),  # opening a sentence
     ("is prod-train/gpu-node-2 ok? and @staging-9:gpu-node-3?", (), ["prod-train", "staging-9"]),
@@ -332,3 +337,17 @@ def test_a_hostname_tag_the_configuration_names_resolves_for_every_reader():
     assert [w for w, _ in e.mentioned(inventory, "is queue1-st-p5-3 ok?")] == ["queue1-st-p5-3"]
     with pytest.raises(TargetNotFound):  # without the setting the tag is just a tag
         e.find_entity(dataclasses.replace(inventory, hostname_tags=()), "queue1-st-p5-3")
+
+
+def test_a_long_question_is_looked_up_in_the_inventory_as_far_as_find_names_reads():
+    """The inventory is asked about the first 200 words only (mentioned's limit): a pasted log of 15,000 words with
+    a name-shaped word after every 'on' would otherwise look each one up."""
+    asked: list[str] = []
+
+    def names(word: str) -> bool:
+        asked.append(word)
+        return word == "gpu-node-2"
+
+    text = "is gpu-node-2 on prod-train healthy? " + " ".join(f"word{i} on x-{i}" for i in range(5000))
+    assert [m.name for m in e.cluster_mentions(text, (), names)] == ["prod-train"]
+    assert len(asked) <= 2 * 200

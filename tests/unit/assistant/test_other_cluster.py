@@ -94,6 +94,7 @@ def test_the_demos_own_hyperpod_cluster_is_this_cluster(capsys):
 @pytest.mark.parametrize("question, named", [
     ("is gpu-node-2 on prod-train healthy?", "prod-train"),  # no kind word: it stands where a cluster's name does
     ("is demo-llm-chat in staging-9 slow?", "staging-9"),
+    ("is gpu-node-2 healthy on prod-train?", "prod-train"),
     ("On prod-train, is gpu-node-2 ok?", "prod-train"),
     ("is prod-train/gpu-node-2 ok?", "prod-train"),
 ])
@@ -113,6 +114,7 @@ def test_a_name_standing_where_a_clusters_does_is_not_answered_about_this_one(ca
     "is gpu-node-2 in us-west-2a healthy?",  # a zone
     "is NCCL stuck in all-reduce on gpu-node-2?",
     "is gpu-node-2 in all-gather? on gpu-node-3, in step-300?",  # words of the trade, not names
+    "is gpu-node-2 stuck in all-reduce?",
     "is gpu-node-2 in demo-efa?",  # a security group of the demo
 ])
 def test_a_thing_of_this_cluster_in_a_clusters_place_goes_on(capsys, question):
