@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shlex
 from collections.abc import Callable
 from typing import Any
@@ -31,9 +32,22 @@ from fmdoctor.assistant.compose import compose
 from fmdoctor.assistant.intents import Plan
 from fmdoctor.assistant.results import result_of
 from fmdoctor.assistant.safety import Redactor, delimit, undelimit, without_data
+from fmdoctor.assistant.scope import NOT_NAMES
 from fmdoctor.assistant.session import AssistantContext
 from fmdoctor.config import AgentSettings
-from fmdoctor.engine.entities import clusters_named, mistyped
+from fmdoctor.engine.entities import (
+    HYPERPOD_ARN,
+    PLACED,
+    ClusterMention,
+    cluster_identities,
+    cluster_mentions,
+    mistyped,
+    names_a_thing,
+)
+from fmdoctor.engine.hyperpod import HyperPodCluster, probe_hyperpod_cluster
+from fmdoctor.engine.inventory import Inventory
+
+log = logging.getLogger(__name__)
 
 CHARS_PER_TOKEN = 4  # a conservative estimate where a provider reports no usage
 EXTRA_MODEL_CALLS = 3  # model calls allowed past the tool-call cap before the turn is ended for it
@@ -90,7 +104,13 @@ def stop_answer(messages: list[BaseMessage], note: str) -> AIMessage:
 
 def other_cluster(messages: list[BaseMessage], ctx: AssistantContext) -> AIMessage | None:
     """The answer to a question that names a cluster this conversation does not look at, or None. Asked before any
-    tool of the question ran (never after: the tools' answers are about this conversation's cluster)."""
+    tool of the question ran (never after: the tools' answers are about this conversation's cluster).
+
+    The clusters a question names are :func:`~fmdoctor.engine.entities.cluster_mentions`'; this cluster's own names
+    (the configuration's, its HyperPod cluster's, and those its inventory knows: its HyperPod ARN and id, its EKS
+    cluster's name and ARN) and a mistyped own name are never another cluster. The inventory is read only when the
+    question needs it: a name standing where a cluster's does (is it a thing of this cluster?), an ARN or a name
+    beside 'cluster' that the configuration does not know as this cluster's."""
     start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
     if start < 0 or any(isinstance(m, ToolMessage) for m in messages[start + 1:]):
         return None
@@ -101,23 +121,123 @@ def other_cluster(messages: list[BaseMessage], ctx: AssistantContext) -> AIMessa
     own = ctx.own_clusters()
     configured = [name for name in settings.clusters if name not in own]
     asked = without_data(question)  # an alert quoted as data may name its own cluster (an EKS cluster's name)
-    # this cluster's name mistyped ('llm-trian') is this cluster, unless it is a configured one's name
-    others = [n for n in clusters_named(asked, [*own, *configured])
-              if n in configured or not any(mistyped(n, o) for o in own)]
-    if not others:
+    this = _ThisCluster(ctx)
+    for mention in cluster_mentions(asked, [*own, *configured], names=this.names):
+        if mention.how == PLACED and mention.name not in configured and NOT_NAMES.match(mention.name):
+            continue  # a word of the trade in a cluster's place ('is gpu-node-2 in all-reduce?'), no name
+        refusal = _refusal(mention, ctx, own, configured, this)
+        if refusal is not None:
+            return AIMessage(refusal)
+    return None
+
+
+class _ThisCluster:
+    """What the conversation's cluster's inventory says, read once and only when a question needs it; an inventory
+    that cannot be read knows nothing (the question is then asked back, never answered about another thing)."""
+
+    def __init__(self, ctx: AssistantContext):
+        self.ctx = ctx
+        self._read = False
+        self._inventory: Inventory | None = None
+        self._names: Callable[[str], bool] | None = None
+        self._hyperpod_read = False
+        self._hyperpod: HyperPodCluster | None = None
+
+    def inventory(self) -> Inventory | None:
+        if not self._read:
+            self._read = True
+            try:
+                self._inventory = self.ctx.doctor.inventory(self.ctx.cluster)
+                from fmdoctor.assistant.resource_tool import known_names
+
+                self._names = names_a_thing(self._inventory, known_names(self.ctx))
+            except Exception:  # unreadable: nothing is known to be this cluster's
+                log.debug("the inventory of %s could not be read for the cluster guard", self.ctx.cluster,
+                          exc_info=True)
+        return self._inventory
+
+    def names(self, word: str) -> bool:
+        self.inventory()
+        return self._names is not None and self._names(word)
+
+    def hyperpod(self) -> HyperPodCluster | None:
+        """Its HyperPod cluster: the inventory's, or the configured one's (``hyperpod.cluster_name``: the inventory
+        looks HyperPod up only for a cluster no instance carries), asked of SageMaker once."""
+        if not self._hyperpod_read:
+            self._hyperpod_read = True
+            inventory = self.inventory()
+            self._hyperpod = inventory.hyperpod if inventory is not None else None
+            settings = self.ctx.doctor.cluster_settings(self.ctx.cluster)
+            if self._hyperpod is None and settings.hyperpod.cluster_name:
+                try:
+                    aws = self.ctx.doctor.connect(settings)
+                    self._hyperpod = probe_hyperpod_cluster(aws, settings.hyperpod.cluster_name)
+                except Exception:  # not known: the ARN is asked back
+                    log.debug("the HyperPod cluster of %s could not be read", self.ctx.cluster, exc_info=True)
+        return self._hyperpod
+
+    def identities(self) -> frozenset[str]:
+        inventory = self.inventory()
+        return cluster_identities(inventory, self.hyperpod()) if inventory is not None else frozenset()
+
+
+def _refusal(mention: ClusterMention, ctx: AssistantContext, own: tuple[str, ...], configured: list[str],
+             this: _ThisCluster) -> str | None:
+    """What to answer about a cluster the question names, or None when it is this one."""
+    name, cluster = mention.name, ctx.cluster
+    if mention.how == HYPERPOD_ARN:
+        return _hyperpod_arn(mention, ctx, this)
+    if name in configured:
+        return _refused(name, cluster, _elsewhere(ctx, f"fmdoctor is configured for {name}: ask about it in a "
+                                                       f"conversation about that cluster (fmdoctor ask --cluster "
+                                                       f"{shlex.quote(name)} ...)."))
+    if name.lower() in {o.lower() for o in own} or any(mistyped(name, o) for o in own):  # this one, or mistyped
         return None
-    name = others[0]
-    if ctx.doctor.demo:
-        how = f"The demo has only cluster {ctx.cluster}."
-    elif name in configured:
-        how = (f"fmdoctor is configured for {name}: ask about it in a conversation about that cluster "
-               f"(fmdoctor ask --cluster {shlex.quote(name)} ...).")
-    else:
-        known = ", ".join(settings.clusters) or "none"
-        how = f"fmdoctor is configured for no cluster {name} (clusters in its configuration: {known})."
-    return AIMessage(f"You asked about cluster {name}, but I can only see cluster {ctx.cluster} here, so I have not "
-                     f"answered about {name} and checked nothing: a resource of the same name in {ctx.cluster} is "
-                     f"another one. {how} Ask again about {ctx.cluster}, or without naming another cluster.")
+    if name.lower() in this.identities():  # the name of its EKS cluster or HyperPod cluster, as AWS knows it
+        return None
+    unknown = _elsewhere(ctx, f"fmdoctor is configured for no cluster {name} (clusters in its configuration: "
+                              f"{', '.join(ctx.doctor.settings.clusters) or 'none'}).")
+    if not mention.sure:
+        return (f"You named {name} where a cluster's name stands, and it is neither cluster {cluster} nor a node, "
+                f"endpoint, group, file system, job or bucket of it, so it may be another cluster. I can only see "
+                f"cluster {cluster} here, so I have not answered about {name} and checked nothing: a resource of "
+                f"the same name in {cluster} is another one. {unknown} If {name} is something of {cluster}, name "
+                f"it as {cluster} calls it; otherwise ask again without naming another cluster.")
+    return _refused(name, cluster, unknown)
+
+
+def _elsewhere(ctx: AssistantContext, how: str) -> str:
+    """Where else to ask: ``how``, except in the demo, which has one cluster."""
+    return f"The demo has only cluster {ctx.cluster}." if ctx.doctor.demo else how
+
+
+def _refused(name: str, cluster: str, how: str) -> str:
+    return (f"You asked about cluster {name}, but I can only see cluster {cluster} here, so I have not answered "
+            f"about {name} and checked nothing: a resource of the same name in {cluster} is another one. {how} "
+            f"Ask again about {cluster}, or without naming another cluster.")
+
+
+def _hyperpod_arn(mention: ClusterMention, ctx: AssistantContext, this: _ThisCluster) -> str | None:
+    """A HyperPod ARN holds its cluster's id, not its name: this cluster's when it is its HyperPod cluster's ARN or
+    id (DescribeCluster's ClusterArn); another's when this cluster's HyperPod ARN is known and differs; asked back
+    when it is not known."""
+    arn, cluster = mention.name, ctx.cluster
+    hyperpod = this.hyperpod()
+    how = _elsewhere(ctx, f"Ask again about {cluster} by its name, or about another cluster in a conversation about "
+                          f"it (fmdoctor ask --cluster NAME ...; clusters in its configuration: "
+                          f"{', '.join(ctx.doctor.settings.clusters) or 'none'}).")
+    if hyperpod is not None and hyperpod.arn:
+        if {arn.lower(), (mention.cluster_id or "").lower()} & {hyperpod.arn.lower(),
+                                                                 hyperpod.arn.rsplit("/", 1)[-1].lower()}:
+            return None
+        return (f"You asked about the HyperPod cluster {arn}, but I can only see cluster {cluster} here, whose "
+                f"HyperPod cluster is {hyperpod.arn}, so I have not answered about {arn} and checked nothing: a "
+                f"resource of the same name in {cluster} is another one. {how}")
+    why = ("its inventory could not be read" if this.inventory() is None else
+           f"{cluster} has no HyperPod cluster whose ARN fmdoctor could read")
+    return (f"You named the HyperPod cluster {arn} by its ARN, which holds the cluster's id, not its name. I can only "
+            f"see cluster {cluster} here, and I cannot tell whether that ARN is its own ({why}), so I have checked "
+            f"nothing. {how}")
 
 
 class ModelGuard(AgentMiddleware):

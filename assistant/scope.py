@@ -30,7 +30,8 @@ KIND_BEFORE = re.compile(rf"\b(?:node|instance|host|server|endpoint|bucket|secur
                          rf"(?:called\s+|named\s+)?({_WORD})", re.I)
 KIND_AFTER = re.compile(rf"\b({_WORD})\s+(node|instance|host|server|endpoint|bucket|security group|instance group)\b",
                         re.I)
-NOT_NAMES = re.compile(r"^(?:(?:ml\.)?[a-z]+\d+[a-z]*\.(?:\d*x?large|metal)|p9\d|[45]xx|all-reduce|"
+NOT_NAMES = re.compile(r"^(?:(?:ml\.)?[a-z]+\d+[a-z]*\.(?:\d*x?large|metal)|p9\d|[45]xx|"
+                       r"all[-_]?(?:reduce|gather|to[-_]?all)|reduce[-_]?scatter|"  # NCCL's collectives
                        r"(?:step|global_step|iter|epoch|checkpoint|ckpt)[-_=]?\d+|\d+[smhd]|tcp|udp|ipv4|ipv6|"
                        r"the|a|an|this|that|which|what|each|every|any|all|my|our|your|one|some|its|their|other|same|"
                        r"inference|gpu|training|compute|head|login|spot|worker|hyperpod|sagemaker|s3|efa|new|old|"

@@ -15,6 +15,7 @@ from typing import Any
 from fmdoctor.assistant.backends import Backends, to_plain
 from fmdoctor.config import AgentSettings
 from fmdoctor.engine.api import Doctor
+from fmdoctor.engine.entities import EKS_ARN, cluster_mentions
 from fmdoctor.engine.model import Finding, Report
 
 
@@ -173,7 +174,11 @@ class AssistantContext:
     cancel: threading.Event | None = None
 
     def own_clusters(self) -> tuple[str, ...]:
-        """The names this conversation's cluster goes by: its own, and its HyperPod cluster's where that differs
-        (the other-cluster guard and find_names both read them here)."""
-        hyperpod = self.doctor.cluster_settings(self.cluster).hyperpod.cluster_name
-        return tuple(dict.fromkeys(n for n in (self.cluster, hyperpod) if n))
+        """The names this conversation's cluster goes by in its settings: its own, its HyperPod cluster's where that
+        differs, and the EKS cluster its kubeconfig context is named after where that context is an EKS ARN (as
+        ``aws eks update-kubeconfig`` names it) (the other-cluster guard and find_names both read them here; the
+        guard adds what the inventory knows: :func:`fmdoctor.engine.entities.cluster_identities`)."""
+        settings = self.doctor.cluster_settings(self.cluster)
+        context = settings.scheduler.kubernetes.context or ""
+        eks = [m.name for m in cluster_mentions(context) if m.how == EKS_ARN]
+        return tuple(dict.fromkeys(n for n in (self.cluster, settings.hyperpod.cluster_name, *eks) if n))

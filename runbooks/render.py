@@ -25,7 +25,7 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import ValidationError
 
-from fmdoctor.engine.incidents import fix_words
+from fmdoctor.engine.incidents import command_words, local_check_words
 from fmdoctor.engine.model import Finding
 from fmdoctor.runbooks.commands import Command, ShellVar, ShellWord, Values, place_values
 from fmdoctor.runbooks.errors import RunbookRenderError
@@ -145,8 +145,7 @@ def finding_context(finding: Finding | dict[str, Any]) -> dict[str, Any]:
 
 def render_runbook(runbook: Runbook, finding: Finding | dict[str, Any] | None, cluster: str | None,
                    region: str | None, demo: bool = False) -> str:
-    """``demo``: the finding is the demo's, so the body's ``{{ fmdoctor_fix }}`` is ``fmdoctor fix --demo``
-    (:func:`fmdoctor.engine.incidents.fix_words`, the words of every fix command fmdoctor renders)."""
+    """``demo``: the finding is the demo's, so the body's fmdoctor commands carry ``--demo`` (:func:`commands`)."""
     if finding is None:
         return _render_template_view(runbook, cluster, region, demo)
     data = finding_context(finding)
@@ -155,7 +154,7 @@ def render_runbook(runbook: Runbook, finding: Finding | dict[str, Any] | None, c
         "evidence": data["evidence"],
         "cluster": cluster or ShellVar("$FMDOCTOR_CLUSTER"),
         "region": region or ShellVar("$AWS_REGION"),
-        "fmdoctor_fix": Command(fix_words(demo)),
+        **commands(demo),
     }
     body, refused = _render(runbook, context, Placeholder)
     where = f" · cluster `{_code(cluster)}`" if cluster else ""
@@ -178,6 +177,17 @@ def render_runbook(runbook: Runbook, finding: Finding | dict[str, Any] | None, c
         lines += [f"The {' and '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not known: the commands "
                   f"below use {variables}; set {'it' if len(unknown) == 1 else 'them'} first.", ""]
     return "\n".join(lines) + "\n" + body
+
+
+def commands(demo: bool) -> dict[str, Command]:
+    """The words that start each fmdoctor command a body writes (:func:`fmdoctor.engine.incidents.command_words`):
+    ``{{ fmdoctor_check }}``, ``{{ fmdoctor_fix }}``, ``{{ fmdoctor_why_not }}`` and, on a node,
+    ``{{ fmdoctor_local }}`` (``sudo fmdoctor check --local``); for the demo's findings each carries ``--demo``, so
+    a command pasted from the demo asks the demo, not the real account of the shell it is pasted in."""
+    return {"fmdoctor_check": Command(command_words("check", demo)),
+            "fmdoctor_fix": Command(command_words("fix", demo)),
+            "fmdoctor_why_not": Command(command_words("why-not", demo)),
+            "fmdoctor_local": Command(local_check_words(demo))}
 
 
 def _render(runbook: Runbook, context: dict[str, Any], raw: type) -> tuple[str, list[str]]:
@@ -217,7 +227,8 @@ def _render_template_view(runbook: Runbook, cluster: str | None, region: str | N
         "> No finding given: each ⟨…⟩ below is a value taken from a finding. To fill them in with your "
         "cluster's real values:",
         ">",
-        f"> `fmdoctor check {'--demo' if demo else '--cluster ' + shlex.quote(visible(target, lines=False))} "
+        f"> `{command_words('check', demo)} "
+        f"{'' if demo else '--cluster ' + shlex.quote(visible(target, lines=False)) + ' '}"
         f"--only {check} --format json | "
         f"fmdoctor runbook show {runbook.id} --finding -`",
         "",
@@ -229,7 +240,7 @@ def _render_template_view(runbook: Runbook, cluster: str | None, region: str | N
         "evidence": Placeholder("evidence"),
         "cluster": cluster or Placeholder("cluster"),
         "region": region or Placeholder("region"),
-        "fmdoctor_fix": Command(fix_words(demo)),
+        **commands(demo),
     }
     try:
         body = _render(runbook, context, Placeholder)[0] if runbook.template else runbook.body

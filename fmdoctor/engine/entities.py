@@ -29,7 +29,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fmdoctor.config import DEFAULT_TAG_KEYS
 from fmdoctor.engine.errors import AwsCallFailed, TargetNotFound
+from fmdoctor.engine.hyperpod import HyperPodCluster
 from fmdoctor.engine.identity import NodeIdentities
 from fmdoctor.engine.inventory import HEAD, INFERENCE, Instance, Inventory
 from fmdoctor.words import suggest
@@ -161,36 +163,196 @@ _NOT_CLUSTER = re.compile(
     r"|(?:[a-z][a-z0-9]*-)?v?\d+(?:\.\d+)+"  # a version (1.29, v2.5, EKS-1.29, k8s-1.30) or an IPv4 address
     r"|ip-\d+-\d+-\d+-\d+(?:\.[\w.-]+)?"  # an EC2 private DNS name
     r"|(?:i|sg|subnet|eni|fs|vpc|vpce|rtb|cr|igw|nat|acl|pcx|ami|vol|snap)-[0-9a-f]{4,17}"  # an AWS resource id
-    r"|(?:us|eu|ap|sa|ca|me|af|il|mx|cn)(?:-gov|-iso\w*)?-[a-z]+-\d)$", re.I)
-# A cluster named in an ARN or a console address: EKS's ``arn:aws:eks:REGION:ACCOUNT:cluster/NAME`` and its console's
-# ``#/clusters/NAME``, HyperPod's console ``#/cluster-management/NAME`` (a path of another site or a file system's
-# ``/fsx/clusters/run-7`` names no cluster). A SageMaker (HyperPod) cluster ARN holds the cluster's id, not its
-# name: it is not read, as this cluster's own id is not known before its inventory is read.
-_CLUSTER_PATH = re.compile(r"(?:arn:aws[\w-]*:eks:[\w-]*:\d*:cluster|console\.(?:aws\.amazon\.com|amazonaws\.cn)/"
+    r"|(?:us|eu|ap|sa|ca|me|af|il|mx|cn)(?:-gov|-iso\w*)?-[a-z]+-\d[a-z]?"  # a region or an Availability Zone
+    r"|[a-z]{3,4}\d-az\d+)$", re.I)  # an Availability Zone id (usw2-az1)
+# A cluster named in an ARN or a console address: EKS's ``arn:aws:eks:REGION:ACCOUNT:cluster/NAME`` (the EKS API's
+# documented ARN format, https://docs.aws.amazon.com/resilience-hub/latest/APIReference/API_EksSource.html) and its
+# console's ``#/clusters/NAME``, HyperPod's console ``#/cluster-management/NAME`` (a path of another site or a file
+# system's ``/fsx/clusters/run-7`` names no cluster).
+_CLUSTER_PATH = re.compile(r"(arn:aws[\w-]*:eks:[\w-]*:\d*:cluster|console\.(?:aws\.amazon\.com|amazonaws\.cn)/"
                            r"[^\s#]*#/(?:clusters|cluster-management))/([\w.-]+)", re.I)
+# A SageMaker HyperPod cluster's ARN holds the cluster's id, not its name: ``arn:aws:sagemaker:REGION:ACCOUNT:cluster/
+# ID``, ID twelve lower-case letters and digits (ClusterArn's documented pattern,
+# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterSummary.html; moto writes the name there).
+_HYPERPOD_ARN = re.compile(r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]*:\d*:cluster/([A-Za-z0-9-]+)", re.I)
+# Where a name stands as a cluster's although no kind word says so: 'is gpu-node-2 on prod-train healthy?' (right
+# after a thing of the cluster), 'on prod-train, is gpu-node-2 ok?' (opening the question or a clause).
+_PLACES = frozenset({"on", "in"})
+# A name EKS or HyperPod would give a cluster: letters, digits, hyphens (and underscores for EKS), starting with a
+# letter or digit, at most 100 characters (EKS CreateCluster's name, as the AWS SDKs document it:
+# https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/eks/aws.sdk.kotlin.services.eks.model/-create-cluster-request/
+# name.html; the EKS API Reference's pattern ^[0-9A-Za-z][A-Za-z0-9\-_]*, API_RegisterClusterRequest.html). HyperPod's
+# ClusterName is a subset: ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$, 63 characters (API_ClusterSummary.html above). A dot,
+# slash or colon makes it a file, a version or a path.
+_AWS_CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+# a part of a hyphenated word that is a model's or memory's size ('llama-70b', 'a100-80gb', 'mixtral-8x7b')
+_SIZE_PART = re.compile(r"^(?:\d+(?:\.\d+)?[kmbt]|\d+[kmgtp]i?b|\d+x\d+[kmbt]?)$", re.I)
+
+NAMED, BESIDE, PLACED, EKS_ARN, CONSOLE, HYPERPOD_ARN = "named", "beside", "placed", "eks-arn", "console", \
+    "hyperpod-arn"
 
 
-def clusters_named(text: str, known: Iterable[str] = ()) -> list[str]:
-    """The clusters a question names, in order, each once: a ``known`` cluster's name (the configuration's) as a
-    word of it or the first part of one ('prod/gpu-node-2'), whatever its shape (not a part further on in a path:
-    s3://b/prod/); a name-shaped word beside the word 'cluster'; and a cluster an EKS ARN or an AWS console address
-    names. Which of them the conversation can see is the caller's to say (:func:`fmdoctor.assistant.guard` answers
-    for every front end)."""
-    found: dict[str, int] = {}
-    names = {n.lower(): n for n in known if n}
-    for match in WORD.finditer(text):
-        word = match.group(0).rstrip(".:")
-        head = re.split(r"[/:]", word.lstrip("@"), maxsplit=1)[0]  # 'prod-train/gpu-node-2', '@prod-train'
-        if head.lower() in names:
-            found.setdefault(names[head.lower()], match.start())
+@dataclass(frozen=True)
+class ClusterMention:
+    """A cluster a question names, and how: ``named`` (a known cluster's name), ``beside`` the word cluster,
+    ``placed`` where a cluster's name stands ('gpu-node-2 on prod-train', 'prod-train/gpu-node-2'), in an EKS ARN
+    (``eks-arn``), a console address (``console``), or a HyperPod ARN (``hyperpod-arn``: ``name`` is the ARN and
+    ``cluster_id`` the id it holds)."""
+
+    name: str
+    how: str
+    start: int
+    cluster_id: str | None = None
+
+    @property
+    def sure(self) -> bool:
+        """Whether the question says it is a cluster (a kind word, an ARN, a console address, a known name), not
+        only that a name stands where a cluster's would."""
+        return self.how != PLACED
+
+
+def _shaped(word: str) -> bool:
+    return bool(re.search(r"[-_.\d]", word))
+
+
+def _plain(name: str) -> bool:
+    """A name that is also a word of the language ('prod', 'train'): it names a cluster only where it stands as one."""
+    return not _shaped(name)
+
+
+def _placed_name(word: str) -> bool:
+    """Whether a word that stands where a cluster's name does may be one: a name EKS or HyperPod would accept,
+    shaped like a name, and none of the things of a cluster (an instance type, a size, a version, a region or zone, a
+    resource id) nor a model's or memory's size ('llama-70b', 'a100-80gb')."""
+    return (bool(_AWS_CLUSTER_NAME.match(word)) and _shaped(word) and not _NOT_CLUSTER.match(word)
+            and not any(_SIZE_PART.match(part) for part in re.split(r"[-_]", word)))
+
+
+def cluster_mentions(text: str, known: Iterable[str] = (), names: Callable[[str], bool] | None = None,
+                     limit: int = 200) -> list[ClusterMention]:
+    """The clusters a question names, in order, each once (see :class:`ClusterMention`).
+
+    - ``known`` (the configuration's cluster names, this one's included): as a word or the first part of one
+      ('prod-train', 'prod-train/gpu-node-2', '@prod-train:gpu-node-3'; not a part further on in a path: s3://b/prod/).
+      A known name that is a plain word ('prod', 'train') counts only where it stands as a cluster's name: beside
+      'cluster', in an ARN or console address, before a thing of the cluster ('prod/gpu-node-2') or as a place
+      ('gpu-node-2 on prod'), so 'why is training slow?' or 'is the train job slow?' name no cluster train.
+    - a name-shaped word beside the word 'cluster', and a cluster an EKS ARN, a HyperPod ARN or an AWS console address
+      names;
+    - with ``names`` (whether a word names a thing of this cluster's inventory: :func:`names_a_thing`), a name that
+      is none of its things and stands where a cluster's name does: right after a thing of the cluster ('gpu-node-2
+      on prod-train'), ending a clause that names a thing of the cluster ('is gpu-node-2 healthy on prod-train?'),
+      opening the question or a clause ('on prod-train, ...') or before a thing of it ('prod-train/gpu-node-2'),
+      in its first ``limit`` words (as many as :func:`mentioned` looks up).
+
+    Which of them the conversation can see is the caller's to say (:func:`fmdoctor.assistant.guard` answers for every
+    front end)."""
+    found: dict[str, ClusterMention] = {}
+    catalogue = {n.lower(): n for n in known if n}
+
+    def add(name: str, how: str, start: int, cluster_id: str | None = None) -> None:
+        name = catalogue.get(name.lower(), name)
+        if name not in found or found[name].start > start:
+            found[name] = ClusterMention(name, how, start, cluster_id)
+
+    def thing(word: str) -> bool:
+        return names is not None and bool(word) and names(word)
+
+
+    words = [(m.start(), m.end(), m.group(0).rstrip(".:")) for m in WORD.finditer(text)]
+    for index, (start, _, word) in enumerate(words):
+        if index >= limit:
+            names = None  # past the limit, only what needs no inventory
+        bare = word.lstrip("@")
+        head, *rest = re.split(r"[/:]", bare, maxsplit=1)
+        tail = re.split(r"[/:]", rest[0], maxsplit=1)[0] if rest else ""
+        lowered = head.lower()
+        if lowered in catalogue and (not _plain(head) or (rest or word.startswith("@")) and (
+                word.startswith("@") or thing(tail) or (names is None and _shaped(tail)))):
+            add(head, NAMED, start)
+        elif rest and tail and _placed_name(head) and thing(tail) and not thing(head) and not thing(bare):
+            add(head, PLACED, start)  # 'prod-train/gpu-node-2': a cluster before a thing of it
+        if word.lower() in _PLACES and index + 1 < len(words):
+            following = words[index + 1][2]
+            known_plain = following.lower() in catalogue and _plain(following)  # 'on prod'
+            unknown = following.lower() not in catalogue and names is not None and _placed_name(following)
+            # the cheap tests first: the inventory is looked at only for a word that could be a cluster's name
+            if (known_plain or unknown) and not thing(following) and (
+                    index == 0 or _breaks(text, words[index - 1][0], start) or thing(words[index - 1][2])
+                    or _ends_clause(text, words, index + 1) and any(thing(w) for w in _clause_before(text, words,
+                                                                                                     index))):
+                add(following, PLACED, words[index + 1][0])
     for match in _CLUSTER_PATH.finditer(text):
-        found.setdefault(names.get(match.group(1).lower(), match.group(1)), match.start(1))
+        add(match.group(2), EKS_ARN if match.group(1).lower().startswith("arn:") else CONSOLE, match.start(2))
+    for match in _HYPERPOD_ARN.finditer(text):
+        add(match.group(0), HYPERPOD_ARN, match.start(), match.group(1))
     for pattern in (_CLUSTER_BEFORE, _CLUSTER_AFTER):
         for match in pattern.finditer(text):
             word = match.group(1)
-            if re.search(r"[-_.\d]", word) and not _NOT_CLUSTER.match(word):
-                found.setdefault(names.get(word.lower(), word), match.start(1))
-    return sorted(found, key=found.__getitem__)
+            if word.lower() in catalogue or (_shaped(word) and not _NOT_CLUSTER.match(word)):
+                add(word, BESIDE, match.start(1))
+    return sorted(found.values(), key=lambda m: m.start)
+
+
+def _breaks(text: str, start: int, end: int) -> bool:
+    """Whether a clause ends in ``text[start:end]`` (a word and what follows it up to the next word)."""
+    return bool(re.search(r"[,;:.?!]\s*$", text[start:end]))
+
+
+def _ends_clause(text: str, words: list[tuple[int, int, str]], index: int) -> bool:
+    """Whether the word at ``index`` ends its clause ('is gpu-node-2 healthy on prod-train?')."""
+    end = words[index][1]
+    return index + 1 >= len(words) or _breaks(text, words[index][0], words[index + 1][0]) or not text[end:].strip()
+
+
+def _clause_before(text: str, words: list[tuple[int, int, str]], index: int, limit: int = 40) -> list[str]:
+    """The words of the clause before the word at ``index``, nearest first, at most ``limit`` (each may be looked up
+    in the inventory: a run-on 'clause' of thousands of words costs no more than a sentence)."""
+    out: list[str] = []
+    for i in range(index - 1, max(index - 1 - limit, -1), -1):
+        if _breaks(text, words[i][0], words[i + 1][0]):
+            break
+        out.append(words[i][2])
+    return out
+
+
+def clusters_named(text: str, known: Iterable[str] = (), names: Callable[[str], bool] | None = None) -> list[str]:
+    """The names of :func:`cluster_mentions` (a HyperPod ARN as it is written), in order."""
+    return [m.name for m in cluster_mentions(text, known, names)]
+
+
+def names_a_thing(inventory: Inventory, known: Known | None = None) -> Callable[[str], bool]:
+    """Whether a word names a thing of the cluster (what :func:`find_entity` resolves, a name several nodes carry
+    included), for :func:`cluster_mentions`: a thing of the cluster is never another cluster."""
+    known = known or Known()
+    seen: dict[str, bool] = {}
+
+    def names(word: str) -> bool:
+        if word not in seen:
+            try:
+                seen[word] = len(word) <= 256 and _match(inventory, word, known) is not None
+            except TargetNotFound:  # several nodes go by it: a name of this cluster all the same
+                seen[word] = True
+        return seen[word]
+
+    return names
+
+
+def cluster_identities(inventory: Inventory, hyperpod: HyperPodCluster | None = None) -> frozenset[str]:
+    """Every name, ARN and id the cluster itself goes by, in lower case: its own, its HyperPod cluster's name, ARN
+    and the id in that ARN, the EKS cluster a HyperPod cluster runs in (ARN and name), and the cluster names its
+    instances carry in the tags that name a cluster (``eks:cluster-name``, ``parallelcluster:cluster-name``, ...).
+    A question naming any of them names this cluster, whatever the configuration calls it. ``hyperpod``: its HyperPod
+    cluster where the inventory does not hold it (the inventory looks HyperPod up only for a cluster no instance
+    carries)."""
+    own = {inventory.cluster}
+    hyperpod = hyperpod or inventory.hyperpod
+    if hyperpod is not None:
+        own |= {hyperpod.name, hyperpod.arn, hyperpod.arn.rsplit("/", 1)[-1] if hyperpod.arn else ""}
+        if hyperpod.eks_cluster_arn:
+            own |= {hyperpod.eks_cluster_arn, hyperpod.eks_cluster_arn.rsplit("/", 1)[-1]}
+    own |= {i.tags.get(key, "") for i in inventory.instances for key in DEFAULT_TAG_KEYS}
+    return frozenset(n.lower() for n in own if n)
 
 
 def mistyped(name: str, meant: str) -> bool:

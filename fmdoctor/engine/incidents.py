@@ -407,11 +407,26 @@ def _jobs(finding: Finding) -> set[str]:
     return set()
 
 
+def command_words(command: str, demo: bool = False) -> str:
+    """The words that start a fmdoctor command rendered for a person to paste (``fmdoctor check``, ``fmdoctor fix``,
+    ``fmdoctor why-not``), with ``--demo`` for the demo's findings: pasted without it, the command would look at
+    (or plan a fix against) the real AWS account of the shell it is pasted in, or fail there. Every such command
+    fmdoctor renders starts with these words (:func:`fix_command`, the runbooks' ``fmdoctor_fix``,
+    ``fmdoctor_check`` and ``fmdoctor_why_not``)."""
+    return f"fmdoctor {command} --demo" if demo else f"fmdoctor {command}"
+
+
+def local_check_words(demo: bool = False) -> str:
+    """The words that start an on-node check: ``sudo fmdoctor check --local`` on the node (the kernel log and the
+    devices need root), or, for the demo's findings, ``fmdoctor check --demo --local``, which reads the demo
+    node's recording (the demo's nodes are not machines one can log in to)."""
+    return f"{command_words('check', True)} --local" if demo else f"sudo {command_words('check')} --local"
+
+
 def fix_words(demo: bool = False) -> str:
-    """The command that applies a fix: ``fmdoctor fix``, with ``--demo`` for the demo's findings (pasted without
-    it, the command would plan the fix against the real AWS account of the shell it is pasted in). Every command
-    fmdoctor renders for a fix starts with these words (:func:`fix_command`, the runbooks' ``fmdoctor_fix``)."""
-    return "fmdoctor fix --demo" if demo else "fmdoctor fix"
+    """The command that applies a fix: ``fmdoctor fix``, with ``--demo`` for the demo's findings
+    (:func:`command_words`)."""
+    return command_words("fix", demo)
 
 
 def fix_command(finding: Finding, cluster: str | None = None, region: str | None = None, demo: bool = False) -> str:

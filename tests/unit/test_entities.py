@@ -175,7 +175,12 @@ def test_a_folder_named_like_a_word_is_no_run():
     ("is gpu-node-2 of cluster prod-train healthy?", (), ["prod-train"]),
     ("is the prod-train cluster ok?", (), ["prod-train"]),
     ("cluster named 'llm_70b' health", (), ["llm_70b"]),
-    ("how is prod today?", ("prod",), ["prod"]),  # a configured name needs no kind word, whatever its shape
+    ("how is prod-train today?", ("prod-train",), ["prod-train"]),  # a configured name, shaped as a name
+    ("how is prod today?", ("prod",), []),  # a plain word counts only where it stands as a cluster's name
+    ("is the cluster prod ok? and the train cluster?", ("prod", "train"), ["prod", "train"]),
+    ("on prod, is it ok?", ("prod",), ["prod"]),  # opening the question, as a place
+    ("why is training slow? is the train job slow? train/val split?", ("train", "training"), []),
+    ("is @prod:gpu-node-3 ok?", ("prod",), ["prod"]),
     ("compare cluster a-1 with the b-2 cluster", (), ["a-1", "b-2"]),
     ("is my cluster healthy?", (), []),
     ("is the whole cluster slow?", (), []),
@@ -201,7 +206,9 @@ def test_a_folder_named_like_a_word_is_no_run():
     ("is prod-train/gpu-node-2 ok? and @prod-train:gpu-node-3?", ("prod-train",), ["prod-train"]),  # cluster/node
     ("arn:aws:eks:us-west-2:1:cluster/prod is slow", ("prod",), ["prod"]),  # a configured name in an ARN
     ("https://us-west-2.console.aws.amazon.com/sagemaker/home#/cluster-management/prod", ("prod",), ["prod"]),
-    ("arn:aws:sagemaker:us-west-2:123456789012:cluster/2hd31rmi9mde", (), []),  # an id, not a name
+    ("arn:aws:sagemaker:us-west-2:123456789012:cluster/2hd31rmi9mde", (),  # an id, not a name: the ARN stands
+     ["arn:aws:sagemaker:us-west-2:123456789012:cluster/2hd31rmi9mde"]),
+    ("the us-west-2a cluster or the usw2-az1 cluster", (), []),  # Availability Zones
     ("is /fsx/clusters/run-7/checkpoints fresh?", (), []),  # a path, not a console address
     ("see https://github.com/org/infra/clusters/prod-eks", (), []),
 ])
@@ -209,6 +216,76 @@ def test_the_clusters_a_question_names(text, known, named):
     from fmdoctor.engine.entities import clusters_named
 
     assert clusters_named(text, known) == named
+
+
+# the things of a cluster, as the inventory would resolve them (names_a_thing), for the table below
+THINGS = {"gpu-node-2", "gpu-node-3", "demo-llm-chat", "efa-sg", "workers-p5", "run-0412", "llama-70b/run-0412",
+          "prod"}
+
+
+@pytest.mark.parametrize("text, known, named", [
+    ("is gpu-node-2 on prod-train healthy?", (), ["prod-train"]),  # right after a thing of the cluster
+    ("is demo-llm-chat in staging-9 slow?", (), ["staging-9"]),
+    ("is gpu-node-2 healthy on prod-train?", (), ["prod-train"]),  # ending a clause that names a thing of it
+    ("is demo-llm-chat still slow in staging-9, or fine?", (), ["staging-9"]),
+    ("is gpu-node-2 slow in multi-node runs?", (), []),  # not where the clause ends: a word of the trade
+    ("is the job slow on multi-node?", (), []),  # a clause that names nothing of the cluster
+    ("gpu-node-2 is slow. Is it bad on multi-node?", (), []),  # the thing is in another sentence
+    ("On prod-train, is gpu-node-2 ok?", (), ["prod-train"]),  # opening the question
+    ("gpu-node-2 is slow. In prod_b, is it?", (), ["prod_b"]),  # opening a sentence
+    ("is prod-train/gpu-node-2 ok? and @staging-9:gpu-node-3?", (), ["prod-train", "staging-9"]),
+    ("is gpu-node-2 on staging healthy?", ("staging",), ["staging"]),  # a configured plain-word name as a place
+    ("is gpu-node-2 on prod healthy?", ("prod",), []),  # ... unless a thing of this cluster has that name
+    ("is gpu-node-2 on gpu-node-3's switch?", (), []),  # a thing of this cluster
+    ("is gpu-node-2 in workers-p5?", (), []),  # its instance group
+    ("is gpu-node-2 in efa-sg?", (), []),  # its security group
+    ("is gpu-node-2 on us-west-2a?", (), []),  # a zone
+    ("is gpu-node-2 on p5.48xlarge, in ml.p5.48xlarge?", (), []),  # instance types
+    ("is gpu-node-2 in llama-70b or in a100-80gb?", (), []),  # a model's or memory's size in the name
+    ("is gpu-node-2 on v2.5 or in EKS-1.29?", (), []),  # versions
+    ("is gpu-node-2 in train.py?", (), []),  # a file: no cluster name has a dot
+    ("is gpu-node-2 on i-0abc1234 or sg-0abc1234?", (), []),  # ids
+    ("is NCCL stuck in all-reduce on gpu-node-2?", (), []),  # 'in' after a word, not a thing of the cluster
+    ("is the job slow on multi-node runs?", (), []),
+    ("is llama-70b/run-0412 fresh?", (), []),  # a run of the cluster, as it stands
+    ("is s3://ckpt/prod-train/run-0412 fresh? see /fsx/prod-train/gpu-node-2", (), []),  # paths
+    ("is gpu-node-2 on prod healthy?", (), []),  # 'prod' is a thing of the cluster here (a Name tag)
+    ("is gpu-node-2 on gpu-node-2x?", (), ["gpu-node-2x"]),  # no thing of the cluster: maybe another cluster
+])
+def test_a_name_standing_where_a_clusters_does(text, known, named):
+    from fmdoctor.engine.entities import PLACED, cluster_mentions
+
+    mentions = cluster_mentions(text, known, names=lambda w: w.lower() in THINGS)
+    assert [m.name for m in mentions] == named
+    assert all(m.how == e.NAMED or (m.how == PLACED and not m.sure) for m in mentions)
+    assert e.clusters_named(text, known) == [m.name for m in mentions if m.how == e.NAMED]  # without the inventory
+
+
+@pytest.mark.parametrize("text, how, cluster_id", [
+    ("arn:aws:sagemaker:us-west-2:123456789012:cluster/2hd31rmi9mde", e.HYPERPOD_ARN, "2hd31rmi9mde"),
+    ("arn:aws-cn:sagemaker:cn-north-1:123456789012:cluster/abcdefghij12", e.HYPERPOD_ARN, "abcdefghij12"),
+    ("arn:aws:eks:us-west-2:123456789012:cluster/prod-eks", e.EKS_ARN, None),
+    ("https://console.aws.amazon.com/eks/home#/clusters/eks-b", e.CONSOLE, None),
+    ("the prod-eks cluster", e.BESIDE, None),
+])
+def test_how_a_cluster_is_named(text, how, cluster_id):
+    [mention] = e.cluster_mentions(text)
+    assert (mention.how, mention.cluster_id, mention.sure) == (how, cluster_id, True)
+
+
+def test_the_identities_of_a_cluster():
+    """Its name, its HyperPod cluster's name, ARN and id, the EKS cluster that HyperPod cluster runs in, and the
+    cluster names its instances' tags carry."""
+    from fmdoctor.engine.hyperpod import HyperPodCluster
+
+    hyperpod = HyperPodCluster("hp-a", "arn:aws:sagemaker:us-west-2:123456789012:cluster/2hd31rmi9mde", "InService",
+                               eks_cluster_arn="arn:aws:eks:us-west-2:123456789012:cluster/eks-a")
+    tagged = Instance("i-00000000000000009", "p5.48xlarge", "running", "subnet-a", "vpc-1", "us-west-2a",
+                      tags={"eks:cluster-name": "EKS-Prod", "Name": "gpu-node-9"})
+    inventory = Inventory("llm", "us-west-2", (tagged,), hyperpod=hyperpod)
+    assert e.cluster_identities(inventory) == {
+        "llm", "hp-a", "arn:aws:sagemaker:us-west-2:123456789012:cluster/2hd31rmi9mde", "2hd31rmi9mde",
+        "arn:aws:eks:us-west-2:123456789012:cluster/eks-a", "eks-a", "eks-prod"}
 
 
 @pytest.mark.parametrize("name, meant, typo", [
@@ -260,3 +337,17 @@ def test_a_hostname_tag_the_configuration_names_resolves_for_every_reader():
     assert [w for w, _ in e.mentioned(inventory, "is queue1-st-p5-3 ok?")] == ["queue1-st-p5-3"]
     with pytest.raises(TargetNotFound):  # without the setting the tag is just a tag
         e.find_entity(dataclasses.replace(inventory, hostname_tags=()), "queue1-st-p5-3")
+
+
+def test_a_long_question_is_looked_up_in_the_inventory_as_far_as_find_names_reads():
+    """The inventory is asked about the first 200 words only (mentioned's limit): a pasted log of 15,000 words with
+    a name-shaped word after every 'on' would otherwise look each one up."""
+    asked: list[str] = []
+
+    def names(word: str) -> bool:
+        asked.append(word)
+        return word == "gpu-node-2"
+
+    text = "is gpu-node-2 on prod-train healthy? " + " ".join(f"word{i} on x-{i}" for i in range(5000))
+    assert [m.name for m in e.cluster_mentions(text, (), names)] == ["prod-train"]
+    assert len(asked) <= 2 * 200

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from fmdoctor.config import Settings
 from fmdoctor.demo.prometheus_server import binaries
 from fmdoctor.engine.api import Doctor
 from fmdoctor.node.replay import ReplayHost, files_from_head
+from fmdoctor.runbooks.render import commands
 
 ROOT = Path(fmdoctor.__file__).resolve().parent.parent
 RUNBOOKS = ROOT / "runbooks"
@@ -31,7 +33,9 @@ def render(finding, cluster: str, region: str) -> tuple[dict, str]:
     _, front, body = text.split("---\n", 2)
     meta = yaml.safe_load(front)
     env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
-    page = env.from_string(body).render(finding=finding, evidence=finding.evidence, cluster=cluster, region=region)
+    env.filters["sh"] = lambda value: shlex.quote(str(value))
+    page = env.from_string(body).render(finding=finding, evidence=finding.evidence, cluster=cluster, region=region,
+                                        **commands(False))
     return meta, page
 
 

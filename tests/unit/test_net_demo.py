@@ -16,6 +16,7 @@ from fmdoctor.demo.builders import ClusterBuilder, acl_entry
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.model import CheckError, Finding
 from fmdoctor.engine.registry import default_registry
+from fmdoctor.runbooks.render import commands
 
 RUNBOOKS = Path(fmdoctor.__file__).resolve().parent.parent / "runbooks"
 NETWORK_CHECKS = ["ssh-unreachable", "fsx-unreachable", "s3-unreachable", "efa-peer-unreachable"]
@@ -62,7 +63,7 @@ def _render(body: str, finding: Finding) -> str:
     env.filters["sh"] = lambda value: shlex.quote(str(value))
     template = env.from_string(body)
     return template.render(finding=finding, evidence=finding.evidence, cluster="demo-llm-train", region="us-west-2",
-                           fmdoctor_fix="fmdoctor fix")
+                           **commands(False))
 
 
 @pytest.mark.parametrize("check_id", NETWORK_CHECKS)

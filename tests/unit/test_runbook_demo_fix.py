@@ -16,6 +16,30 @@ from fmdoctor.runbooks.library import builtin_runbooks
 BARE_FIX = re.compile(r"fmdoctor fix(?! --demo)")
 
 
+# A command fmdoctor renders for a person to paste: the words up to where the shell command ends.
+COMMAND = re.compile(r"\bfmdoctor (check|fix|why-not|ask|fleet|export|runbook)\b[^`|;&\n]*")
+
+
+def bare_commands(text: str) -> list[str]:
+    """The fmdoctor commands of a demo rendering that would not ask the demo (a line with one without --demo),
+    and those that look at AWS (check, fix, why-not) without --demo among their own words."""
+    lines = [line for line in text.splitlines() if COMMAND.search(line) and "--demo" not in line]
+    words = [m.group(0) for m in COMMAND.finditer(text) if m.group(1) in ("check", "fix", "why-not")
+             and "--demo" not in m.group(0).split()]
+    return lines + words
+
+
+@pytest.mark.parametrize("runbook", builtin_runbooks(), ids=lambda r: r.id)
+def test_every_runbooks_fmdoctor_commands_carry_demo_for_the_demo_only(runbook):
+    """Verify lines (``fmdoctor check --cluster ...``), on-node checks and why-not traces included: a Verify line
+    copied from the demo without --demo fails in the user's shell (no such cluster) or reads their account."""
+    demo = runbook.render(None, cluster="demo-llm-train", region="us-west-2", demo=True)
+    real = runbook.render(None, cluster="llm-train", region="us-west-2")
+    assert not bare_commands(demo), bare_commands(demo)
+    assert "--demo" not in real
+    assert len(COMMAND.findall(demo)) == len(COMMAND.findall(real))  # the same commands, less --demo
+
+
 @pytest.mark.parametrize("runbook", builtin_runbooks(), ids=lambda r: r.id)
 def test_every_runbooks_fix_commands_carry_demo_for_the_demo_only(runbook):
     demo = runbook.render(None, cluster="demo-llm-train", region="us-west-2", demo=True)
@@ -72,3 +96,35 @@ def test_a_demo_report_that_ends_early_still_says_it_is_the_demos(cancelled, mon
     report = doctor.check("c", cancel=cancel)
     assert report.status.value == "unknown" and (report.skipped if cancelled else report.errors)
     assert report.to_json_dict()["demo"] is True
+
+
+@pytest.mark.usefixtures("one_demo_per_module")
+def test_every_command_a_demo_findings_runbook_gives_asks_the_demo_and_runs(capsys):
+    """Each demo finding's runbook, rendered with its real evidence (an endpoint's variant, a node's host): every
+    fmdoctor command carries --demo in the demo's rendering and none in the account's, and each check and
+    why-not command pasted from the demo's runbooks runs against the demo (a finding's exit code, not a usage
+    error or an unknown cluster)."""
+    import shlex
+
+    assert main(["check", "--demo", "--format", "json", "--no-progress"]) in (0, 1, 2)
+    report = json.loads(capsys.readouterr().out)
+    library = {r.id: r for r in builtin_runbooks()}
+    pasted: dict[str, str] = {}
+    for finding in report["findings"]:
+        runbook = library.get(finding["runbook"] or finding["check"])
+        if runbook is None:
+            continue
+        demo = runbook.render(finding, cluster=report["cluster"], region=report["region"], demo=True)
+        real = runbook.render(finding, cluster=report["cluster"], region=report["region"])
+        assert not bare_commands(demo), (finding["check"], bare_commands(demo))
+        assert "--demo" not in real, finding["check"]
+        for command in COMMAND.finditer(demo):
+            if command.group(1) in ("check", "why-not") and "⟨refused" not in command.group(0):
+                pasted.setdefault(command.group(0).strip(), finding["check"])
+    assert any("--local" in c for c in pasted) and any("--endpoint" in c for c in pasted), sorted(pasted)
+    assert any(c.startswith("fmdoctor why-not") for c in pasted), sorted(pasted)
+    for command, check in sorted(pasted.items()):
+        argv = shlex.split(command, comments=True)[1:]
+        code = main([*argv, "--no-progress"] if argv[0] == "check" else argv)
+        out = capsys.readouterr()
+        assert code in (0, 1, 2), (check, command, code, out.err[-800:])

@@ -88,3 +88,120 @@ def test_the_demos_own_hyperpod_cluster_is_this_cluster(capsys):
     assert answer["tool_calls"] and "I can only see" not in answer["answer"]
     assert "cannot answer about demo-llm-hyperpod" not in answer["answer"], answer["answer"]
     assert all(c.get("args", {}).get("resource") != "demo-llm-hyperpod" for c in answer["tool_calls"])
+
+
+@pytest.mark.usefixtures("one_demo_per_module")
+@pytest.mark.parametrize("question, named", [
+    ("is gpu-node-2 on prod-train healthy?", "prod-train"),  # no kind word: it stands where a cluster's name does
+    ("is demo-llm-chat in staging-9 slow?", "staging-9"),
+    ("is gpu-node-2 healthy on prod-train?", "prod-train"),
+    ("On prod-train, is gpu-node-2 ok?", "prod-train"),
+    ("is prod-train/gpu-node-2 ok?", "prod-train"),
+])
+def test_a_name_standing_where_a_clusters_does_is_not_answered_about_this_one(capsys, question, named):
+    """The demo has a gpu-node-2 and a demo-llm-chat; prod-train and staging-9 are nothing of it, so the question
+    may be about another cluster's: asked back, never answered about the demo's."""
+    assert main(["ask", "--demo", "--format", "json", question]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["tool_calls"] == [] and answer["findings"] == [], answer["answer"]
+    assert "I can only see cluster demo-llm-train" in answer["answer"] and named in answer["answer"]
+    assert "may be another cluster" in answer["answer"] and "The demo has only cluster" in answer["answer"]
+
+
+@pytest.mark.usefixtures("one_demo_per_module")
+@pytest.mark.parametrize("question", [
+    "is gpu-node-2 on demo-llm-train healthy?",  # its own name
+    "is gpu-node-2 in us-west-2a healthy?",  # a zone
+    "is NCCL stuck in all-reduce on gpu-node-2?",
+    "is gpu-node-2 in all-gather? on gpu-node-3, in step-300?",  # words of the trade, not names
+    "is gpu-node-2 stuck in all-reduce?",
+    "is gpu-node-2 in demo-efa?",  # a security group of the demo
+])
+def test_a_thing_of_this_cluster_in_a_clusters_place_goes_on(capsys, question):
+    assert main(["ask", "--demo", "--format", "json", question]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["tool_calls"] and "I can only see" not in answer["answer"], answer["answer"]
+
+
+@pytest.mark.usefixtures("one_demo_per_module")
+def test_a_hyperpod_arn_is_read_by_its_id(capsys):
+    """A HyperPod ARN holds the cluster's id: the demo's own HyperPod cluster's ARN is the demo (answered); another
+    id is another cluster (refused, naming the demo's own HyperPod ARN)."""
+    import boto3
+
+    own = boto3.client("sagemaker", region_name=REGION).describe_cluster(ClusterName="demo-llm-hyperpod")["ClusterArn"]
+    assert main(["ask", "--demo", "--format", "json", f"is {own} healthy?"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["tool_calls"] and "I can only see" not in answer["answer"], answer["answer"]
+    other = "arn:aws:sagemaker:us-west-2:123456789012:cluster/2hd31rmi9mde"
+    assert main(["ask", "--demo", "--format", "json", f"is {other} healthy?"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["tool_calls"] == [] and "I can only see cluster demo-llm-train" in answer["answer"]
+    assert f"whose HyperPod cluster is {own}" in answer["answer"], answer["answer"]
+
+
+def _eks_node(aws, **tags):
+    ec2 = aws.client("ec2")
+    image = "ami-12c6146b"
+    ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, InstanceType="p5.48xlarge", TagSpecifications=[
+        {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}])
+
+
+@pytest.mark.parametrize("question, refused", [
+    ("is arn:aws:eks:us-west-2:123456789012:cluster/eks-prod-1 healthy?", False),  # its own EKS cluster's ARN
+    ("is the eks-prod-1 cluster healthy?", False),  # and name
+    ("see https://console.aws.amazon.com/eks/home#/clusters/eks-prod-1", False),
+    ("is arn:aws:eks:us-west-2:123456789012:cluster/eks-prod-2 healthy?", True),  # another EKS cluster
+    ("is arn:aws:sagemaker:us-west-2:123456789012:cluster/2hd31rmi9mde healthy?", True),  # no HyperPod ARN known
+])
+def test_the_clusters_own_eks_names_are_never_another_cluster(aws, question, refused):
+    """llm-train's nodes carry eks:cluster-name eks-prod-1 (the configuration calls the cluster llm-train): its EKS
+    ARN, name and console address are this cluster. A HyperPod ARN it cannot match (it has no HyperPod cluster) is
+    asked back, not answered."""
+    _eks_node(aws, **{"fmdoctor:cluster": "llm-train", "eks:cluster-name": "eks-prod-1", "Name": "gpu-node-1"})
+    model = scripted("Nothing to check.")
+    answer = Assistant(doctor(), "llm-train", model=model).ask(question)
+    if refused:
+        assert model.received == [] and "I can only see cluster llm-train" in answer.answer, answer.answer
+    else:
+        assert len(model.received) == 1 and answer.answer == "Nothing to check.", answer.answer
+    if "sagemaker" in question:
+        assert "cannot tell whether that ARN is its own (llm-train has no HyperPod cluster whose ARN" in answer.answer
+
+
+@pytest.mark.parametrize("clusters, cluster, question", [
+    ({"train": {}, "prod": {}}, "prod", "why is training slow? is the train job slow?"),  # another's plain name
+    ({"train": {}, "prod": {}}, "prod", "is prod ok? is the prod cluster ok? is gpu-node-2 on prod ok?"),  # own
+    ({"train": {}}, "train", "is the cluster train ok, and train/gpu-node-2?"),
+    ({"llm": {"hyperpod": {"cluster_name": "prod"}}, "prod-2": {}}, "llm", "is prod ok? on prod, is it?"),
+])
+def test_a_plain_word_is_a_cluster_only_where_it_stands_as_one(clusters, cluster, question):
+    settings = Settings.model_validate({"region": REGION, "clusters": clusters})
+    model = scripted("Nothing to check.")
+    answer = Assistant(Doctor(settings=settings, connection=Connection(region=REGION)), cluster, model=model).ask(
+        question)
+    assert len(model.received) == 1 and answer.answer == "Nothing to check.", answer.answer
+
+
+@pytest.mark.parametrize("question", [
+    "is the train cluster healthy?", "is cluster train ok?", "on train, is gpu-node-2 ok?",
+    "is arn:aws:eks:us-west-2:123456789012:cluster/train healthy?",
+])
+def test_another_configured_plain_word_cluster_where_it_stands_as_one(question):
+    settings = Settings.model_validate({"region": REGION, "clusters": {"train": {}, "prod": {}}})
+    model = scripted("should never be asked")
+    answer = Assistant(Doctor(settings=settings, connection=Connection(region=REGION)), "prod", model=model).ask(
+        question)
+    assert model.received == [] and "fmdoctor ask --cluster train" in answer.answer, answer.answer
+
+
+def test_the_eks_cluster_its_kubeconfig_context_names_is_this_cluster():
+    """`aws eks update-kubeconfig` names the context after the cluster's ARN: that EKS cluster is this one, read from
+    the settings, without a call to AWS."""
+    arn = "arn:aws:eks:us-west-2:123456789012:cluster/eks-prod-1"
+    clusters = {"llm-train": {"scheduler": {"kubernetes": {"context": arn}}}, "prod-train": {}}
+    settings = Settings.model_validate({"region": REGION, "clusters": clusters})
+    model = scripted("Nothing to check.")
+    answer = Assistant(Doctor(settings=settings, connection=Connection(region=REGION)), "llm-train",
+                       model=model).ask(f"is {arn} healthy, and the eks-prod-1 cluster?")
+    assert len(model.received) == 1 and answer.answer == "Nothing to check.", answer.answer
