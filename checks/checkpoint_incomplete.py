@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from fmdoctor.checkpoints.facts import CHECKPOINT_FACTS
 from datetime import timedelta
 
 from fmdoctor.checkpoints.compare import WHY_IT_COULD_BE_WRONG
@@ -36,6 +37,7 @@ class CheckpointIncomplete(Check):
     concerns = frozenset({BUCKET, FILE_SYSTEM, JOB})
     severity = Severity.CRITICAL
     iam_actions = CHECKPOINT_IAM
+    prefetch = (CHECKPOINT_FACTS,)
     targets = frozenset({"cluster", "node"})
 
     def run(self, ctx: CheckContext) -> list[Finding]:

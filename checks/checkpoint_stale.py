@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from fmdoctor.checkpoints.facts import CHECKPOINT_FACTS
 from datetime import timedelta
 
 from fmdoctor.checkpoints.facts import age_of, clock_skew_message, facts_or_not_applicable
@@ -29,6 +30,7 @@ class CheckpointStale(Check):
     concerns = frozenset({BUCKET, FILE_SYSTEM, JOB})
     severity = Severity.WARNING
     iam_actions = CHECKPOINT_IAM
+    prefetch = (CHECKPOINT_FACTS,)
     targets = frozenset({"cluster", "node"})
 
     def run(self, ctx: CheckContext) -> list[Finding]:

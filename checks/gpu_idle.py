@@ -10,6 +10,7 @@ from fmdoctor.metrics.model import TENSOR_ACTIVE
 from ._gpu import (
     IAM_ACTIONS,
     INVENTORY,
+    PREFETCH,
     PEERS_COMPUTE_PERCENT,
     Judged,
     judged_nodes,
@@ -40,6 +41,7 @@ class GpuIdle(Check):
     concerns = frozenset({NODE, INSTANCE_GROUP})
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
+    prefetch = PREFETCH
     inventory = INVENTORY
     metrics = frozenset({ACCELERATOR_METRICS})
 

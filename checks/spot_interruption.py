@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from fmdoctor.spot.sources import QUEUE
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.entities import JOB, NODE
@@ -28,6 +29,7 @@ class SpotInterruption(Check):
     concerns = frozenset({NODE, JOB})
     severity = Severity.CRITICAL
     iam_actions = SPOT_IAM
+    prefetch = (QUEUE,)
     targets = frozenset({"cluster", "node"})
 
     def run(self, ctx: CheckContext) -> list[Finding]:

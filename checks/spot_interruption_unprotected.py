@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from fmdoctor.checkpoints.facts import CHECKPOINT_FACTS
+from fmdoctor.spot.sources import QUEUE
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
@@ -29,6 +31,7 @@ class SpotInterruptionUnprotected(Check):
     concerns = frozenset({NODE, JOB})
     severity = Severity.CRITICAL
     iam_actions = tuple(dict.fromkeys(SPOT_IAM + CHECKPOINT_IAM))
+    prefetch = (QUEUE, CHECKPOINT_FACTS)
     targets = frozenset({"cluster", "node"})
 
     def run(self, ctx: CheckContext) -> list[Finding]:

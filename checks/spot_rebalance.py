@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from fmdoctor.spot.sources import QUEUE
 from datetime import timedelta
 
 from fmdoctor.durations import format_duration
@@ -26,6 +27,7 @@ class SpotRebalance(Check):
     concerns = frozenset({NODE})
     severity = Severity.WARNING
     iam_actions = SPOT_IAM
+    prefetch = (QUEUE,)
     targets = frozenset({"cluster", "node"})
 
     def run(self, ctx: CheckContext) -> list[Finding]:

@@ -11,7 +11,7 @@ import os
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import boto3
 import botocore.handlers
@@ -38,6 +38,25 @@ class AwsOptions:
     connect_timeout: float = 5.0
     read_timeout: float = 30.0
     max_pool_connections: int = 32
+
+
+class CancelFlag(Protocol):
+    def is_set(self) -> bool: ...
+
+
+class RunStop:
+    """A run's stop flag: set by the run itself (its inventory failed, so what its loads would bring reaches no
+    report) or by the caller's cancel event (Esc, quitting the app)."""
+
+    def __init__(self, cancel: CancelFlag | None = None):
+        self._cancel = cancel
+        self._own = threading.Event()
+
+    def set(self) -> None:
+        self._own.set()
+
+    def is_set(self) -> bool:
+        return self._own.is_set() or (self._cancel is not None and self._cancel.is_set())
 
 
 class ApiCallCounter:
@@ -84,7 +103,7 @@ class Aws:
         self.options = options or AwsOptions()
         self.session = session
         self.calls = ApiCallCounter()
-        self.cancel: threading.Event | None = None  # once set, every further call raises Cancelled
+        self.cancel: CancelFlag | None = None  # once set, every further call raises Cancelled
         self._clients: dict[str, BaseClient] = {}
         self._lock = threading.Lock()
         self._config = Config(

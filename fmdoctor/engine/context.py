@@ -110,6 +110,71 @@ class SharedData:
 _in_loader = threading.local()
 
 
+@dataclass(frozen=True)
+class RunStart:
+    """What a run has before its inventory: target, settings, clients, clock and the shared memo. A load that
+    needs nothing more (fmdoctor.engine.prefetch) starts from it while the inventory is read."""
+
+    cluster: str
+    settings: ClusterSettings
+    aws: Aws | None
+    now: datetime
+    shared: SharedData
+    host: Host | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def region(self) -> str:
+        return self.aws.region if self.aws else "local"
+
+    @property
+    def node(self) -> Host:
+        if self.host is None:
+            raise FmdoctorError("this load needs the node itself: run it with fmdoctor check --local")
+        return self.host
+
+    def client(self, service: str) -> Any:
+        if self.aws is None:
+            raise FmdoctorError("this load needs AWS access, which this on-node run does not have")
+        return self.aws.client(service)
+
+
+class StagedInventory:
+    """The inventory as its parts arrive: ``first`` (the instance listing and every part but ``later``'s) at
+    once, the whole when ``later`` (the slower parts, e.g. the SageMaker endpoint chain) ends. A check that reads
+    none of ``later_parts`` runs on ``first`` without waiting (it sees those parts empty, as a run that did not
+    ask for them does); the others wait for the whole."""
+
+    def __init__(self, first: Inventory, later: Future[Inventory] | None = None,
+                 later_parts: frozenset[str] = frozenset()):
+        self.first = first
+        self._later = later
+        self._later_parts = later_parts if later is not None else frozenset()
+
+    def needs_wait(self, parts: frozenset[str]) -> bool:
+        return bool(parts & self._later_parts) and self._later is not None and not self._later.done()
+
+    def for_parts(self, parts: frozenset[str]) -> Inventory:
+        """The inventory a check reading ``parts`` sees (waiting, its worker slot given up, for a later part)."""
+        if not parts & self._later_parts:
+            return self.first
+        return self.whole()
+
+    def on_failure(self, call: Callable[[], None]) -> None:
+        """``call()`` as soon as the later parts' discovery fails (at once if it has)."""
+        if self._later is not None:
+            self._later.add_done_callback(lambda done: call() if done.exception() is not None else None)
+
+    def whole(self) -> Inventory:
+        """Every part; raises what the later parts' discovery raised."""
+        if self._later is None:
+            return self.first
+        if not self._later.done():
+            with slots.waiting():
+                self._later.exception()
+        return self._later.result()
+
+
 @dataclass
 class RunScope:
     """Everything shared by the checks of one run."""
@@ -125,6 +190,21 @@ class RunScope:
     queries: ApiCallCounter = field(default_factory=ApiCallCounter)  # metric-source calls that are not AWS's
     # The metric families the run's checks read (Check.metrics); None: every family (a scope built by hand).
     metrics: frozenset[str] | None = None
+    # Parts of the inventory still arriving (Doctor.check): ``inventory`` is then the first stage until
+    # :meth:`settle` makes it the whole.
+    staged: StagedInventory | None = None
+
+    @property
+    def start(self) -> RunStart:
+        return RunStart(self.cluster, self.settings, self.aws, self.now, self.shared, self.host, self.extras)
+
+    def inventory_for(self, parts: frozenset[str]) -> Inventory:
+        return self.inventory if self.staged is None else self.staged.for_parts(parts)
+
+    def settle(self) -> None:
+        """Make ``inventory`` the whole (every check has ended); raises what the later parts' discovery raised."""
+        if self.staged is not None:
+            self.inventory = self.staged.whole()
 
 
 @dataclass
@@ -134,6 +214,8 @@ class CheckContext:
     scope: RunScope
     check_id: str
     errors: list[CheckError] = field(default_factory=list)
+    # The inventory this check reads: the parts it declares (Check.inventory); the scope's when not given.
+    view: Inventory | None = None
 
     @property
     def cluster(self) -> str:
@@ -145,7 +227,7 @@ class CheckContext:
 
     @property
     def inventory(self) -> Inventory:
-        return self.scope.inventory
+        return self.scope.inventory if self.view is None else self.view
 
     @property
     def now(self) -> datetime:
