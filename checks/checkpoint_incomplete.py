@@ -1,10 +1,9 @@
 from __future__ import annotations
 
-from fmdoctor.checkpoints.facts import CHECKPOINT_FACTS
 from datetime import timedelta
 
 from fmdoctor.checkpoints.compare import WHY_IT_COULD_BE_WRONG
-from fmdoctor.checkpoints.facts import age_of, facts_or_not_applicable
+from fmdoctor.checkpoints.facts import CHECKPOINT_FACTS, age_of, facts_or_not_applicable
 from fmdoctor.checkpoints.model import COMPARISON, WOULD_PROVE, Checkpoint, LocationScan, Verdict
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check

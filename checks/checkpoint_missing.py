@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-from fmdoctor.checkpoints.facts import CHECKPOINT_FACTS
-from fmdoctor.checkpoints.facts import facts_or_not_applicable
+from fmdoctor.checkpoints.facts import CHECKPOINT_FACTS, facts_or_not_applicable
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.entities import BUCKET, FILE_SYSTEM, JOB

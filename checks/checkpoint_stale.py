@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-from fmdoctor.checkpoints.facts import CHECKPOINT_FACTS
 from datetime import timedelta
 
-from fmdoctor.checkpoints.facts import age_of, clock_skew_message, facts_or_not_applicable
+from fmdoctor.checkpoints.facts import CHECKPOINT_FACTS, age_of, clock_skew_message, facts_or_not_applicable
 from fmdoctor.checkpoints.model import LocationScan
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check

@@ -10,8 +10,8 @@ from fmdoctor.metrics.model import TENSOR_ACTIVE
 from ._gpu import (
     IAM_ACTIONS,
     INVENTORY,
-    PREFETCH,
     PEERS_COMPUTE_PERCENT,
+    PREFETCH,
     Judged,
     judged_nodes,
     no_tensor_work,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 import time
@@ -349,10 +350,10 @@ class Doctor:
         staged.on_failure(stop.set)  # the later parts failed: the run reports that, not its checks
         try:
             outcome = run_checks(scope, checks, self.settings.max_workers, progress, stop, self.registry.annotators)
-        except BaseException as exc:
+        except BaseException as exc:  # the later parts' discovery failed (RunScope.settle): as if the first had
             stop.set()
             try:
-                _discovered(lambda: _reraise(exc))
+                _discovered(functools.partial(_reraise, exc))
             except Cancelled:
                 return self._cancelled(name, aws, now, checks, started)
             except _InventoryFailed as failed:

@@ -23,8 +23,8 @@ from botocore.exceptions import ClientError
 
 from fmdoctor.engine.aws import Aws
 from fmdoctor.engine.concurrency import all_at_once
-from fmdoctor.engine.endpoints import fetch_endpoints, with_endpoints
 from fmdoctor.engine.context import StagedInventory
+from fmdoctor.engine.endpoints import fetch_endpoints, with_endpoints
 from fmdoctor.engine.errors import describe_aws_failure, note_failed_call
 from fmdoctor.engine.hyperpod import HYPERPOD_CLUSTER, probe_hyperpod_cluster
 from fmdoctor.engine.instance_listing import read_instance_pages

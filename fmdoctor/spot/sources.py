@@ -88,7 +88,7 @@ def load_spot_facts(ctx: CheckContext) -> SpotFacts:
         _from_imds(facts, ctx.host, ctx)
         return facts
     if ctx.settings.spot.queue_url:  # the queue's messages come in beside the EC2 describes below
-        QUEUE.begin(ctx.scope.start)
+        QUEUE_READ.begin(ctx.scope.start)
     instances = list(ctx.inventory.instances)
     spot = [i for i in instances if i.lifecycle == "spot"]
     facts.spot_nodes = len(spot)
@@ -138,7 +138,7 @@ def _load_queue(start: RunStart, _: str) -> QueueRead:
 
 # The configured queue's messages, read once per run before the inventory (they name instances; the checks keep
 # their cluster's).
-QUEUE: EarlyLoad[QueueRead] = EarlyLoad(
+QUEUE_READ: EarlyLoad[QueueRead] = EarlyLoad(
     QUEUE_KEY, _load_queue, ("sqs:GetQueueAttributes", "sqs:ReceiveMessage"),
     lambda start: [""] if start.settings.spot.queue_url and start.aws is not None else [])
 
@@ -147,7 +147,7 @@ def queue_read(ctx: CheckContext) -> QueueRead | None:
     """The configured queue's messages, or None when no queue is configured."""
     if not ctx.settings.spot.queue_url or ctx.scope.aws is None:
         return None
-    return QUEUE.get(ctx)
+    return QUEUE_READ.get(ctx)
 
 
 def _read(facts: SpotFacts, gap_key: str, source: str, what: str, read: Any) -> None:

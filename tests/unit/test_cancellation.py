@@ -23,7 +23,7 @@ def test_a_check_under_way_stops_at_its_next_aws_call(sg_fault_cluster):
         if event.phase == "started" and not cancel.is_set():
             started_before_cancel.add(event.check_id)
             if event.check_id == "spot-interruption":
-                cancel.set()  # spot-interruption has started; its DescribeInstanceStatus (of the inventory's ids) comes next
+                cancel.set()  # it has started; its DescribeInstanceStatus (of the inventory's ids) comes next
 
     # (placement-group's DescribePlacementGroups is no longer the call after its start: it is prefetched before the
     # inventory, fmdoctor.engine.prefetch)
