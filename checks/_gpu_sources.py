@@ -55,7 +55,7 @@ def _configured_hyperpod(start: RunStart) -> list[str]:
 
 HYPERPOD_NODE_TYPES: EarlyLoad[dict[str, InstanceTypeInfo]] = EarlyLoad(
     "metrics.hyperpod-types", _node_types, ("sagemaker:ListClusterNodes", "ec2:DescribeInstanceTypes"),
-    _configured_hyperpod)
+    _configured_hyperpod, regional=True)
 METRIC_SOURCES: EarlyLoad[Sources] = EarlyLoad(
     "metrics.sources", _sources, ("sagemaker:DescribeCluster", "eks:DescribeAddon", "sagemaker:ListClusterExtensions",
                                   "sagemaker:DescribeClusterExtension"), _configured_hyperpod)

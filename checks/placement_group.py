@@ -24,7 +24,7 @@ def _strategies(start: RunStart, _: str) -> dict[str, str | None]:
 
 
 PLACEMENT_GROUPS: EarlyLoad[dict[str, str | None]] = EarlyLoad("ec2.placement-groups", _strategies,
-                                                               ("ec2:DescribePlacementGroups",))
+                                                               ("ec2:DescribePlacementGroups",), regional=True)
 
 
 def _scope(node_group: str) -> str:

@@ -48,7 +48,8 @@ def _bucket_region(start: RunStart, bucket: str) -> str:
 # GetBucketLocation of each general-purpose checkpoint bucket: named by the settings, so asked before the inventory.
 BUCKET_REGION: EarlyLoad[str] = EarlyLoad(
     "s3.bucket-region", _bucket_region, ("s3:GetBucketLocation",),
-    lambda start: [b for b in _buckets(start.settings.checkpoints.locations) if not directory_bucket_zone(b)])
+    lambda start: [b for b in _buckets(start.settings.checkpoints.locations) if not directory_bucket_zone(b)],
+    regional=True)
 
 
 class S3Unreachable(Check):

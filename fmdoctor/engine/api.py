@@ -26,7 +26,7 @@ from fmdoctor.config import ClusterSettings, Settings
 from fmdoctor.engine import timestamps
 from fmdoctor.engine.aws import Aws, AwsOptions, RunStop
 from fmdoctor.engine.check import Check, inventory_parts, metric_families
-from fmdoctor.engine.context import RunScope, RunStart, SharedData, StagedInventory
+from fmdoctor.engine.context import RegionLoads, RunScope, RunStart, SharedData, StagedInventory
 from fmdoctor.engine.discovery import has_tagged_instance, stage_inventory
 from fmdoctor.engine.endpoints import endpoint_target_name
 from fmdoctor.engine.errors import (
@@ -225,6 +225,8 @@ class Doctor:
     extras: dict[str, Any] = field(default_factory=dict)
     # Per-run settings from flags (e.g. {"checkpoints": {"locations": [...]}}), deep-merged over the config.
     overrides: dict[str, Any] = field(default_factory=dict)
+    # Loads shared with other runs in the same account and region (a fleet scan's clusters): regional EarlyLoads.
+    region_loads: RegionLoads | None = None
 
     @property
     def demo(self) -> bool:
@@ -332,7 +334,7 @@ class Doctor:
         started = time.perf_counter()
         now = self.clock()
         shared = SharedData()  # before the inventory: the checks' inventory-free loads start now
-        start = RunStart(name, settings, aws, now, shared, extras=self.extras)
+        start = RunStart(name, settings, aws, now, shared, extras=self.extras, region_loads=self.region_loads)
         start_prefetches(start, checks)
         try:
             staged = self._staged_inventory(name, settings, aws, inventory_parts(checks), start)
@@ -346,7 +348,8 @@ class Doctor:
             stop.set()
             raise
         scope = RunScope(cluster=name, settings=settings, aws=aws, inventory=staged.first, now=now,
-                         shared=shared, extras=self.extras, metrics=metric_families(checks), staged=staged)
+                         shared=shared, extras=self.extras, metrics=metric_families(checks), staged=staged,
+                         region_loads=self.region_loads)
         staged.on_failure(stop.set)  # the later parts failed: the run reports that, not its checks
         try:
             outcome = run_checks(scope, checks, self.settings.max_workers, progress, stop, self.registry.annotators)

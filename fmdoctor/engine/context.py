@@ -111,6 +111,17 @@ _in_loader = threading.local()
 
 
 @dataclass(frozen=True)
+class RegionLoads:
+    """The memo of loads whose answer is the same for every target in one account and region (``regional``
+    EarlyLoads, fmdoctor.engine.prefetch), and the session they are made with: a fleet scan gives one to every
+    run of a scope, so its clusters share DescribePlacementGroups, the FSx listing, a HyperPod cluster's nodes...
+    instead of asking each again. The calls count on this session, not on any one cluster's."""
+
+    aws: Aws
+    shared: SharedData = field(default_factory=SharedData)
+
+
+@dataclass(frozen=True)
 class RunStart:
     """What a run has before its inventory: target, settings, clients, clock and the shared memo. A load that
     needs nothing more (fmdoctor.engine.prefetch) starts from it while the inventory is read."""
@@ -122,6 +133,7 @@ class RunStart:
     shared: SharedData
     host: Host | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    region_loads: RegionLoads | None = None  # loads shared with other runs in the account and region (fleet)
 
     @property
     def region(self) -> str:
@@ -194,9 +206,12 @@ class RunScope:
     # :meth:`settle` makes it the whole.
     staged: StagedInventory | None = None
 
+    region_loads: RegionLoads | None = None
+
     @property
     def start(self) -> RunStart:
-        return RunStart(self.cluster, self.settings, self.aws, self.now, self.shared, self.host, self.extras)
+        return RunStart(self.cluster, self.settings, self.aws, self.now, self.shared, self.host, self.extras,
+                        self.region_loads)
 
     def inventory_for(self, parts: frozenset[str]) -> Inventory:
         return self.inventory if self.staged is None else self.staged.for_parts(parts)

@@ -144,7 +144,7 @@ def _configured(start: RunStart) -> list[str]:
 # a HyperPod cluster; started before the inventory for the name hyperpod.cluster_name configures.
 HYPERPOD_CLUSTER: EarlyLoad[HyperPodCluster | None] = EarlyLoad(
     "hyperpod.cluster", lambda start, name: describe_hyperpod_cluster(start.client("sagemaker"), name),
-    ("sagemaker:DescribeCluster",), _configured)
+    ("sagemaker:DescribeCluster",), _configured, regional=True)
 HYPERPOD_NODES: EarlyLoad[list[HyperPodNode]] = EarlyLoad(
     "hyperpod.nodes", lambda start, name: list_hyperpod_nodes(start.client("sagemaker"), name),
-    ("sagemaker:ListClusterNodes",), _configured)
+    ("sagemaker:ListClusterNodes",), _configured, regional=True)

@@ -35,19 +35,31 @@ def _whole(start: RunStart) -> Iterable[str]:
 @dataclass(frozen=True, eq=False)
 class EarlyLoad(Generic[T]):
     """One inventory-free load: ``load(start, subject)`` under the key ``name:subject``. ``subjects(start)`` says
-    which subjects a run starts early (those its settings name; none when there is nothing to load)."""
+    which subjects a run starts early (those its settings name; none when there is nothing to load).
+    ``regional``: the answer depends on the account, the region and the subject only (never on the run's
+    settings or clock), so runs given the same :class:`RegionLoads` share it."""
 
     name: str
     load: Callable[[RunStart, str], T]
     iam_actions: tuple[str, ...]
     subjects: Callable[[RunStart], Iterable[str]] = _whole
+    regional: bool = False
 
     def key(self, subject: str = "") -> str:
         return f"{self.name}:{subject}" if subject else self.name
 
+    def _where(self, start: RunStart) -> RunStart:
+        """The start a load runs from: the run's own, or for a regional load given RegionLoads, the region's
+        session and memo (so the loads it reads in turn are the region's too)."""
+        region = start.region_loads
+        if not self.regional or region is None or start.shared is region.shared:
+            return start
+        return dataclasses.replace(start, aws=region.aws, shared=region.shared)
+
     def read(self, start: RunStart, subject: str = "") -> T:
         """The value (started now unless a prefetch or another reader started it), from any thread."""
-        return start.shared.get(self.key(subject), functools.partial(self.load, start, subject))
+        where = self._where(start)
+        return where.shared.get(self.key(subject), functools.partial(self.load, where, subject))
 
     def get(self, ctx: CheckContext, subject: str = "") -> T:
         """What a check reads: the same value as :meth:`read`, its failure raised to each reader."""
@@ -60,8 +72,9 @@ class EarlyLoad(Generic[T]):
 
     def begin(self, start: RunStart) -> None:
         """Start the loads of every subject the settings name, each in a thread of its own."""
+        where = self._where(start)
         for subject in dict.fromkeys(self.subjects(start)):
-            start.shared.start(self.key(subject), functools.partial(self.load, start, subject))
+            where.shared.start(self.key(subject), functools.partial(self.load, where, subject))
 
 
 def prefetches(checks: Iterable[Check]) -> list[EarlyLoad[Any]]:

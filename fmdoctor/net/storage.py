@@ -63,7 +63,8 @@ def list_file_systems(fsx: Any) -> list[dict[str, Any]]:
 
 # The region's file systems, listed once per run and, needing no inventory, before it.
 FILE_SYSTEMS: EarlyLoad[list[dict[str, Any]]] = EarlyLoad(
-    "fsx.file-systems", lambda start, _: list_file_systems(start.client("fsx")), ("fsx:DescribeFileSystems",))
+    "fsx.file-systems", lambda start, _: list_file_systems(start.client("fsx")), ("fsx:DescribeFileSystems",),
+    regional=True)
 
 
 def fetch_lustre_file_systems(fsx: Any, ec2: Any, vpc_ids: Iterable[str], wanted_ids: Sequence[str],

@@ -94,7 +94,7 @@ def load_spot_facts(ctx: CheckContext) -> SpotFacts:
     facts.spot_nodes = len(spot)
     # The two EC2 reads need nothing from each other: made at once, read in this order.
     requests, statuses = settle_all([lambda: _spot_request_pages(ctx, [i.id for i in spot]) if spot else [],
-                                     lambda: _instance_status_pages(ctx)], name="fmdoctor-spot")
+                                     lambda: SCHEDULED_EVENTS.get(ctx)], name="fmdoctor-spot")
     if not spot:
         facts.not_spot = f"no Spot instances in cluster {ctx.cluster}"
     else:
@@ -192,12 +192,18 @@ def _spot_requests(facts: SpotFacts, ctx: CheckContext, pages: list[dict[str, An
                 _keep(facts, notice, ctx)
 
 
-def _instance_status_pages(ctx: CheckContext) -> list[dict[str, Any]]:
+def _instance_status_pages(start: RunStart, _: str = "") -> list[dict[str, Any]]:
     """Only instances with a scheduled event match the filter, so one page covers any cluster."""
-    return list(ctx.client("ec2").get_paginator("describe_instance_status").paginate(
+    return list(start.client("ec2").get_paginator("describe_instance_status").paginate(
         Filters=[{"Name": "event.code", "Values": sorted(SCHEDULED_ACTIONS)}],
         PaginationConfig={"PageSize": STATUS_PAGE},
     ))
+
+
+# The account and region's instances with a scheduled event (the checks keep their cluster's): needs no inventory.
+SCHEDULED_EVENTS: EarlyLoad[list[dict[str, Any]]] = EarlyLoad(
+    "ec2.scheduled-events", _instance_status_pages, ("ec2:DescribeInstanceStatus",),
+    lambda start: [""] if start.aws is not None else [], regional=True)
 
 
 def _scheduled_events(facts: SpotFacts, ctx: CheckContext, pages: list[dict[str, Any]]) -> None:

@@ -126,7 +126,7 @@ def _prefixes_before_inventory(start: RunStart) -> list[str]:
 # DescribeLogGroups by name prefix, once per run, started before the inventory for the prefixes the settings name.
 LOG_GROUPS: EarlyLoad[list[dict[str, Any]]] = EarlyLoad(
     "logs.groups", lambda start, prefix: list_log_groups(start.client("logs"), prefix), ("logs:DescribeLogGroups",),
-    _prefixes_before_inventory)
+    _prefixes_before_inventory, regional=True)
 
 
 def read_group(logs: Any, group: str, now: datetime, lookback: timedelta, silence: timedelta,

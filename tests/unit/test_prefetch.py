@@ -194,3 +194,27 @@ def test_a_check_must_hold_the_iam_actions_of_the_loads_it_prefetches():
     assert validate_check_class(_declaring(load, ("ec2:DescribePlacementGroups",))) == []
     assert validate_check_class(_declaring(load, ("ec2:DescribeInstances",))) == [
         "declares: prefetch test.load calls ec2:DescribePlacementGroups, not in its iam_actions"]
+
+
+def test_a_fleets_clusters_share_the_loads_of_their_account_and_region(aws, monkeypatch):
+    """Three clusters in one account and region: the region-wide answers (placement groups, scheduled events, file
+    systems) are asked once for the scope, not once per cluster, and each cluster's report still reads them."""
+    from fmdoctor.demo.fleet import account_ids, seed_fleet
+    from fmdoctor.demo.runtime import LEAN_MOTO_ENV
+    from fmdoctor.fleet import build_plan, scan_fleet
+
+    for key, value in LEAN_MOTO_ENV.items():
+        monkeypatch.setenv(key, value)
+    accounts = account_ids(1)
+    seed_fleet(aws, accounts, [REGION], 3)
+    doctor = Doctor(settings=Settings())
+    report = scan_fleet(doctor, build_plan(doctor.settings, regions=[REGION], accounts=accounts))
+    assert len(report.clusters) == 3 and all(c.report is not None for c in report.clusters)
+    calls = report.stats.api_calls
+    assert {op: calls.get(op) for op in ("ec2.DescribePlacementGroups", "ec2.DescribeInstanceStatus",
+                                         "fsx.DescribeFileSystems")} == dict.fromkeys(
+        ("ec2.DescribePlacementGroups", "ec2.DescribeInstanceStatus", "fsx.DescribeFileSystems"), 1)
+    assert calls["ec2.DescribeInstances"] >= 3  # each cluster's own inventory
+    for cluster in report.clusters:
+        assert cluster.report is not None and not [e for e in cluster.report.errors
+                                                    if e.check in ("placement-group", "fsx-unreachable")]
