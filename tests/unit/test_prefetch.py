@@ -218,3 +218,24 @@ def test_a_fleets_clusters_share_the_loads_of_their_account_and_region(aws, monk
     for cluster in report.clusters:
         assert cluster.report is not None and not [e for e in cluster.report.errors
                                                     if e.check in ("placement-group", "fsx-unreachable")]
+
+
+def test_the_demo_worlds_fleet_asks_no_region_level_request_twice():
+    """The demo's EC2 cluster names the demo's HyperPod cluster, which the fleet also checks on its own: its
+    DescribeCluster, ListClusterNodes, log groups, placement groups and file systems were asked by both. Only
+    CloudWatch's metric listings (fmdoctor/metrics, shared there or not) may still repeat."""
+    from fmdoctor.demo.runtime import demo_environment, demo_settings
+    from fmdoctor.fleet import build_plan, scan_fleet
+
+    from .test_concurrency_adversarial import Requests
+
+    with demo_environment() as world:
+        doctor = Doctor(settings=demo_settings(world), connection=Connection(region=world.region))
+        requests = Requests()
+        report = scan_fleet(doctor, build_plan(doctor.settings, regions=[world.region]),
+                            session_factory=lambda scope, options, credentials: requests.factory(options, credentials))
+    assert len(report.clusters) == 2 and all(c.report is not None and c.report.findings for c in report.clusters)
+    assert {("sagemaker", "DescribeCluster"), ("sagemaker", "ListClusterNodes"), ("ec2", "DescribePlacementGroups"),
+            ("fsx", "DescribeFileSystems"), ("logs", "DescribeLogGroups")} <= requests.operations()
+    assert [(service, operation) for service, operation, _, _ in requests.repeated()
+            if (service, operation) != ("cloudwatch", "ListMetrics")] == []
