@@ -2,8 +2,11 @@
 
 One pipeline, two bounded pools: account tasks (AssumeRole) and scope tasks (discovery) share the
 scope pool; each discovered cluster goes to the cluster pool as soon as its scope is listed, and runs
-:meth:`Doctor.check` with a Doctor and session of its own. Anything that goes wrong is recorded for
-the account, scope or cluster it hit and the rest goes on; nothing here raises for one bad scope.
+:meth:`Doctor.check` with a Doctor and session of its own; what is the same for every cluster of a scope
+(placement groups, file systems, scheduled events, a HyperPod cluster's nodes: the regional EarlyLoads of
+fmdoctor.engine.prefetch) is loaded once for the scope, on its session, and read by each. Anything that goes
+wrong is recorded for the account, scope or cluster it hit and the rest goes on; nothing here raises for one
+bad scope.
 """
 
 from __future__ import annotations
