@@ -115,6 +115,8 @@ class Aws:
         )
         # Registered before any client exists: clients copy the session's handlers and parser defaults.
         session.events.register("before-call", self._on_before_call)
+        # A retry is sent again without a before-call: a stopped run's call in its retries stops at the next attempt.
+        session.events.register("before-send", self._on_before_send)
         # A check waiting for AWS's answer gives its worker slot to another check (fmdoctor.engine.slots).
         session.events.register("after-call", _resume)
         session.events.register("after-call-error", _resume)
@@ -157,6 +159,10 @@ class Aws:
         self.calls.record(service, model.name)
         remember_call(service, model.name)
         slots.pause()
+
+    def _on_before_send(self, request: Any = None, **_: Any) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise Cancelled("cancelled before sending a request")
 
 
 def _resume(**_: Any) -> None:

@@ -142,6 +142,36 @@ def test_a_run_whose_inventory_fails_makes_no_prefetch_call_after_its_report(sg_
                                                                 ("placement-group", "cancelled")}
 
 
+def test_a_prefetch_in_its_retries_stops_at_its_next_attempt_once_the_inventory_failed(sg_fault_cluster, faults):
+    """DescribePlacementGroups is throttled at every attempt; its second attempt waits for the report (the
+    inventory denied). botocore sends retries without a before-call, so only the send of the third attempt can
+    see that the run has stopped: two attempts, not five."""
+    faults.throttle("ec2", "DescribePlacementGroups")
+    faults.deny("ec2", "DescribeInstances", "UnauthorizedOperation")
+    calls = Calls(faults.aws_factory)
+    reported = threading.Event()
+    attempts = [0]
+
+    def attempt(**_: Any) -> None:
+        attempts[0] += 1
+        if attempts[0] == 2:
+            reported.wait(WAIT)
+
+    base = calls.factory
+
+    def factory(options: AwsOptions, credentials: Any = None) -> Aws:
+        aws = base(options, credentials)
+        aws.session.events.register("before-send.ec2.DescribePlacementGroups", attempt)
+        return aws
+
+    calls.factory = factory  # type: ignore[method-assign]
+    report = _doctor(calls).check(CLUSTER, only=["placement-group"])
+    reported.set()
+    assert _wait_gone("ec2.placement-groups"), "the placement groups' loader still runs"
+    assert [(e.check, e.code) for e in report.errors] == [("inventory", "UnauthorizedOperation")]
+    assert attempts[0] == 2 and faults.injected["ec2.DescribePlacementGroups"] == 2
+
+
 def test_a_denied_prefetch_is_not_verified_under_every_check_that_reads_it(sg_fault_cluster, faults):
     faults.deny("s3", "ListObjectsV2")
     faults.deny("ec2", "DescribePlacementGroups", "UnauthorizedOperation")
