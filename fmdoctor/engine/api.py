@@ -26,7 +26,7 @@ from fmdoctor.config import ClusterSettings, Settings
 from fmdoctor.engine import timestamps
 from fmdoctor.engine.aws import Aws, AwsOptions, RunStop
 from fmdoctor.engine.check import Check, inventory_parts, metric_families
-from fmdoctor.engine.context import RegionLoads, RunScope, RunStart, SharedData, StagedInventory
+from fmdoctor.engine.context import RegionLoads, RunScope, RunStart, SharedData
 from fmdoctor.engine.discovery import has_tagged_instance, stage_inventory
 from fmdoctor.engine.endpoints import endpoint_target_name
 from fmdoctor.engine.errors import (
@@ -40,7 +40,7 @@ from fmdoctor.engine.errors import (
 )
 from fmdoctor.engine.host import Host, LocalHost
 from fmdoctor.engine.identity import NodeIdentities
-from fmdoctor.engine.inventory import ENDPOINTS, HYPERPOD, INVENTORY_PARTS, Inventory
+from fmdoctor.engine.inventory import ENDPOINTS, HYPERPOD, INVENTORY_PARTS, Inventory, StagedInventory
 from fmdoctor.engine.model import CheckError, Report, RunStats, Skipped, Status, status_for
 from fmdoctor.engine.prefetch import start_prefetches
 from fmdoctor.engine.regions import check_region

@@ -23,7 +23,6 @@ from botocore.exceptions import ClientError
 
 from fmdoctor.engine.aws import Aws
 from fmdoctor.engine.concurrency import all_at_once
-from fmdoctor.engine.context import StagedInventory
 from fmdoctor.engine.endpoints import fetch_endpoints, with_endpoints
 from fmdoctor.engine.errors import describe_aws_failure, note_failed_call
 from fmdoctor.engine.hyperpod import HYPERPOD_CLUSTER, probe_hyperpod_cluster
@@ -44,6 +43,7 @@ from fmdoctor.engine.inventory import (
     NetworkInterface,
     SecurityGroup,
     SgRule,
+    StagedInventory,
     Subnet,
     UnavailablePart,
     chunked,
