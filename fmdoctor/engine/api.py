@@ -362,6 +362,7 @@ class Doctor:
             except _InventoryFailed as failed:
                 return self._failed(name, aws, now, failed, started)
             raise
+        stop.set()  # a load no check read (its checks not applicable) ends with the run, at its next call
         return _report(scope, outcome, started)
 
     def _cancelled(self, name: str, aws: Aws, now: datetime, checks: Sequence[Check], started: float) -> Report:

@@ -24,7 +24,7 @@ from fmdoctor.engine.check import Check, validate_check_class
 from fmdoctor.engine.errors import TargetNotFound
 from fmdoctor.engine.model import Severity, Status
 from fmdoctor.engine.prefetch import EarlyLoad, prefetches
-from fmdoctor.engine.registry import default_registry
+from fmdoctor.engine.registry import Registry, default_registry
 
 from ..conftest import CLUSTER, REGION
 
@@ -170,6 +170,30 @@ def test_a_prefetch_in_its_retries_stops_at_its_next_attempt_once_the_inventory_
     assert _wait_gone("ec2.placement-groups"), "the placement groups' loader still runs"
     assert [(e.check, e.code) for e in report.errors] == [("inventory", "UnauthorizedOperation")]
     assert attempts[0] == 2 and faults.injected["ec2.DescribePlacementGroups"] == 2
+
+
+def test_a_load_no_check_read_makes_no_call_after_the_report(sg_fault_cluster):
+    """A check declares a two-call load and never reads it (as a check that turns out not applicable); the first
+    call is held until the report is back, and the second is then refused: the run's loads end with it."""
+
+    def two_calls(start: Any, _: str) -> int:
+        ec2 = start.client("ec2")
+        ec2.describe_placement_groups()
+        ec2.describe_key_pairs()
+        return 2
+
+    load: EarlyLoad[int] = EarlyLoad("test.unread", two_calls, ("ec2:DescribePlacementGroups", "ec2:DescribeKeyPairs"))
+    unread = _declaring(load, load.iam_actions)
+    calls = Calls()
+    reported = threading.Event()
+    calls.on["ec2.DescribePlacementGroups"] = lambda: reported.wait(WAIT)
+    doctor = _doctor(calls)
+    doctor.registry = Registry([unread])
+    report = doctor.check(CLUSTER)
+    held = calls.event("ec2.DescribePlacementGroups").is_set()
+    reported.set()
+    assert held and _wait_gone("test.unread")
+    assert report.stats.checks_run == ["declares"] and "ec2.DescribeKeyPairs" not in calls.sent
 
 
 def test_a_denied_prefetch_is_not_verified_under_every_check_that_reads_it(sg_fault_cluster, faults):
