@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fmdoctor.engine.context import CheckContext
-from fmdoctor.engine.hyperpod import HyperPodCluster, HyperPodNode, describe_hyperpod_cluster, list_hyperpod_nodes
+from fmdoctor.engine.hyperpod import HYPERPOD_CLUSTER, HYPERPOD_NODES, HyperPodCluster, HyperPodNode
 
 SAMPLE = 10
 
 
 def hyperpod_nodes_of(ctx: CheckContext, cluster: str) -> list[HyperPodNode]:
     """ListClusterNodes once per run, for every check that reads a HyperPod cluster's nodes."""
-    return ctx.shared(f"hyperpod.nodes:{cluster}", lambda: list_hyperpod_nodes(ctx.client("sagemaker"), cluster))
+    return HYPERPOD_NODES.get(ctx, cluster)
 
 
 def hyperpod_cluster_of(ctx: CheckContext, name: str) -> HyperPodCluster | None:
@@ -21,7 +21,7 @@ def hyperpod_cluster_of(ctx: CheckContext, name: str) -> HyperPodCluster | None:
     found = ctx.inventory.hyperpod
     if found is not None and found.name == name:
         return found
-    return ctx.shared(f"hyperpod.cluster:{name}", lambda: describe_hyperpod_cluster(ctx.client("sagemaker"), name))
+    return HYPERPOD_CLUSTER.get(ctx, name)
 
 
 def sample(items: Sequence[str], limit: int = SAMPLE) -> list[str]:

@@ -16,9 +16,9 @@ from fmdoctor.metrics.model import TENSOR_ACTIVE
 from fmdoctor.metrics.targets import MetricNode
 
 from ._common import id_list, plural
-from ._gpu_sources import IAM_ACTIONS, METRICS_KEY, cluster_metrics, efa_interfaces, metric_targets
+from ._gpu_sources import IAM_ACTIONS, METRICS_KEY, PREFETCH, cluster_metrics, efa_interfaces, metric_targets
 
-__all__ = ["IAM_ACTIONS", "INVENTORY", "METRICS_KEY", "cluster_metrics", "efa_interfaces"]
+__all__ = ["IAM_ACTIONS", "INVENTORY", "METRICS_KEY", "PREFETCH", "cluster_metrics", "efa_interfaces"]
 MISSING_CHECK = "gpu-metrics-missing"
 INVENTORY = frozenset({INSTANCES, HYPERPOD})  # HyperPod's nodes are no EC2 instances of this account
 

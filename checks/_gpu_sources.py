@@ -7,9 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fmdoctor.engine.check import ACCELERATOR_METRICS
-from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.context import CheckContext, RunStart
 from fmdoctor.engine.errors import AwsFailure, ConfigError, describe_aws_failure
-from fmdoctor.engine.hyperpod import HyperPodCluster
+from fmdoctor.engine.hyperpod import HYPERPOD_CLUSTER, HYPERPOD_NODES, HyperPodCluster
+from fmdoctor.engine.inventory import InstanceTypeInfo
+from fmdoctor.engine.prefetch import EarlyLoad
 from fmdoctor.metrics.cluster import ClusterMetrics, load_cloudwatch
 from fmdoctor.metrics.nodes import shared_lister
 from fmdoctor.metrics.prometheus import PrometheusClient, PrometheusFailed
@@ -26,6 +28,40 @@ IAM_ACTIONS = ("ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "cloudwatch
                "cloudwatch:GetMetricData", "sagemaker:DescribeCluster", "sagemaker:ListClusterNodes",
                "eks:DescribeAddon", "sagemaker:ListClusterExtensions", "sagemaker:DescribeClusterExtension",
                "aps:QueryMetrics", "aps:GetLabels", "aps:GetSeries")
+
+
+def _node_types(start: RunStart, cluster: str) -> dict[str, InstanceTypeInfo]:
+    """The accelerator facts of a HyperPod cluster's node types (DescribeInstanceTypes after ListClusterNodes)."""
+    listed = HYPERPOD_NODES.read(start, cluster)
+    return sagemaker_instance_types(start.client("ec2"), {n.instance_type for n in listed})
+
+
+def _sources(start: RunStart, cluster: str) -> Sources:
+    """The metric sources for the run's HyperPod cluster ``cluster`` ("" for none): its observability add-on's or
+    extension's workspace, looked up once (plan_sources)."""
+    hyperpod = HYPERPOD_CLUSTER.read(start, cluster) if cluster else None
+    aws = start.aws
+    try:
+        return plan_sources(start.settings, hyperpod, lambda: start.client("eks"),
+                            lambda: aws.session.get_credentials() if aws else None, start.region,
+                            lambda: start.client("sagemaker"))
+    except ConfigError as exc:  # e.g. auth: bearer with its token_env unset: every check says so, not a crash
+        raise PrometheusFailed(AwsFailure("ConfigError", str(exc), None, "bad-input"), "the metrics settings") from None
+
+
+def _configured_hyperpod(start: RunStart) -> list[str]:
+    return [start.settings.hyperpod.cluster_name] if start.settings.hyperpod.cluster_name else []
+
+
+HYPERPOD_NODE_TYPES: EarlyLoad[dict[str, InstanceTypeInfo]] = EarlyLoad(
+    "metrics.hyperpod-types", _node_types, ("sagemaker:ListClusterNodes", "ec2:DescribeInstanceTypes"),
+    _configured_hyperpod, regional=True)
+METRIC_SOURCES: EarlyLoad[Sources] = EarlyLoad(
+    "metrics.sources", _sources, ("sagemaker:DescribeCluster", "eks:DescribeAddon", "sagemaker:ListClusterExtensions",
+                                  "sagemaker:DescribeClusterExtension"), _configured_hyperpod)
+# What the GPU and EFA-counter checks read before the inventory is in: a configured HyperPod cluster, its nodes
+# and their types, and where its metrics are.
+PREFETCH = (HYPERPOD_CLUSTER, HYPERPOD_NODES, HYPERPOD_NODE_TYPES, METRIC_SOURCES)
 
 
 @dataclass(frozen=True)
@@ -52,7 +88,7 @@ def _targets(ctx: CheckContext) -> Targets:
         if cluster is None:
             return Targets(tuple(nodes), hyperpod_name=name)
         listed = hyperpod_nodes_of(ctx, cluster.name)
-        types = sagemaker_instance_types(ctx.client("ec2"), {n.instance_type for n in listed})
+        types = HYPERPOD_NODE_TYPES.get(ctx, cluster.name)
     except Exception as exc:
         failure = describe_aws_failure(exc)
         if failure is None:
@@ -75,17 +111,8 @@ def cluster_metrics(ctx: CheckContext) -> ClusterMetrics:
 
 def metric_sources(ctx: CheckContext) -> Sources:
     """The run's metric sources (metrics.*; for auto, a HyperPod observability add-on's workspace looked up once)."""
-    return ctx.shared("metrics.sources", lambda: _plan(ctx))
-
-
-def _plan(ctx: CheckContext) -> Sources:
-    aws = ctx.scope.aws
-    try:
-        return plan_sources(ctx.settings, metric_targets(ctx).hyperpod, lambda: ctx.client("eks"),
-                            lambda: aws.session.get_credentials() if aws else None, ctx.region,
-                            lambda: ctx.client("sagemaker"))
-    except ConfigError as exc:  # e.g. auth: bearer with its token_env unset: every check says so, not a crash
-        raise PrometheusFailed(AwsFailure("ConfigError", str(exc), None, "bad-input"), "the metrics settings") from None
+    hyperpod = metric_targets(ctx).hyperpod
+    return METRIC_SOURCES.get(ctx, hyperpod.name if hyperpod else "")
 
 
 def _load(ctx: CheckContext) -> ClusterMetrics:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from fmdoctor.checkpoints.compare import WHY_IT_COULD_BE_WRONG
-from fmdoctor.checkpoints.facts import age_of, facts_or_not_applicable
+from fmdoctor.checkpoints.facts import CHECKPOINT_FACTS, age_of, facts_or_not_applicable
 from fmdoctor.checkpoints.model import COMPARISON, WOULD_PROVE, Checkpoint, LocationScan, Verdict
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
@@ -36,6 +36,7 @@ class CheckpointIncomplete(Check):
     concerns = frozenset({BUCKET, FILE_SYSTEM, JOB})
     severity = Severity.CRITICAL
     iam_actions = CHECKPOINT_IAM
+    prefetch = (CHECKPOINT_FACTS,)
     targets = frozenset({"cluster", "node"})
 
     def run(self, ctx: CheckContext) -> list[Finding]:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from fmdoctor.checkpoints.facts import facts_or_not_applicable
+from fmdoctor.checkpoints.facts import CHECKPOINT_FACTS, facts_or_not_applicable
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.entities import BUCKET, FILE_SYSTEM, JOB
@@ -22,6 +22,7 @@ class CheckpointMissing(Check):
     concerns = frozenset({BUCKET, FILE_SYSTEM, JOB})
     severity = Severity.WARNING
     iam_actions = CHECKPOINT_IAM
+    prefetch = (CHECKPOINT_FACTS,)
     targets = frozenset({"cluster", "node"})
 
     def run(self, ctx: CheckContext) -> list[Finding]:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from fmdoctor.checkpoints.facts import age_of, clock_skew_message, facts_or_not_applicable
+from fmdoctor.checkpoints.facts import CHECKPOINT_FACTS, age_of, clock_skew_message, facts_or_not_applicable
 from fmdoctor.checkpoints.model import LocationScan
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
@@ -29,6 +29,7 @@ class CheckpointStale(Check):
     concerns = frozenset({BUCKET, FILE_SYSTEM, JOB})
     severity = Severity.WARNING
     iam_actions = CHECKPOINT_IAM
+    prefetch = (CHECKPOINT_FACTS,)
     targets = frozenset({"cluster", "node"})
 
     def run(self, ctx: CheckContext) -> list[Finding]:

@@ -11,6 +11,7 @@ from ._common import id_list, plural
 from ._gpu import (
     IAM_ACTIONS,
     INVENTORY,
+    PREFETCH,
     accelerated_running,
     cluster_metrics,
     efa_interfaces,
@@ -48,6 +49,7 @@ class EfaErrors(Check):
     concerns = frozenset({NODE})
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
+    prefetch = PREFETCH
     inventory = INVENTORY
     metrics = frozenset({EFA_METRICS})
 

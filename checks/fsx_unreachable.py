@@ -12,7 +12,13 @@ from fmdoctor.net.model import Caveat, Flow
 from fmdoctor.net.network import Network
 from fmdoctor.net.reachability import load_network
 from fmdoctor.net.resolve import LUSTRE_PORTS
-from fmdoctor.net.storage import STORAGE_IAM_ACTIONS, FileSystem, configured_file_system_ids, fetch_lustre_file_systems
+from fmdoctor.net.storage import (
+    FILE_SYSTEMS,
+    STORAGE_IAM_ACTIONS,
+    FileSystem,
+    configured_file_system_ids,
+    fetch_lustre_file_systems,
+)
 
 from ._common import plural
 from ._net import (
@@ -58,6 +64,7 @@ class FsxUnreachable(Check):
     concerns = frozenset({NODE, SECURITY_GROUP, FILE_SYSTEM})
     severity = Severity.CRITICAL
     iam_actions = tuple(dict.fromkeys(("ec2:DescribeInstances", *STORAGE_IAM_ACTIONS, *TOPOLOGY_IAM_ACTIONS)))
+    prefetch = (FILE_SYSTEMS,)
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         inv = ctx.inventory
@@ -65,7 +72,7 @@ class FsxUnreachable(Check):
         network = load_network(ctx)
         storage = ctx.shared("net.fsx", lambda: fetch_lustre_file_systems(
             ctx.client("fsx"), ctx.client("ec2"), inv.vpc_ids(), wanted, network.security_groups,
-            network.topology.prefix_lists))
+            network.topology.prefix_lists, FILE_SYSTEMS.get(ctx)))
         for missing in storage.not_found:
             ctx.unverified(f"reachability of FSx file system {missing} (checkpoints.locations)", "FileSystemNotFound",
                            f"{missing} is not in {ctx.region}")

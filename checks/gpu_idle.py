@@ -11,6 +11,7 @@ from ._gpu import (
     IAM_ACTIONS,
     INVENTORY,
     PEERS_COMPUTE_PERCENT,
+    PREFETCH,
     Judged,
     judged_nodes,
     no_tensor_work,
@@ -40,6 +41,7 @@ class GpuIdle(Check):
     concerns = frozenset({NODE, INSTANCE_GROUP})
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
+    prefetch = PREFETCH
     inventory = INVENTORY
     metrics = frozenset({ACCELERATOR_METRICS})
 

@@ -9,7 +9,7 @@ from fmdoctor.metrics.memory import CEILING_AND_COLLAPSE, MemoryTrouble, memory_
 from fmdoctor.metrics.targets import MetricNode
 
 from ._common import id_list, plural
-from ._gpu import IAM_ACTIONS, INVENTORY, judged_nodes, rounded, unit, utilization_metric, window_evidence
+from ._gpu import IAM_ACTIONS, INVENTORY, PREFETCH, judged_nodes, rounded, unit, utilization_metric, window_evidence
 
 BASIS_TEXT = {
     CEILING_AND_COLLAPSE: "memory at the ceiling together with falling utilization",
@@ -40,6 +40,7 @@ class GpuMemoryPressure(Check):
     concerns = frozenset({NODE, INSTANCE_GROUP})
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
+    prefetch = PREFETCH
     inventory = INVENTORY
     metrics = frozenset({ACCELERATOR_METRICS})
 

@@ -11,6 +11,7 @@ from ._common import id_list, plural
 from ._gpu import (
     IAM_ACTIONS,
     INVENTORY,
+    PREFETCH,
     cluster_metrics,
     report_unseen,
     rounded,
@@ -40,6 +41,7 @@ class GpuMetricsMissing(Check):
     concerns = frozenset({NODE, INSTANCE_GROUP})
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
+    prefetch = PREFETCH
     inventory = INVENTORY
     metrics = frozenset({ACCELERATOR_METRICS})
 

@@ -12,6 +12,7 @@ from fmdoctor.metrics.robust import MIN_POPULATION, Outlier, low_outliers, relat
 from ._gpu import (
     IAM_ACTIONS,
     INVENTORY,
+    PREFETCH,
     Judged,
     judged_nodes,
     no_tensor_work,
@@ -50,6 +51,7 @@ class GpuStraggler(Check):
     concerns = frozenset({NODE, INSTANCE_GROUP})
     severity = Severity.WARNING
     iam_actions = IAM_ACTIONS
+    prefetch = PREFETCH
     inventory = INVENTORY
     metrics = frozenset({ACCELERATOR_METRICS})
 

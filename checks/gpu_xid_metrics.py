@@ -12,7 +12,7 @@ from fmdoctor.metrics.targets import MetricNode
 from fmdoctor.node.xid_catalogue import ACTION_ORDER, CATALOGUE_URL, RESOLUTIONS, XidVerdict, xid_verdict
 
 from ._common import id_list, plural
-from ._gpu import IAM_ACTIONS, INVENTORY, judged_nodes, utilization_metric, window_evidence
+from ._gpu import IAM_ACTIONS, INVENTORY, PREFETCH, judged_nodes, utilization_metric, window_evidence
 
 ROW_REMAP_FAILURE = "row_remap_failure"
 Event = tuple[DeviceMetrics, int, XidVerdict, str, bool]  # device, xid, NVIDIA's verdict, period end, held
@@ -54,6 +54,7 @@ class GpuXidMetrics(Check):
     concerns = frozenset({NODE, INSTANCE_GROUP})
     severity = Severity.CRITICAL
     iam_actions = IAM_ACTIONS
+    prefetch = PREFETCH
     inventory = INVENTORY
     metrics = frozenset({ACCELERATOR_METRICS})
 

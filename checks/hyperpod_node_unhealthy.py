@@ -7,7 +7,7 @@ from fmdoctor.engine.check import Check, NotApplicable
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.entities import INSTANCE_GROUP, NODE
 from fmdoctor.engine.errors import describe_aws_failure
-from fmdoctor.engine.hyperpod import HyperPodCluster, HyperPodNode
+from fmdoctor.engine.hyperpod import HYPERPOD_CLUSTER, HYPERPOD_NODES, HyperPodCluster, HyperPodNode
 from fmdoctor.engine.inventory import HYPERPOD
 from fmdoctor.engine.model import Finding, Severity
 
@@ -40,6 +40,9 @@ class HyperpodNodeUnhealthy(Check):
     concerns = frozenset({NODE, INSTANCE_GROUP})
     severity = Severity.CRITICAL
     iam_actions = ("sagemaker:DescribeCluster", "sagemaker:ListClusterNodes")
+    # The cluster it reads is named before the inventory: hyperpod.cluster_name, else the target's own name.
+    prefetch = (HYPERPOD_CLUSTER.with_subjects(lambda start: [start.settings.hyperpod.cluster_name or start.cluster]),
+                HYPERPOD_NODES)
     inventory = frozenset({HYPERPOD})  # its nodes are no EC2 instances of this account
 
     def run(self, ctx: CheckContext) -> list[Finding]:

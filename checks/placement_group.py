@@ -3,15 +3,28 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from fmdoctor.engine.check import Check, NotApplicable
-from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.context import CheckContext, RunStart
 from fmdoctor.engine.entities import NODE
 from fmdoctor.engine.inventory import Instance
 from fmdoctor.engine.model import Finding, Severity
+from fmdoctor.engine.prefetch import EarlyLoad
 
 from ._common import id_list, plural, sample
 
 NO_GROUP = None
 WHOLE_CLUSTER = ""  # nodes no launch tag places in a node group are judged together, as the cluster's
+
+
+def _strategies(start: RunStart, _: str) -> dict[str, str | None]:
+    """Every placement group of the account and region -> its strategy: one DescribePlacementGroups without
+    filters "describes ... all of your placement groups" and has no pagination (EC2 API reference,
+    docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribePlacementGroups.html), so it needs no inventory."""
+    response = start.client("ec2").describe_placement_groups()
+    return {g["GroupName"]: g.get("Strategy") for g in response.get("PlacementGroups", []) if g.get("GroupName")}
+
+
+PLACEMENT_GROUPS: EarlyLoad[dict[str, str | None]] = EarlyLoad("ec2.placement-groups", _strategies,
+                                                               ("ec2:DescribePlacementGroups",), regional=True)
 
 
 def _scope(node_group: str) -> str:
@@ -37,6 +50,7 @@ class PlacementGroup(Check):
     concerns = frozenset({NODE})
     severity = Severity.WARNING
     iam_actions = ("ec2:DescribeInstances", "ec2:DescribePlacementGroups")
+    prefetch = (PLACEMENT_GROUPS,)
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         accelerated = ctx.inventory.accelerated_nodes()
@@ -110,9 +124,8 @@ class PlacementGroup(Check):
         unverified = f"strategy of placement group {group} (the nodes share it, but is it 'cluster'?)"
         strategy = None
         with ctx.guard(unverified):
-            response = ctx.client("ec2").describe_placement_groups(GroupNames=[group])
-            strategy = next((g.get("Strategy") for g in response.get("PlacementGroups", [])), None)
-            if strategy is None:
+            strategy = PLACEMENT_GROUPS.get(ctx).get(group)
+            if strategy is None:  # a group shared from another account is not among "your" groups
                 ctx.unverified(unverified, "PlacementGroupNotFound", f"DescribePlacementGroups returned no {group}")
         if strategy in (None, "cluster"):
             return []

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.concurrency import all_at_once
-from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.context import CheckContext, RunStart
 from fmdoctor.engine.entities import BUCKET, NODE
 from fmdoctor.engine.model import Finding, Severity
+from fmdoctor.engine.prefetch import EarlyLoad
 from fmdoctor.engine.slots import waiting
 from fmdoctor.net.classes import PairOutcome, evaluate_towards, interface_classes
 from fmdoctor.net.fetch import TOPOLOGY_IAM_ACTIONS
@@ -33,6 +35,23 @@ from ._net import (
 FLOW = Flow("tcp", HTTPS)
 
 
+def _buckets(locations: Sequence[str]) -> list[str]:
+    """The buckets of the checkpoint locations (s3://bucket/...)."""
+    return sorted({loc[5:].split("/", 1)[0] for loc in locations if loc.startswith("s3://")})
+
+
+def _bucket_region(start: RunStart, bucket: str) -> str:
+    location = start.client("s3").get_bucket_location(Bucket=bucket).get("LocationConstraint")
+    return str(location or "us-east-1")
+
+
+# GetBucketLocation of each general-purpose checkpoint bucket: named by the settings, so asked before the inventory.
+BUCKET_REGION: EarlyLoad[str] = EarlyLoad(
+    "s3.bucket-region", _bucket_region, ("s3:GetBucketLocation",),
+    lambda start: [b for b in _buckets(start.settings.checkpoints.locations) if not directory_bucket_zone(b)],
+    regional=True)
+
+
 class S3Unreachable(Check):
     """Every cluster node has a network path to S3 on HTTPS: in the cluster's region through a gateway
     endpoint, an interface endpoint, a NAT gateway or an internet gateway (with a public IP), with the
@@ -55,6 +74,7 @@ class S3Unreachable(Check):
     severity = Severity.CRITICAL
     iam_actions = ("ec2:DescribeInstances", "ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules",
                    *TOPOLOGY_IAM_ACTIONS, "s3:GetBucketLocation")
+    prefetch = (BUCKET_REGION,)
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         inv = ctx.inventory
@@ -76,9 +96,8 @@ class S3Unreachable(Check):
         return _one_per_resource(findings)
 
     @staticmethod
-    def _buckets(ctx: CheckContext) -> list[str]:
-        return sorted({loc[5:].split("/", 1)[0] for loc in ctx.settings.checkpoints.locations
-                       if loc.startswith("s3://")})
+    def _buckets(ctx: CheckContext | RunStart) -> list[str]:
+        return _buckets(ctx.settings.checkpoints.locations)
 
     def _bucket_regions(self, ctx: CheckContext) -> dict[str, str]:
         """The region of each general-purpose checkpoint bucket, all asked at once; one that could not be read is
@@ -87,8 +106,7 @@ class S3Unreachable(Check):
 
         def region(bucket: str) -> str | None:
             with ctx.guard(f"the region of checkpoint bucket {bucket}, so the path to it"):
-                location = ctx.client("s3").get_bucket_location(Bucket=bucket).get("LocationConstraint")
-                return str(location or "us-east-1")
+                return BUCKET_REGION.get(ctx, bucket)
             return None
 
         return {b: r for b, r in zip(general, all_at_once(region, general, name="fmdoctor-s3-regions"), strict=True)

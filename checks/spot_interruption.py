@@ -4,7 +4,7 @@ from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.entities import JOB, NODE
 from fmdoctor.engine.model import Finding, Severity
-from fmdoctor.spot.sources import spot_facts
+from fmdoctor.spot.sources import QUEUE_READ, SCHEDULED_EVENTS, spot_facts
 
 from ._spot import SPOT_IAM, interruptions
 
@@ -28,6 +28,7 @@ class SpotInterruption(Check):
     concerns = frozenset({NODE, JOB})
     severity = Severity.CRITICAL
     iam_actions = SPOT_IAM
+    prefetch = (QUEUE_READ, SCHEDULED_EVENTS)
     targets = frozenset({"cluster", "node"})
 
     def run(self, ctx: CheckContext) -> list[Finding]:

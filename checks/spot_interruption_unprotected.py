@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+from fmdoctor.checkpoints.facts import CHECKPOINT_FACTS
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check
 from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.entities import JOB, NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.spot.risk import work_at_risk
-from fmdoctor.spot.sources import spot_facts
+from fmdoctor.spot.sources import QUEUE_READ, SCHEDULED_EVENTS, spot_facts
 
 from ._checkpoint import CHECKPOINT_IAM
 from ._spot import SPOT_IAM, interruptions, newest_usable_checkpoint
@@ -29,6 +30,7 @@ class SpotInterruptionUnprotected(Check):
     concerns = frozenset({NODE, JOB})
     severity = Severity.CRITICAL
     iam_actions = tuple(dict.fromkeys(SPOT_IAM + CHECKPOINT_IAM))
+    prefetch = (QUEUE_READ, SCHEDULED_EVENTS, CHECKPOINT_FACTS)
     targets = frozenset({"cluster", "node"})
 
     def run(self, ctx: CheckContext) -> list[Finding]:

@@ -8,7 +8,7 @@ from fmdoctor.engine.context import CheckContext
 from fmdoctor.engine.entities import NODE
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.spot.notices import REBALANCE
-from fmdoctor.spot.sources import spot_facts
+from fmdoctor.spot.sources import QUEUE_READ, SCHEDULED_EVENTS, spot_facts
 
 from ._spot import SPOT_IAM, label
 
@@ -26,6 +26,7 @@ class SpotRebalance(Check):
     concerns = frozenset({NODE})
     severity = Severity.WARNING
     iam_actions = SPOT_IAM
+    prefetch = (QUEUE_READ, SCHEDULED_EVENTS)
     targets = frozenset({"cluster", "node"})
 
     def run(self, ctx: CheckContext) -> list[Finding]:

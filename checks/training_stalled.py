@@ -3,6 +3,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from fmdoctor.checkpoints.facts import CHECKPOINT_FACTS
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import ACCELERATOR_METRICS, EFA_METRICS, Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
@@ -13,7 +14,7 @@ from fmdoctor.engine.inventory import HYPERPOD, INSTANCES, Instance
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.training.culprit import READABLE, Answer, Evidence, NodeKeys, answer, read_evidence
 from fmdoctor.training.flight_recorder import find_laggards, of_the_run
-from fmdoctor.training.logs import JobLogs, discover_groups, is_signature, read_job_logs
+from fmdoctor.training.logs import LOG_GROUPS, JobLogs, discover_groups, is_signature, read_job_logs
 
 from ._common import hyperpod_nodes_of
 from ._scheduler import jobs_by_node, map_ranks_by_job
@@ -72,6 +73,7 @@ class TrainingStalled(Check):
     severity = Severity.CRITICAL
     iam_actions = _iam(EfaErrors, SpotInterruption, HyperpodNodeUnhealthy)
     inventory = frozenset({INSTANCES, HYPERPOD})  # a HyperPod cluster's nodes are no EC2 instances of the account
+    prefetch = (*EfaErrors.prefetch, *SpotInterruption.prefetch, LOG_GROUPS, CHECKPOINT_FACTS)
     metrics = frozenset({ACCELERATOR_METRICS, EFA_METRICS})  # GPU activity (spin) and the EFA cross-reference
 
     def run(self, ctx: CheckContext) -> list[Finding]:
@@ -321,6 +323,7 @@ def load_logs(ctx: CheckContext, hyperpod: str | None) -> JobLogs:
         eks = hyperpod_cluster.eks_cluster_arn.rsplit("/", 1)[-1] if hyperpod_cluster and \
             hyperpod_cluster.eks_cluster_arn else None
         with result.gaps.guard("the training job's log groups (DescribeLogGroups)"):
-            groups, result.looked_for = discover_groups(logs, ctx.cluster, hyperpod, eks)
+            groups, result.looked_for = discover_groups(logs, ctx.cluster, hyperpod, eks,
+                                                        lambda prefix: LOG_GROUPS.get(ctx, prefix))
     return read_job_logs(logs, groups, ctx.now, training.log_lookback, training.silence, training.max_log_pages,
                          result)

@@ -20,8 +20,9 @@ from fmdoctor.checkpoints.s3 import S3Lister
 from fmdoctor.checkpoints.scan import scan_location
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import NotApplicable, Unverified
-from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.context import CheckContext, RunStart
 from fmdoctor.engine.gaps import Gaps
+from fmdoctor.engine.prefetch import EarlyLoad
 
 SHARED_KEY = "checkpoints"
 # S3 and file-system clocks may run ahead of this machine's: a checkpoint "from the future" within this is
@@ -46,7 +47,7 @@ class CheckpointFacts:
 
 
 def checkpoint_facts(ctx: CheckContext) -> CheckpointFacts:
-    return ctx.shared(SHARED_KEY, lambda: load_checkpoint_facts(ctx))
+    return CHECKPOINT_FACTS.get(ctx)
 
 
 def facts_or_not_applicable(ctx: CheckContext) -> CheckpointFacts:
@@ -75,7 +76,7 @@ def clock_skew_message(last_modified: datetime, now: datetime) -> str:
             "check NTP on this machine and on whatever wrote the checkpoint")
 
 
-def load_checkpoint_facts(ctx: CheckContext) -> CheckpointFacts:
+def load_checkpoint_facts(ctx: RunStart, _: str = "") -> CheckpointFacts:
     locations = list(ctx.settings.checkpoints.locations)
     ratio = ctx.settings.checkpoints.incomplete_size_ratio
     settled = ctx.now - ctx.settings.checkpoints.write_grace  # an unproven save written since may be under way
@@ -83,10 +84,10 @@ def load_checkpoint_facts(ctx: CheckContext) -> CheckpointFacts:
     local = [loc for loc in locations if loc.startswith("/")]
     s3 = [loc for loc in locations if loc.startswith("s3://")]
     fsx = [loc for loc in locations if loc not in local and loc not in s3]
-    if ctx.scope.aws is None:  # on the node: local paths only
+    if ctx.aws is None:  # on the node: local paths only
         facts.elsewhere += [f"{loc} is read through AWS: run fmdoctor check without --local" for loc in s3 + fsx]
         for loc in local:
-            _scan(facts, loc, LocalLister(ctx.host, loc), ratio, settled)
+            _scan(facts, loc, LocalLister(ctx.node, loc), ratio, settled)
         return facts
     facts.elsewhere += [f"{loc} is a path on the nodes: run fmdoctor check --local on a node" for loc in local]
     s3_client = ctx.client("s3") if s3 or fsx else None
@@ -104,6 +105,13 @@ def load_checkpoint_facts(ctx: CheckContext) -> CheckpointFacts:
     for loc in s3:
         _scan(facts, loc, S3Lister(s3_client, loc), ratio, settled)
     return facts
+
+
+# The configured locations' listings, read once per run and, needing no inventory, started before it.
+CHECKPOINT_FACTS: EarlyLoad[CheckpointFacts] = EarlyLoad(
+    SHARED_KEY, load_checkpoint_facts, ("s3:ListBucket", "fsx:DescribeFileSystems",
+                                        "fsx:DescribeDataRepositoryAssociations"),
+    lambda start: [""] if start.settings.checkpoints.locations else [])
 
 
 def _scan(facts: CheckpointFacts, location: str, lister: Lister, min_ratio: float, settled: datetime,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import threading
@@ -24,10 +25,10 @@ from botocore.model import ServiceModel
 
 from fmdoctor.config import ClusterSettings, Settings
 from fmdoctor.engine import timestamps
-from fmdoctor.engine.aws import Aws, AwsOptions
-from fmdoctor.engine.check import inventory_parts, metric_families
-from fmdoctor.engine.context import RunScope
-from fmdoctor.engine.discovery import fetch_inventory, has_tagged_instance
+from fmdoctor.engine.aws import Aws, AwsOptions, RunStop
+from fmdoctor.engine.check import Check, inventory_parts, metric_families
+from fmdoctor.engine.context import RegionLoads, RunScope, RunStart, SharedData
+from fmdoctor.engine.discovery import has_tagged_instance, stage_inventory
 from fmdoctor.engine.endpoints import endpoint_target_name
 from fmdoctor.engine.errors import (
     AwsUnavailable,
@@ -40,8 +41,9 @@ from fmdoctor.engine.errors import (
 )
 from fmdoctor.engine.host import Host, LocalHost
 from fmdoctor.engine.identity import NodeIdentities
-from fmdoctor.engine.inventory import ENDPOINTS, HYPERPOD, INVENTORY_PARTS, Inventory
+from fmdoctor.engine.inventory import ENDPOINTS, HYPERPOD, INVENTORY_PARTS, Inventory, StagedInventory
 from fmdoctor.engine.model import CheckError, Report, RunStats, Skipped, Status, status_for
+from fmdoctor.engine.prefetch import start_prefetches
 from fmdoctor.engine.regions import check_region
 from fmdoctor.engine.registry import Registry, default_registry
 from fmdoctor.engine.runner import ProgressCallback, RunOutcome, run_checks
@@ -240,6 +242,8 @@ class Doctor:
     extras: dict[str, Any] = field(default_factory=dict)
     # Per-run settings from flags (e.g. {"checkpoints": {"locations": [...]}}), deep-merged over the config.
     overrides: dict[str, Any] = field(default_factory=dict)
+    # Loads shared with other runs in the same account and region (a fleet scan's clusters): regional EarlyLoads.
+    region_loads: RegionLoads | None = None
 
     @property
     def demo(self) -> bool:
@@ -297,32 +301,25 @@ class Doctor:
         name = self.resolve_cluster(cluster)
         settings = self.cluster_settings(name)
         aws = aws or self.connect(settings)
+        staged = self._staged_inventory(name, settings, aws, parts)
+        return _discovered(staged.whole)
+
+    def _staged_inventory(self, name: str, settings: ClusterSettings, aws: Aws, parts: Collection[str] | None,
+                          early: RunStart | None = None) -> StagedInventory:
+        """The inventory's first stage once it is read (fmdoctor.engine.discovery.stage_inventory); a target it
+        does not find waits for the later parts, which may find it. Raises TargetNotFound, or _InventoryFailed
+        for what AWS would not answer."""
         wanted = INVENTORY_PARTS if parts is None else frozenset(parts)
-        try:
-            inventory = fetch_inventory(aws, name, settings.tag_keys, settings.head_nodes,
-                                        hyperpod_name=settings.hyperpod.cluster_name,
-                                        endpoint_names=settings.inference.endpoints, parts=wanted,
-                                        hostname_tags=settings.gpu.hostname_tags)
-        except Exception as exc:
-            failure = describe_aws_failure(exc)
-            if failure is None:
-                raise
-            if failure.kind == "credentials":
-                raise credentials_error(failure) from None
-            error = CheckError(
-                check=INVENTORY,
-                code=failure.code,
-                iam_action=failure.iam_action,
-                unverified="the cluster's instances, interfaces and security groups, so no check could run",
-                message=failure.message,
-            )
-            raise _InventoryFailed(error) from None
-        if inventory.is_empty():
+        staged = _discovered(lambda: stage_inventory(
+            aws, name, settings.tag_keys, settings.head_nodes, hyperpod_name=settings.hyperpod.cluster_name,
+            endpoint_names=settings.inference.endpoints, parts=wanted, hostname_tags=settings.gpu.hostname_tags,
+            early=early))
+        if staged.first.is_empty() and _discovered(staged.whole).is_empty():
             raise TargetNotFound(
                 f"no running or pending instances tagged with cluster {name!r} in {aws.region}",
                 hint=_not_found_hint(settings.tag_keys, wanted),
             )
-        return inventory
+        return staged
 
     def confirm_target(self, cluster: str | None = None) -> None:
         """Fail as :meth:`inventory` does when the target is not there (an unknown cluster, bad credentials, a
@@ -347,31 +344,60 @@ class Doctor:
         checks = self.registry.select(only)
         settings = self.cluster_settings(name)
         aws = self.connect(settings)
-        aws.cancel = cancel  # checks under way stop at their next AWS call, not only those not yet started
+        # Checks under way stop at their next AWS call, not only those not yet started; so do the run's loads
+        # when its inventory fails (what they would bring reaches no report).
+        stop = RunStop(cancel)
+        aws.cancel = stop
         started = time.perf_counter()
         now = self.clock()
+        shared = SharedData()  # before the inventory: the checks' inventory-free loads start now
+        start = RunStart(name, settings, aws, now, shared, extras=self.extras, region_loads=self.region_loads)
+        start_prefetches(start, checks)
         try:
-            inventory = self.inventory(name, aws, parts=inventory_parts(checks))
+            staged = self._staged_inventory(name, settings, aws, inventory_parts(checks), start)
         except Cancelled:
-            return Report(cluster=name, region=aws.region, generated_at=now, status=Status.UNKNOWN,
-                          skipped=[Skipped(check=c.id, reason="cancelled") for c in checks],
-                          stats=RunStats(api_calls=aws.calls.snapshot(), duration_s=time.perf_counter() - started),
-                          demo=self.demo)
+            stop.set()
+            return self._cancelled(name, aws, now, checks, started)
         except _InventoryFailed as failed:
-            return Report(
-                cluster=name,
-                region=aws.region,
-                generated_at=now,
-                status=Status.UNKNOWN,
-                errors=[failed.error],
-                stats=RunStats(api_calls=aws.calls.snapshot(), duration_s=time.perf_counter() - started),
-                demo=self.demo,  # a demo run's report says so however far it got
-            )
-        scope = RunScope(cluster=name, settings=settings, aws=aws, inventory=inventory, now=now, extras=self.extras,
-                         metrics=metric_families(checks))
-        outcome = run_checks(scope, checks, self.settings.max_workers, progress, cancel, self.registry.annotators)
+            stop.set()
+            return self._failed(name, aws, now, failed, started)
+        except BaseException:
+            stop.set()
+            raise
+        scope = RunScope(cluster=name, settings=settings, aws=aws, inventory=staged.first, now=now,
+                         shared=shared, extras=self.extras, metrics=metric_families(checks), staged=staged,
+                         region_loads=self.region_loads)
+        staged.on_failure(stop.set)  # the later parts failed: the run reports that, not its checks
+        try:
+            outcome = run_checks(scope, checks, self.settings.max_workers, progress, stop, self.registry.annotators)
+        except BaseException as exc:  # the later parts' discovery failed (RunScope.settle): as if the first had
+            stop.set()
+            try:
+                _discovered(functools.partial(_reraise, exc))
+            except Cancelled:
+                return self._cancelled(name, aws, now, checks, started)
+            except _InventoryFailed as failed:
+                return self._failed(name, aws, now, failed, started)
+            raise
+        stop.set()  # a load no check read (its checks not applicable) ends with the run, at its next call
         return _report(scope, outcome, started)
 
+    def _cancelled(self, name: str, aws: Aws, now: datetime, checks: Sequence[Check], started: float) -> Report:
+        return Report(cluster=name, region=aws.region, generated_at=now, status=Status.UNKNOWN,
+                      skipped=[Skipped(check=c.id, reason="cancelled") for c in checks],
+                      stats=RunStats(api_calls=aws.calls.snapshot(), duration_s=time.perf_counter() - started),
+                      demo=self.demo)
+
+    def _failed(self, name: str, aws: Aws, now: datetime, failed: _InventoryFailed, started: float) -> Report:
+        return Report(
+            cluster=name,
+            region=aws.region,
+            generated_at=now,
+            status=Status.UNKNOWN,
+            errors=[failed.error],
+            stats=RunStats(api_calls=aws.calls.snapshot(), duration_s=time.perf_counter() - started),
+            demo=self.demo,  # a demo run's report says so however far it got
+        )
 
     def check_local(
         self,
@@ -435,6 +461,32 @@ def _report(scope: RunScope, outcome: RunOutcome, started: float) -> Report:
         ),
         demo="demo" in scope.extras,
     ).with_node_of(node_of if inventory.instances else None)
+
+
+def _reraise(exc: BaseException) -> Any:
+    raise exc
+
+
+def _discovered(read: Callable[[], T]) -> T:
+    """``read()``, an AWS failure of discovery turned into _InventoryFailed (credentials into CredentialsError)."""
+    try:
+        return read()
+    except _InventoryFailed:
+        raise
+    except Exception as exc:
+        failure = describe_aws_failure(exc)
+        if failure is None:
+            raise
+        if failure.kind == "credentials":
+            raise credentials_error(failure) from None
+        error = CheckError(
+            check=INVENTORY,
+            code=failure.code,
+            iam_action=failure.iam_action,
+            unverified="the cluster's instances, interfaces and security groups, so no check could run",
+            message=failure.message,
+        )
+        raise _InventoryFailed(error) from None
 
 
 class _InventoryFailed(AwsUnavailable):

@@ -11,7 +11,7 @@ import os
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import boto3
 import botocore.handlers
@@ -38,6 +38,25 @@ class AwsOptions:
     connect_timeout: float = 5.0
     read_timeout: float = 30.0
     max_pool_connections: int = 32
+
+
+class CancelFlag(Protocol):
+    def is_set(self) -> bool: ...
+
+
+class RunStop:
+    """A run's stop flag: set by the run itself (its inventory failed, so what its loads would bring reaches no
+    report) or by the caller's cancel event (Esc, quitting the app)."""
+
+    def __init__(self, cancel: CancelFlag | None = None):
+        self._cancel = cancel
+        self._own = threading.Event()
+
+    def set(self) -> None:
+        self._own.set()
+
+    def is_set(self) -> bool:
+        return self._own.is_set() or (self._cancel is not None and self._cancel.is_set())
 
 
 class ApiCallCounter:
@@ -84,7 +103,7 @@ class Aws:
         self.options = options or AwsOptions()
         self.session = session
         self.calls = ApiCallCounter()
-        self.cancel: threading.Event | None = None  # once set, every further call raises Cancelled
+        self.cancel: CancelFlag | None = None  # once set, every further call raises Cancelled
         self._clients: dict[str, BaseClient] = {}
         self._lock = threading.Lock()
         self._config = Config(
@@ -96,6 +115,8 @@ class Aws:
         )
         # Registered before any client exists: clients copy the session's handlers and parser defaults.
         session.events.register("before-call", self._on_before_call)
+        # A retry is sent again without a before-call: a stopped run's call in its retries stops at the next attempt.
+        session.events.register("before-send", self._on_before_send)
         # A check waiting for AWS's answer gives its worker slot to another check (fmdoctor.engine.slots).
         session.events.register("after-call", _resume)
         session.events.register("after-call-error", _resume)
@@ -138,6 +159,10 @@ class Aws:
         self.calls.record(service, model.name)
         remember_call(service, model.name)
         slots.pause()
+
+    def _on_before_send(self, request: Any = None, **_: Any) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise Cancelled("cancelled before sending a request")
 
 
 def _resume(**_: Any) -> None:

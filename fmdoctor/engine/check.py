@@ -20,6 +20,7 @@ from fmdoctor.engine.model import Finding, Severity
 
 if TYPE_CHECKING:
     from fmdoctor.engine.context import CheckContext
+    from fmdoctor.engine.prefetch import EarlyLoad
 
 # The families of the run's shared metric snapshot a check may read (Check.metrics): GPU/Neuron series, and
 # EFA error counters.
@@ -65,6 +66,9 @@ class Check(ABC):
     # KINDS: "node", "endpoint", "security-group", "bucket", "file-system", "job", "instance-group"); a question
     # about one such thing runs every check that concerns its kind.
     concerns: ClassVar[frozenset[str]] = frozenset()
+    # The loads it reads that need nothing from the inventory (fmdoctor.engine.prefetch): a run starts those of
+    # its checks before it reads the inventory, and the check reads them with EarlyLoad.get.
+    prefetch: ClassVar[tuple[EarlyLoad[Any], ...]] = ()
 
     @abstractmethod
     def run(self, ctx: CheckContext) -> list[Finding]:
@@ -122,6 +126,10 @@ def validate_check_class(cls: type[Check]) -> list[str]:
     for action in cls.iam_actions:
         if not IAM_ACTION.match(action):
             problems.append(f"{cls.id}: {action!r} is not an IAM action like 'ec2:DescribeInstances'")
+    for load in cls.prefetch:  # what its run calls before the inventory is in its policy (iam-policy --only)
+        missing = sorted(set(load.iam_actions) - set(cls.iam_actions))
+        if missing:
+            problems.append(f"{cls.id}: prefetch {load.name} calls {', '.join(missing)}, not in its iam_actions")
     return problems
 
 

@@ -15,7 +15,7 @@ from fmdoctor.engine import slots
 from fmdoctor.engine.aws import ApiCallCounter, Aws
 from fmdoctor.engine.errors import FmdoctorError, describe_aws_failure, note_failed_call
 from fmdoctor.engine.host import Host
-from fmdoctor.engine.inventory import Inventory
+from fmdoctor.engine.inventory import Inventory, StagedInventory
 from fmdoctor.engine.model import CheckError
 
 T = TypeVar("T")
@@ -110,6 +110,47 @@ class SharedData:
 _in_loader = threading.local()
 
 
+@dataclass(frozen=True)
+class RegionLoads:
+    """The memo of loads whose answer is the same for every target in one account and region (``regional``
+    EarlyLoads, fmdoctor.engine.prefetch), and the session they are made with: a fleet scan gives one to every
+    run of a scope, so its clusters share DescribePlacementGroups, the FSx listing, a HyperPod cluster's nodes...
+    instead of asking each again. The calls count on this session, not on any one cluster's."""
+
+    aws: Aws
+    shared: SharedData = field(default_factory=SharedData)
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """What a run has before its inventory: target, settings, clients, clock and the shared memo. A load that
+    needs nothing more (fmdoctor.engine.prefetch) starts from it while the inventory is read."""
+
+    cluster: str
+    settings: ClusterSettings
+    aws: Aws | None
+    now: datetime
+    shared: SharedData
+    host: Host | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+    region_loads: RegionLoads | None = None  # loads shared with other runs in the account and region (fleet)
+
+    @property
+    def region(self) -> str:
+        return self.aws.region if self.aws else "local"
+
+    @property
+    def node(self) -> Host:
+        if self.host is None:
+            raise FmdoctorError("this load needs the node itself: run it with fmdoctor check --local")
+        return self.host
+
+    def client(self, service: str) -> Any:
+        if self.aws is None:
+            raise FmdoctorError("this load needs AWS access, which this on-node run does not have")
+        return self.aws.client(service)
+
+
 @dataclass
 class RunScope:
     """Everything shared by the checks of one run."""
@@ -125,6 +166,24 @@ class RunScope:
     queries: ApiCallCounter = field(default_factory=ApiCallCounter)  # metric-source calls that are not AWS's
     # The metric families the run's checks read (Check.metrics); None: every family (a scope built by hand).
     metrics: frozenset[str] | None = None
+    # Parts of the inventory still arriving (Doctor.check): ``inventory`` is then the first stage until
+    # :meth:`settle` makes it the whole.
+    staged: StagedInventory | None = None
+
+    region_loads: RegionLoads | None = None
+
+    @property
+    def start(self) -> RunStart:
+        return RunStart(self.cluster, self.settings, self.aws, self.now, self.shared, self.host, self.extras,
+                        self.region_loads)
+
+    def inventory_for(self, parts: frozenset[str]) -> Inventory:
+        return self.inventory if self.staged is None else self.staged.for_parts(parts)
+
+    def settle(self) -> None:
+        """Make ``inventory`` the whole (every check has ended); raises what the later parts' discovery raised."""
+        if self.staged is not None:
+            self.inventory = self.staged.whole()
 
 
 @dataclass
@@ -134,6 +193,8 @@ class CheckContext:
     scope: RunScope
     check_id: str
     errors: list[CheckError] = field(default_factory=list)
+    # The inventory this check reads: the parts it declares (Check.inventory); the scope's when not given.
+    view: Inventory | None = None
 
     @property
     def cluster(self) -> str:
@@ -145,7 +206,7 @@ class CheckContext:
 
     @property
     def inventory(self) -> Inventory:
-        return self.scope.inventory
+        return self.scope.inventory if self.view is None else self.view
 
     @property
     def now(self) -> datetime:

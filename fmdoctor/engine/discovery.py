@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import threading
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from fmdoctor.engine.aws import Aws
 from fmdoctor.engine.concurrency import all_at_once
 from fmdoctor.engine.endpoints import fetch_endpoints, with_endpoints
-from fmdoctor.engine.errors import describe_aws_failure
-from fmdoctor.engine.hyperpod import probe_hyperpod_cluster
+from fmdoctor.engine.errors import describe_aws_failure, note_failed_call
+from fmdoctor.engine.hyperpod import HYPERPOD_CLUSTER, probe_hyperpod_cluster
 from fmdoctor.engine.instance_listing import read_instance_pages
 from fmdoctor.engine.inventory import (
     COMPUTE,
@@ -42,11 +43,14 @@ from fmdoctor.engine.inventory import (
     NetworkInterface,
     SecurityGroup,
     SgRule,
+    StagedInventory,
     Subnet,
     UnavailablePart,
     chunked,
 )
-from fmdoctor.engine.slots import waiting
+
+if TYPE_CHECKING:
+    from fmdoctor.engine.context import RunStart
 
 # EC2 accepts at most 200 values in one filter; DescribeInstanceTypes at most 100 types per call.
 FILTER_VALUES_MAX = 200
@@ -87,24 +91,65 @@ def fetch_inventory(
     parts: Collection[str] = INVENTORY_PARTS,
     hostname_tags: Sequence[str] = (),
 ) -> Inventory:
+    return stage_inventory(aws, cluster, tag_keys, head_node_ids, hyperpod_name, endpoint_names=endpoint_names,
+                           parts=parts, hostname_tags=hostname_tags).whole()
+
+
+def stage_inventory(
+    aws: Aws,
+    cluster: str,
+    tag_keys: Sequence[str],
+    head_node_ids: Sequence[str] = (),
+    hyperpod_name: str | None = None,
+    *,
+    endpoint_names: Sequence[str] = (),
+    parts: Collection[str] = INVENTORY_PARTS,
+    hostname_tags: Sequence[str] = (),
+    early: RunStart | None = None,
+) -> StagedInventory:
+    """The inventory in two stages: the instances with their details and the HyperPod probe, returned as soon as
+    they are read, and the SageMaker endpoints, whose chain (GetResources, ListEndpoints, the describes) runs
+    beside them in a thread of its own and ends later. ``early``: the run's start, whose shared memo the HyperPod
+    probe reads (a prefetched DescribeCluster of the same name is not asked again)."""
     ec2 = aws.client("ec2")
-    # Endpoint discovery needs nothing from the instances: its chain (GetResources, the describes) runs beside theirs.
+    # Endpoint discovery needs nothing from the instances: its chain runs beside theirs.
     endpoints: Future[Any] | None = None
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fmdoctor-endpoints") as pool:
-        if ENDPOINTS in parts:
-            endpoints = pool.submit(fetch_endpoints, aws, cluster, tag_keys, endpoint_names)
-        instances, interfaces = _fetch_instances(ec2, cluster, tag_keys, set(head_node_ids))
-        inventory = Inventory(cluster=cluster, region=aws.region, instances=tuple(instances), interfaces=interfaces,
-                              hostname_tags=tuple(hostname_tags))
-        if instances and INSTANCES in parts:
-            inventory = _with_instance_details(ec2, inventory)
-        if not instances and HYPERPOD in parts:
-            inventory = dataclasses.replace(inventory, hyperpod=probe_hyperpod_cluster(aws, hyperpod_name or cluster))
-        if endpoints is not None:
-            with waiting():
-                found, gaps = endpoints.result()
-            inventory = with_endpoints(inventory, found, gaps)
-    return inventory
+    if ENDPOINTS in parts:
+        endpoints = Future()
+        threading.Thread(target=_settle, args=(endpoints, lambda: fetch_endpoints(aws, cluster, tag_keys,
+                                                                                  endpoint_names)),
+                         name="fmdoctor-endpoints", daemon=True).start()
+    instances, interfaces = _fetch_instances(ec2, cluster, tag_keys, set(head_node_ids))
+    inventory = Inventory(cluster=cluster, region=aws.region, instances=tuple(instances), interfaces=interfaces,
+                          hostname_tags=tuple(hostname_tags))
+    if instances and INSTANCES in parts:
+        inventory = _with_instance_details(ec2, inventory)
+    if not instances and HYPERPOD in parts:
+        name = hyperpod_name or cluster
+        describe = None if early is None else (lambda n: HYPERPOD_CLUSTER.read(early, n))
+        inventory = dataclasses.replace(inventory, hyperpod=probe_hyperpod_cluster(aws, name, describe))
+    if endpoints is None:
+        return StagedInventory(inventory)
+    whole: Future[Inventory] = Future()
+    first = inventory
+
+    def joined(done: Future[Any]) -> None:
+        try:
+            found, gaps = done.result()
+            whole.set_result(with_endpoints(first, found, gaps))
+        except BaseException as exc:
+            whole.set_exception(exc)
+
+    endpoints.add_done_callback(joined)
+    return StagedInventory(first, whole, frozenset({ENDPOINTS}))
+
+
+def _settle(future: Future[Any], work: Callable[[], Any]) -> None:
+    try:
+        future.set_result(work())
+    except BaseException as exc:  # named by the call that failed, for the thread that reports it
+        note_failed_call(exc)
+        future.set_exception(exc)
 
 
 def _with_instance_details(ec2: Any, inventory: Inventory) -> Inventory:

@@ -11,9 +11,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from fmdoctor.engine.errors import describe_aws_failure
+from fmdoctor.engine.prefetch import EarlyLoad
 
 if TYPE_CHECKING:  # the inventory's types import this module; botocore only when a cluster is described
+    from collections.abc import Callable
+
     from fmdoctor.engine.aws import Aws
+    from fmdoctor.engine.context import RunStart
 
 NODE_PAGE_SIZE = 100  # ListClusterNodes' maximum
 
@@ -94,13 +98,15 @@ def describe_hyperpod_cluster(sagemaker: Any, name: str) -> HyperPodCluster | No
 _NOT_HERE = frozenset({"access-denied", "not-found", "bad-input"})
 
 
-def probe_hyperpod_cluster(aws: Aws, name: str) -> HyperPodCluster | None:
+def probe_hyperpod_cluster(aws: Aws, name: str,
+                           describe: Callable[[str], HyperPodCluster | None] | None = None) -> HyperPodCluster | None:
     """Discovery's look-up: a denial (no SageMaker permission, say) or a name HyperPod refuses means 'not found
     here', so a mistyped EC2 cluster name still reads as an unknown cluster rather than a SageMaker error. A call
     that did not answer (throttled past its retries, timed out, a server error) propagates: the target may well
-    exist, and it is unread, never "no such cluster"."""
+    exist, and it is unread, never "no such cluster". ``describe``: how to describe it (the run's shared
+    :data:`HYPERPOD_CLUSTER`), when not a call of its own."""
     try:
-        return describe_hyperpod_cluster(aws.client("sagemaker"), name)
+        return describe(name) if describe else describe_hyperpod_cluster(aws.client("sagemaker"), name)
     except Exception as exc:
         failure = describe_aws_failure(exc)
         if failure is None or failure.kind not in _NOT_HERE:
@@ -128,3 +134,17 @@ def list_hyperpod_nodes(sagemaker: Any, name: str) -> list[HyperPodNode]:
                 )
             )
     return nodes
+
+
+def _configured(start: RunStart) -> list[str]:
+    return [start.settings.hyperpod.cluster_name] if start.settings.hyperpod.cluster_name else []
+
+
+# DescribeCluster and ListClusterNodes once per run by cluster name, for discovery's probe and every check that reads
+# a HyperPod cluster; started before the inventory for the name hyperpod.cluster_name configures.
+HYPERPOD_CLUSTER: EarlyLoad[HyperPodCluster | None] = EarlyLoad(
+    "hyperpod.cluster", lambda start, name: describe_hyperpod_cluster(start.client("sagemaker"), name),
+    ("sagemaker:DescribeCluster",), _configured, regional=True)
+HYPERPOD_NODES: EarlyLoad[list[HyperPodNode]] = EarlyLoad(
+    "hyperpod.nodes", lambda start, name: list_hyperpod_nodes(start.client("sagemaker"), name),
+    ("sagemaker:ListClusterNodes",), _configured, regional=True)

@@ -8,11 +8,13 @@ AWS would not return is an :class:`UnavailablePart` that fails the checks readin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NoReturn
 
+from fmdoctor.engine import slots
 from fmdoctor.engine.endpoints import DiscoveryGap, Endpoint
 from fmdoctor.engine.errors import AwsCallFailed, AwsFailure
 from fmdoctor.engine.hyperpod import HyperPodCluster
@@ -309,3 +311,39 @@ def chunked(items: Iterable[str], size: int) -> Iterator[list[str]]:
             batch = []
     if batch:
         yield batch
+
+
+class StagedInventory:
+    """The inventory as its parts arrive: ``first`` (the instance listing and every part but ``later``'s) at
+    once, the whole when ``later`` (the slower parts, e.g. the SageMaker endpoint chain) ends. A check that reads
+    none of ``later_parts`` runs on ``first`` without waiting (it sees those parts empty, as a run that did not
+    ask for them does); the others wait for the whole."""
+
+    def __init__(self, first: Inventory, later: Future[Inventory] | None = None,
+                 later_parts: frozenset[str] = frozenset()):
+        self.first = first
+        self._later = later
+        self._later_parts = later_parts if later is not None else frozenset()
+
+    def needs_wait(self, parts: frozenset[str]) -> bool:
+        return bool(parts & self._later_parts) and self._later is not None and not self._later.done()
+
+    def for_parts(self, parts: frozenset[str]) -> Inventory:
+        """The inventory a check reading ``parts`` sees (waiting, its worker slot given up, for a later part)."""
+        if not parts & self._later_parts:
+            return self.first
+        return self.whole()
+
+    def on_failure(self, call: Callable[[], None]) -> None:
+        """``call()`` as soon as the later parts' discovery fails (at once if it has)."""
+        if self._later is not None:
+            self._later.add_done_callback(lambda done: call() if done.exception() is not None else None)
+
+    def whole(self) -> Inventory:
+        """Every part; raises what the later parts' discovery raised."""
+        if self._later is None:
+            return self.first
+        if not self._later.done():
+            with slots.waiting():
+                self._later.exception()
+        return self._later.result()

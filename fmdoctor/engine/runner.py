@@ -10,9 +10,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
+from fmdoctor.engine.aws import CancelFlag
 from fmdoctor.engine.check import Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext, RunScope
 from fmdoctor.engine.errors import Cancelled, describe_aws_failure
+from fmdoctor.engine.inventory import Inventory
 from fmdoctor.engine.model import CheckError, Finding, Skipped
 from fmdoctor.engine.slots import WorkerSlots
 
@@ -49,7 +51,7 @@ def run_checks(
     checks: Sequence[Check],
     max_workers: int = 8,
     progress: ProgressCallback | None = None,
-    cancel: threading.Event | None = None,
+    cancel: CancelFlag | None = None,
     annotators: Sequence[Callable[[RunScope, Sequence[Finding]], None]] = (),
 ) -> RunOutcome:
     outcome = RunOutcome()
@@ -57,16 +59,19 @@ def run_checks(
     total = len(checks)
     finished = [0]  # checks that have ended, each counted once (a partial error does not count it again)
 
-    def one(check: Check) -> None:
+    def cancelled(check: Check) -> None:
+        with lock:
+            outcome.skipped.append(Skipped(check=check.id, reason="cancelled"))
+            finished[0] += 1
+
+    def one(check: Check, view: Inventory) -> None:
         if cancel is not None and cancel.is_set():
-            with lock:
-                outcome.skipped.append(Skipped(check=check.id, reason="cancelled"))
-                finished[0] += 1
+            cancelled(check)
             return
         if progress:
             progress(CheckEvent(check.id, "started", total=total))
         started = time.perf_counter()
-        ctx = CheckContext(scope=scope, check_id=check.id)
+        ctx = CheckContext(scope=scope, check_id=check.id, view=view)
         findings: list[Finding] = []
         skipped: Skipped | None = None
         completed = False
@@ -110,12 +115,20 @@ def run_checks(
     slots = WorkerSlots(max_workers)
 
     def in_slot(check: Check) -> None:
+        # A check starts as soon as the inventory parts it reads are there (a check that reads no endpoints does
+        # not wait for the endpoint chain), waiting for them without a slot.
+        try:
+            view = scope.inventory_for(frozenset(check.inventory))
+        except Exception:  # their discovery failed: the run reports that instead (RunScope.settle)
+            cancelled(check)
+            return
         with slots.hold():
-            one(check)
+            one(check, view)
 
     with ThreadPoolExecutor(max_workers=max(1, total), thread_name_prefix="fmdoctor-check") as pool:
         for future in as_completed([pool.submit(in_slot, c) for c in checks]):
             future.result()
+    scope.settle()  # the whole inventory, for the annotators and the report
 
     order = {c.id: i for i, c in enumerate(checks)}
     outcome.findings.sort(key=lambda f: (-f.severity.rank, order.get(f.check, 0), f.resource))

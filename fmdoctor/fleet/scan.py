@@ -2,8 +2,11 @@
 
 One pipeline, two bounded pools: account tasks (AssumeRole) and scope tasks (discovery) share the
 scope pool; each discovered cluster goes to the cluster pool as soon as its scope is listed, and runs
-:meth:`Doctor.check` with a Doctor and session of its own. Anything that goes wrong is recorded for
-the account, scope or cluster it hit and the rest goes on; nothing here raises for one bad scope.
+:meth:`Doctor.check` with a Doctor and session of its own; what is the same for every cluster of a scope
+(placement groups, file systems, scheduled events, a HyperPod cluster's nodes: the regional EarlyLoads of
+fmdoctor.engine.prefetch) is loaded once for the scope, on its session, and read by each. Anything that goes
+wrong is recorded for the account, scope or cluster it hit and the rest goes on; nothing here raises for one
+bad scope.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from fmdoctor.engine.api import Connection, Doctor
 from fmdoctor.engine.aws import AwsOptions
+from fmdoctor.engine.context import RegionLoads
 from fmdoctor.engine.errors import CredentialsError, FmdoctorError, describe_aws_failure
 from fmdoctor.engine.model import CheckError, Status
 from fmdoctor.fleet.discovery import HYPERPOD, DiscoveredCluster, discover
@@ -165,17 +169,22 @@ class _FleetRun:
                                        clusters=len(found)))
         with self._lock:
             self._known += len(found)
+        # The scope's clusters share what is the same for all of them (placement groups, file systems, a HyperPod
+        # cluster's nodes...: regional EarlyLoads), made with the scope's session.
+        aws.cancel = self.cancel
+        region_loads = RegionLoads(aws)
         for cluster in found:
-            self._submit(self.cluster_pool, self._cluster_task, scope, credentials, cluster)
+            self._submit(self.cluster_pool, self._cluster_task, scope, credentials, cluster, region_loads)
 
-    def _cluster_task(self, scope: Scope, credentials: Any, cluster: DiscoveredCluster) -> None:
+    def _cluster_task(self, scope: Scope, credentials: Any, cluster: DiscoveredCluster,
+                      region_loads: RegionLoads | None = None) -> None:
         base = {"account": scope.account, "region": scope.region, "cluster": cluster.name,
                 "kinds": list(cluster.kinds), "instances": cluster.instances}
         unverified = f"every check of cluster {cluster.name}"
         try:
             if self.cancel.is_set():
                 raise FmdoctorError("the scan was cancelled before this cluster was checked")
-            report = self._doctor_for(scope, credentials, cluster).check(cluster.name, only=self.only,
+            report = self._doctor_for(scope, credentials, cluster, region_loads).check(cluster.name, only=self.only,
                                                                          cancel=self.cancel)
             result = ClusterResult(**base, status=report.status, report=report)
         except FmdoctorError as exc:
@@ -195,7 +204,8 @@ class _FleetRun:
 
     # -- plumbing ----------------------------------------------------------------------------------------
 
-    def _doctor_for(self, scope: Scope, credentials: Any, cluster: DiscoveredCluster) -> Doctor:
+    def _doctor_for(self, scope: Scope, credentials: Any, cluster: DiscoveredCluster,
+                    region_loads: RegionLoads | None = None) -> Doctor:
         """A Doctor of the cluster's own: its account's credentials, its region, a fresh session per check."""
         use_profile = credentials is None
 
@@ -212,6 +222,7 @@ class _FleetRun:
             clock=template.clock,
             extras=dict(template.extras),
             overrides=cluster_overrides(template, cluster),
+            region_loads=region_loads,
         )
 
     def _options(self, region: str, use_profile: bool) -> AwsOptions:

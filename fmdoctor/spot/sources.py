@@ -22,10 +22,11 @@ from typing import Any
 
 from fmdoctor.engine.check import NotApplicable, Unverified
 from fmdoctor.engine.concurrency import settle_all
-from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.context import CheckContext, RunStart
 from fmdoctor.engine.gaps import Gaps, SourceError
 from fmdoctor.engine.host import Host, ImdsUnavailable
 from fmdoctor.engine.inventory import chunked
+from fmdoctor.engine.prefetch import EarlyLoad
 from fmdoctor.spot.ec2 import (
     SCHEDULED_ACTIONS,
     parse_imds_instance_action,
@@ -86,13 +87,14 @@ def load_spot_facts(ctx: CheckContext) -> SpotFacts:
     if ctx.scope.aws is None:
         _from_imds(facts, ctx.host, ctx)
         return facts
-    queue_read(ctx, prefetch=True)  # the queue's messages come in beside the EC2 describes below
+    if ctx.settings.spot.queue_url:  # the queue's messages come in beside the EC2 describes below
+        QUEUE_READ.begin(ctx.scope.start)
     instances = list(ctx.inventory.instances)
     spot = [i for i in instances if i.lifecycle == "spot"]
     facts.spot_nodes = len(spot)
     # The two EC2 reads need nothing from each other: made at once, read in this order.
     requests, statuses = settle_all([lambda: _spot_request_pages(ctx, [i.id for i in spot]) if spot else [],
-                                     lambda: _instance_status_pages(ctx)], name="fmdoctor-spot")
+                                     lambda: SCHEDULED_EVENTS.get(ctx)], name="fmdoctor-spot")
     if not spot:
         facts.not_spot = f"no Spot instances in cluster {ctx.cluster}"
     else:
@@ -125,24 +127,27 @@ class QueueRead:
     answered: bool = False
 
 
-def queue_read(ctx: CheckContext, prefetch: bool = False) -> QueueRead | None:
-    """The configured queue's messages, or None when no queue is configured; with ``prefetch``, the read is
-    started in the background and None returned."""
-    url = ctx.settings.spot.queue_url
-    if not url or ctx.scope.aws is None:
-        return None
+def _load_queue(start: RunStart, _: str) -> QueueRead:
+    url = start.settings.spot.queue_url or ""
+    read = QueueRead(f"sqs:{url}")
+    with read.gaps.guard(f"interruption events in SQS queue {url}"):
+        _from_queue(read, start.client("sqs"), url, start)
+        read.answered = True
+    return read
 
-    def load() -> QueueRead:
-        read = QueueRead(f"sqs:{url}")
-        with read.gaps.guard(f"interruption events in SQS queue {url}"):
-            _from_queue(read, ctx.client("sqs"), url, ctx)
-            read.answered = True
-        return read
 
-    if prefetch:
-        ctx.scope.shared.start(QUEUE_KEY, load)
+# The configured queue's messages, read once per run before the inventory (they name instances; the checks keep
+# their cluster's).
+QUEUE_READ: EarlyLoad[QueueRead] = EarlyLoad(
+    QUEUE_KEY, _load_queue, ("sqs:GetQueueAttributes", "sqs:ReceiveMessage"),
+    lambda start: [""] if start.settings.spot.queue_url and start.aws is not None else [])
+
+
+def queue_read(ctx: CheckContext) -> QueueRead | None:
+    """The configured queue's messages, or None when no queue is configured."""
+    if not ctx.settings.spot.queue_url or ctx.scope.aws is None:
         return None
-    return ctx.shared(QUEUE_KEY, load)
+    return QUEUE_READ.get(ctx)
 
 
 def _read(facts: SpotFacts, gap_key: str, source: str, what: str, read: Any) -> None:
@@ -187,12 +192,18 @@ def _spot_requests(facts: SpotFacts, ctx: CheckContext, pages: list[dict[str, An
                 _keep(facts, notice, ctx)
 
 
-def _instance_status_pages(ctx: CheckContext) -> list[dict[str, Any]]:
+def _instance_status_pages(start: RunStart, _: str = "") -> list[dict[str, Any]]:
     """Only instances with a scheduled event match the filter, so one page covers any cluster."""
-    return list(ctx.client("ec2").get_paginator("describe_instance_status").paginate(
+    return list(start.client("ec2").get_paginator("describe_instance_status").paginate(
         Filters=[{"Name": "event.code", "Values": sorted(SCHEDULED_ACTIONS)}],
         PaginationConfig={"PageSize": STATUS_PAGE},
     ))
+
+
+# The account and region's instances with a scheduled event (the checks keep their cluster's): needs no inventory.
+SCHEDULED_EVENTS: EarlyLoad[list[dict[str, Any]]] = EarlyLoad(
+    "ec2.scheduled-events", _instance_status_pages, ("ec2:DescribeInstanceStatus",),
+    lambda start: [""] if start.aws is not None else [], regional=True)
 
 
 def _scheduled_events(facts: SpotFacts, ctx: CheckContext, pages: list[dict[str, Any]]) -> None:
@@ -210,7 +221,7 @@ def _scheduled_events(facts: SpotFacts, ctx: CheckContext, pages: list[dict[str,
                 _keep(facts, notice, ctx)
 
 
-def _from_queue(read: QueueRead, sqs: Any, url: str, ctx: CheckContext) -> None:
+def _from_queue(read: QueueRead, sqs: Any, url: str, ctx: RunStart) -> None:
     attrs = sqs.get_queue_attributes(
         QueueUrl=url,
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "RedrivePolicy"],

@@ -22,14 +22,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fmdoctor.engine.concurrency import all_at_once
 from fmdoctor.engine.gaps import Gaps
+from fmdoctor.engine.prefetch import EarlyLoad
 from fmdoctor.training.signatures import FILTER_PATTERN, FILTER_TERMS, unlabelled
+
+if TYPE_CHECKING:
+    from fmdoctor.engine.context import RunStart
 
 PARALLELCLUSTER = "/aws/parallelcluster/{cluster}-"
 HYPERPOD = "/aws/sagemaker/Clusters/{cluster}/"
@@ -68,20 +72,33 @@ class JobLogs:
         return bool(self.groups) and len(self.gaps) < len(self.groups)
 
 
-def discover_groups(logs: Any, cluster: str, hyperpod_name: str | None,
-                    eks_cluster: str | None = None) -> tuple[list[str], list[str]]:
-    """The groups that exist for this cluster's conventions, and the names looked for (for the message).
-    ``eks_cluster``: the EKS cluster an EKS-orchestrated HyperPod cluster runs in (its Container Insights group)."""
+def convention_prefixes(cluster: str, hyperpod_name: str | None,
+                        eks_cluster: str | None = None) -> list[tuple[str, str]]:
+    """(prefix, kind) of every log-group naming convention for this cluster: ParallelCluster's, Container
+    Insights' for the cluster and the EKS cluster, HyperPod's for its cluster name and the target's."""
     prefixes = [(PARALLELCLUSTER.format(cluster=cluster), "parallelcluster")]
     prefixes += [(CONTAINER_INSIGHTS.format(cluster=name), "exact")
                  for name in dict.fromkeys(filter(None, (cluster, eks_cluster)))]
     prefixes += [(HYPERPOD.format(cluster=name), "prefix") for name in dict.fromkeys(filter(None, (hyperpod_name,
                                                                                                   cluster)))]
-    found: list[str] = []
-    paginator = logs.get_paginator("describe_log_groups")
+    return prefixes
 
-    def listed(prefix: str) -> list[dict[str, Any]]:
-        return [g for page in paginator.paginate(logGroupNamePrefix=prefix) for g in page.get("logGroups", [])]
+
+def list_log_groups(logs: Any, prefix: str) -> list[dict[str, Any]]:
+    """DescribeLogGroups' pages for one name prefix."""
+    paginator = logs.get_paginator("describe_log_groups")
+    return [g for page in paginator.paginate(logGroupNamePrefix=prefix) for g in page.get("logGroups", [])]
+
+
+def discover_groups(logs: Any, cluster: str, hyperpod_name: str | None, eks_cluster: str | None = None,
+                    listed: Callable[[str], list[dict[str, Any]]] | None = None) -> tuple[list[str], list[str]]:
+    """The groups that exist for this cluster's conventions, and the names looked for (for the message).
+    ``eks_cluster``: the EKS cluster an EKS-orchestrated HyperPod cluster runs in (its Container Insights group).
+    ``listed``: how one prefix is listed (the run's shared listings), when not a call of its own."""
+    prefixes = convention_prefixes(cluster, hyperpod_name, eks_cluster)
+    found: list[str] = []
+    if listed is None:
+        listed = lambda prefix: list_log_groups(logs, prefix)  # noqa: E731
 
     # One listing per convention, all at once: none needs another's answer.
     for (prefix, kind), groups in zip(prefixes, all_at_once(listed, [p for p, _ in prefixes], name="fmdoctor-logs"),
@@ -96,6 +113,20 @@ def discover_groups(logs: Any, cluster: str, hyperpod_name: str | None,
     looked_for = [p + ("<timestamp>" if k == "parallelcluster" else "<id>" if k == "prefix" else "")
                   for p, k in prefixes]
     return sorted(dict.fromkeys(found)), looked_for
+
+
+def _prefixes_before_inventory(start: RunStart) -> list[str]:
+    """The conventions' prefixes the settings name (none when training.log_groups names the groups); an EKS
+    cluster's Container Insights group is known only once DescribeCluster says which EKS cluster."""
+    if start.settings.training.log_groups:
+        return []
+    return [prefix for prefix, _ in convention_prefixes(start.cluster, start.settings.hyperpod.cluster_name)]
+
+
+# DescribeLogGroups by name prefix, once per run, started before the inventory for the prefixes the settings name.
+LOG_GROUPS: EarlyLoad[list[dict[str, Any]]] = EarlyLoad(
+    "logs.groups", lambda start, prefix: list_log_groups(start.client("logs"), prefix), ("logs:DescribeLogGroups",),
+    _prefixes_before_inventory, regional=True)
 
 
 def read_group(logs: Any, group: str, now: datetime, lookback: timedelta, silence: timedelta,

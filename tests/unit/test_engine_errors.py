@@ -179,6 +179,8 @@ def test_a_name_no_instance_carries_is_looked_up_as_what_the_selected_checks_rea
     assert (error.check, error.code) == ("efa-errors", "NoMetricSource") and "metrics.url" in error.message
     assert report.status is Status.WARNING
     # metrics.source auto looks for the Slurm cluster's observability extension (moto answers: none).
-    assert report.stats.api_calls == {"ec2.DescribeInstances": 1, "sagemaker.DescribeCluster": 1,
+    # DescribePlacementGroups: placement-group's load, started before the inventory said there are no EC2 nodes.
+    assert report.stats.api_calls == {"ec2.DescribeInstances": 1, "ec2.DescribePlacementGroups": 1,
+                                      "sagemaker.DescribeCluster": 1,
                                       "sagemaker.ListClusterNodes": 1, "ec2.DescribeInstanceTypes": 1,
                                       "sagemaker.ListClusterExtensions": 1}
