@@ -145,23 +145,29 @@ def test_a_run_whose_inventory_fails_makes_no_prefetch_call_after_its_report(sg_
 def test_a_prefetch_in_its_retries_stops_at_its_next_attempt_once_the_inventory_failed(sg_fault_cluster, faults):
     """DescribePlacementGroups is throttled at every attempt; its second attempt waits for the report (the
     inventory denied). botocore sends retries without a before-call, so only the send of the third attempt can
-    see that the run has stopped: two attempts, not five."""
+    see that the run has stopped: two attempts, not five. The inventory's denial waits for the first attempt, so
+    a loaded machine that starts the prefetch late cannot end the run before it is sent."""
     faults.throttle("ec2", "DescribePlacementGroups")
     faults.deny("ec2", "DescribeInstances", "UnauthorizedOperation")
     calls = Calls(faults.aws_factory)
-    reported = threading.Event()
+    reported, first_sent = threading.Event(), threading.Event()
     attempts = [0]
 
     def attempt(**_: Any) -> None:
         attempts[0] += 1
+        first_sent.set()
         if attempts[0] == 2:
             reported.wait(WAIT)
+
+    def after_first_attempt(**_: Any) -> None:  # a before-call handler's return would stand for the answer
+        first_sent.wait(WAIT)
 
     base = calls.factory
 
     def factory(options: AwsOptions, credentials: Any = None) -> Aws:
         aws = base(options, credentials)
         aws.session.events.register("before-send.ec2.DescribePlacementGroups", attempt)
+        aws.session.events.register("before-call.ec2.DescribeInstances", after_first_attempt)
         return aws
 
     calls.factory = factory  # type: ignore[method-assign]
