@@ -15,9 +15,10 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import FlexibleChecksumError
 from moto import mock_aws
 
-from fmdoctor.demo import moto_cloudwatch, moto_compat
+from fmdoctor.demo import moto_cloudwatch, moto_compat, moto_s3, seed_health
 from fmdoctor.demo.endpoint_builder import EndpointBuilder
 from fmdoctor.demo.metrics import A100_40GB, MetricsPublisher
 from fmdoctor.demo.scenario import DEMO_REGION
@@ -145,3 +146,100 @@ def test_the_demo_report_is_the_one_seeded_through_requests(monkeypatch, capsys)
     assert len(before["findings"]) > 30 and before["incidents"] and before["errors"]
     assert after == before
 
+
+
+# --- S3: the checkpoint objects -------------------------------------------------------------------------------
+
+def _s3_world(session: boto3.Session, now: datetime) -> dict[str, Any]:
+    """What S3's APIs answer for the checkpoint bucket, and every field moto keeps for each object."""
+    from moto.s3.models import s3_backends
+
+    s3 = session.client("s3")
+
+    def when(stamp: datetime) -> Any:
+        # Backdated objects carry an exact instant; the others moto stamps at their upload ("now", a second apart).
+        delta = stamp.replace(tzinfo=UTC) - now
+        return "now" if abs(delta.total_seconds()) < 60 else delta
+
+    listed = s3.list_objects_v2(Bucket=seed_health.CHECKPOINT_BUCKET)["Contents"]
+    answers = {}
+    for entry in listed:
+        key = entry["Key"]
+        head = s3.head_object(Bucket=seed_health.CHECKPOINT_BUCKET, Key=key, ChecksumMode="ENABLED")
+        headers = {k: v for k, v in head.pop("ResponseMetadata")["HTTPHeaders"].items()
+                   if k not in {"date", "x-amzn-requestid", "x-amz-request-id", "x-amz-id-2", "last-modified"}}
+        head["LastModified"] = when(head["LastModified"])
+        acl = s3.get_object_acl(Bucket=seed_health.CHECKPOINT_BUCKET, Key=key)
+        acl.pop("ResponseMetadata")
+        tags = s3.get_object_tagging(Bucket=seed_health.CHECKPOINT_BUCKET, Key=key)["TagSet"]
+        body = s3.get_object(Bucket=seed_health.CHECKPOINT_BUCKET, Key=key)["Body"].read()
+        answers[key] = {"listed": {**entry, "LastModified": when(entry["LastModified"])}, "head": head,
+                        "headers": headers, "acl": acl, "tags": tags, "body": body}
+    account = session.client("sts").get_caller_identity()["Account"]
+    bucket = s3_backends[account]["aws"].get_bucket(seed_health.CHECKPOINT_BUCKET)
+    stored = {}
+    for key in bucket.keys.values():
+        fields = {name: (dict(value) if name == "_metadata" else repr(value)) for name, value in vars(key).items()
+                  if name not in {"last_modified", "_time_progressed", "_value_buffer", "lock"}}
+        fields["value"], fields["last_modified"] = key.value, when(key.last_modified)
+        stored[key.name] = fields
+    return {"answers": answers, "stored": stored}
+
+
+def _seed_checkpoints(monkeypatch: pytest.MonkeyPatch, moto_here: bool, now: datetime) -> dict[str, Any]:
+    from fmdoctor.demo.scenario import DemoWorld
+
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:  # type: ignore[override]
+            return now
+
+    monkeypatch.setattr(seed_health, "datetime", Frozen)
+    with mock_aws():
+        session = boto3.Session(region_name=DEMO_REGION, aws_access_key_id="testing", aws_secret_access_key="testing")
+        seed_health.seed_checkpoints(DemoWorld(session=session, moto_here=moto_here))
+        return _s3_world(session, now)
+
+
+def test_checkpoint_objects_handed_to_the_backend_are_those_put_through_requests(monkeypatch):
+    moto_compat.install()
+    now = datetime.now(UTC)
+    through_requests = _seed_checkpoints(monkeypatch, False, now)
+    direct = _seed_checkpoints(monkeypatch, True, now)
+    assert len(through_requests["answers"]) == 44  # 4 whole checkpoints of 9 files, one of 6, config, tensorboard
+    first = through_requests["answers"]["llama-70b/run-0412/step-001600/.metadata"]
+    assert first["listed"]["ChecksumAlgorithm"] == ["CRC32"] and first["head"]["ChecksumCRC32"]
+    assert first["head"]["ContentType"] == "binary/octet-stream" and first["acl"]["Grants"]
+    assert direct == through_requests
+
+
+@pytest.mark.parametrize("drop", ["checksum_algorithm", "checksum_value", "metadata", "acl", "storage"])
+def test_a_field_the_direct_route_dropped_would_show(monkeypatch, drop):
+    """The comparison above sees each field the direct route sets: leave one out (or get it wrong) and it fails."""
+    moto_compat.install()
+    now = datetime.now(UTC)
+    through_requests = _seed_checkpoints(monkeypatch, False, now)
+    real = moto_s3.put_object
+
+    def dropping(backend: Any, bucket: str, key: str, body: bytes) -> Any:
+        stored = real(backend, bucket, key, body)
+        if drop == "checksum_algorithm":
+            stored.checksum_algorithm = None
+        elif drop == "checksum_value":
+            stored.checksum_value = "AAAAAA=="  # moto answers None as a header botocore cannot read: a wrong value
+        elif drop == "metadata":
+            stored._metadata.pop("x-amz-content-sha256")
+        elif drop == "acl":
+            from moto.s3.models import get_canned_acl
+
+            stored.set_acl(get_canned_acl("public-read"))
+        else:
+            stored._storage_class = None
+        return stored
+
+    monkeypatch.setattr(moto_s3, "put_object", dropping)
+    try:
+        differs = _seed_checkpoints(monkeypatch, True, now) != through_requests
+    except FlexibleChecksumError:  # GetObject refuses a body whose stored checksum is not its own
+        differs = drop == "checksum_value"
+    assert differs
