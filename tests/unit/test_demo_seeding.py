@@ -1,5 +1,6 @@
-"""The demo seeded the fast way (bulk data handed to moto's backends in this process) is the world seeded through
-requests: the same datapoints in moto, and the same report from ``fmdoctor check --demo``.
+"""The demo seeded the fast way (bulk data handed to moto's backends and handlers in this process) is the world
+seeded through requests: the same datapoints in moto, the same answers from EC2's and S3's APIs for the nodes,
+network and checkpoint objects, and the same report from ``fmdoctor check --demo``.
 
 ``seed_demo(..., moto_here=True)`` is what the demo and bench/world_server.py use; ``moto_here=False`` sends every
 call as a request, as the seeders did before (and as they do against a moto server in another process).
