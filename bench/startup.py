@@ -269,31 +269,35 @@ of the gap to the goals of issue 26:
 - `runbook show`: the runbook library, pydantic, Jinja and the settings models (`fmdoctor.config` builds its
   pydantic models at import, about 0.1 s; deferring that build only moved the cost to the first load). It no
   longer imports boto3.
-- `check --demo` (goals: 3 s CPU, issue 26; 2 s wall on a quiet machine, issue 39). Issue 39's round, each
-  step measured before and after (the table above compares the tree before it, 06043af, in turns with this
-  one): the demo's CloudWatch datapoints (the GPU and EFA series, the endpoints' metrics: 24 PutMetricData
-  calls of up to 1,000 datums) go straight into moto's CloudWatch backend, as moto's request handler hands them
-  over, when moto runs in the process (`seed_demo(..., moto_here=True)`: the demo and bench/world_server.py;
-  tests/unit/test_demo_seeding.py checks the stored datapoints and the report against the request path), about
-  0.25 s; moto kept one model loader instead of one per service, each listing botocore's and moto's data
-  directories again; botocore's models are read as plain dicts instead of OrderedDicts by the engine's loader
-  and moto's (EC2's model: 0.14 s to 0.07 s, and the demo reads it twice, once with moto's extras);
-  promtool's backfill of the HyperPod history starts as soon as that history is seeded and runs on the other
-  core while the rest is seeded (it was 0.15-0.35 s of waiting after seeding); the Kubernetes view lists nodes
-  and pods through the client's ApiClient without importing CoreV1Api (0.23 s). Where the CPU goes now (by
-  phase, `time.process_time` in the process, least of 3 runs at a load of about 3, 2.4 s in all): interpreter,
-  CLI and the demo's modules (boto3, the engine) 0.3 s; the checks 0.2 s; moto with its EC2 models (the
-  instance-type offerings of every region, 92 JSON files, and the region tables) and the fidelity patches 0.35
-  s; seeding 0.7 s (157 calls through moto's request path: the first call of each service reads its model in
-  the clients' loader and again in moto's and builds moto's backend; 7 RunInstances of 32-interface p5s; 44
-  PutObject); the run 0.7 s (79 calls answered by moto, about half of it, GetMetricData and ListMetrics the
-  largest; the Kubernetes client's pydantic models about 0.15 s); teardown 0.07 s; Prometheus and promtool
-  about 0.2 s in their own processes, now beside the seeding. The wall time follows that CPU when a core is
-  free (2.5-2.7 s with the children; the table's walls are at loads of 6-8), so about 0.6 s is left to 2 s:
-  seeding EC2, S3 and SageMaker through moto's backends as CloudWatch now is (most of seeding's 0.7 s is the
-  request path; each needs its comparison with the request path, as test_demo_seeding.py makes for
-  CloudWatch; sharing clients would not help: a second client of a service costs 2 ms), and moto's answers to
-  the run's calls. moto's EC2 import and the Kubernetes models are the cost of the real components.
+- `check --demo` (goals: 3 s CPU, issue 26; 2 s wall on a quiet machine, issue 39). Issue 39's second round (the
+  table above compares its base, dcd052f, in turns with this tree): when moto runs in the process, the demo's
+  checkpoint objects (44 PutObject) go to moto's S3 backend as its PutObject handler stores them
+  (`fmdoctor/demo/moto_s3.py`), and its nodes (7 RunInstances, five of them 32-interface p5s) to moto's
+  RunInstances handler with the parameters moto's parser makes of a client's request
+  (`fmdoctor/demo/moto_ec2.py`: the fidelity wrappers on that handler still run). Seeding, by
+  `time.process_time` in the process at a load of about 5: 0.77-0.81 s before, 0.60-0.62 s after (the nodes 0.25
+  to 0.155 s, the checkpoints 0.155 to 0.075 s; 108 requests left of 157). tests/unit/test_demo_seeding.py
+  compares what EC2's and S3's APIs answer for both routes (DescribeInstances, DescribeNetworkInterfaces,
+  groups, subnets, placement groups, Spot requests, Capacity Reservations; ListObjectsV2, HeadObject, ACLs,
+  tags, bodies and every field moto stores), and shows that losing any launch argument or stored field fails it.
+  Issue 39's first round (its table is in git history: 06043af to a008fcb, 3.68 to 2.75 s CPU): the demo's
+  CloudWatch datapoints go straight into moto's CloudWatch backend, about 0.25 s; one moto model loader;
+  botocore's models read as plain dicts (EC2's model: 0.14 s to 0.07 s, read twice); promtool's backfill of the
+  HyperPod history runs on the other core while the rest is seeded; the Kubernetes view lists nodes and pods
+  without importing CoreV1Api (0.23 s). Where the CPU goes now (by phase, `time.process_time` in the process;
+  seeding measured in this round, the other phases as the first round measured them, about 2.2 s in all):
+  interpreter, CLI and the demo's modules (boto3, the engine) 0.3 s; the checks 0.2 s; moto with its EC2 models
+  (the instance-type offerings of every region, 92 JSON files, and the region tables) and the fidelity patches
+  0.35 s; seeding 0.6 s (108 requests through moto's request path; the first call of each service reads
+  its model in the clients' loader and again in moto's and builds moto's backend and router;
+  SageMaker's, Application Auto Scaling's and EC2's small calls are most of the rest); the run 0.7 s (79 calls
+  answered by moto, about half of it, GetMetricData and ListMetrics the largest; the Kubernetes client's
+  pydantic models about 0.15 s); teardown 0.07 s; Prometheus and promtool about 0.2 s in their own processes,
+  beside the seeding. The wall time follows that CPU when a core is free; on this shared 2-core machine (loads
+  of 5-8) the walls above are 1-2 s over it, so the 2 s goal is not met: about 0.2-0.3 s of CPU is left to take
+  on a quiet machine, in the run's own calls (moto's answers to GetMetricData and ListMetrics) and the
+  first-call costs of each service, which the run would pay if seeding did not. moto's EC2 import and the
+  Kubernetes models are the cost of the real components.
 - `ask --demo` (goals: 4 s CPU, issue 26; 2 s wall, issue 39): the demo above, plus LangChain and the assistant
   (about 1 s of imports, most of it langchain_core's tracers importing langsmith's run trees and types: not met
   while the assistant imports LangChain before the demo world exists). The target

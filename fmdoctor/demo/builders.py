@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fmdoctor.demo import moto_ec2
+
 DEMO_AMI = "ami-12c6146b"  # an image moto knows
 
 
@@ -56,6 +58,9 @@ class ClusterBuilder:
     launched: dict[str, LaunchedNode] = field(default_factory=dict)
     route_tables: dict[str, str] = field(default_factory=dict)  # Name tag -> route table id
     gateways: dict[str, str] = field(default_factory=dict)  # "igw", "nat", "s3" -> id
+    # moto's EC2 handler when moto answers ``ec2`` in this process (moto_ec2.handler): launches go straight to
+    # it, as moto's dispatch hands it a parsed RunInstances, instead of through a request of hundreds of fields.
+    moto_handler: Any = None
 
     def vpc(self, cidr: str = "10.0.0.0/16") -> str:
         self.vpc_id = self.ec2.create_vpc(CidrBlock=cidr)["Vpc"]["VpcId"]
@@ -222,7 +227,10 @@ class ClusterBuilder:
                 kwargs["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
                 kwargs["CapacityReservationSpecification"] = {
                     "CapacityReservationTarget": {"CapacityReservationId": capacity_block}}
-            instance = self.ec2.run_instances(**kwargs)["Instances"][0]
+            if self.moto_handler is not None:
+                instance = moto_ec2.run_instances(self.moto_handler, kwargs)[0]
+            else:
+                instance = self.ec2.run_instances(**kwargs)["Instances"][0]
             self.launched[name] = launched_node(name, instance)
             ids.append(instance["InstanceId"])
         return ids

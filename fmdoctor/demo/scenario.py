@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 
 from fmdoctor import demo
-from fmdoctor.demo import moto_cloudwatch
+from fmdoctor.demo import moto_cloudwatch, moto_ec2, moto_s3
 from fmdoctor.demo.builders import ClusterBuilder, LaunchedNode
 from fmdoctor.demo.seed_gpu import seed_gpu_metrics
 from fmdoctor.demo.seed_health import demo_capacity_block, seed_checkpoints, seed_hyperpod, seed_spot
@@ -43,6 +43,7 @@ class DemoWorld:
     # seeder may hand bulk data to moto's backend as moto's request handler would, instead of through requests.
     moto_here: bool = False
     _cloudwatch_backend: Any = field(default=None, repr=False)
+    _s3_backend: Any = field(default=None, repr=False)
 
     def cloudwatch_backend(self) -> Any:
         """moto's CloudWatch backend for the session and region when :attr:`moto_here`, else None (publish
@@ -50,6 +51,20 @@ class DemoWorld:
         if self.moto_here and self._cloudwatch_backend is None:
             self._cloudwatch_backend = moto_cloudwatch.backend_answering(self.session, self.region)
         return self._cloudwatch_backend
+
+    def s3_backend(self) -> Any:
+        """moto's S3 backend for the session when :attr:`moto_here`, else None (objects go through requests)."""
+        if self.moto_here and self._s3_backend is None:
+            self._s3_backend = moto_s3.backend_answering(self.session)
+        return self._s3_backend
+
+    def ec2_handler(self) -> Any:
+        """moto's EC2 request handler for the session and region when :attr:`moto_here` (launches go straight to
+        it: :mod:`fmdoctor.demo.moto_ec2`), else None."""
+        if not self.moto_here:
+            return None
+        account = self.session.client("sts", region_name=self.region).get_caller_identity()["Account"]
+        return moto_ec2.handler(account, self.region)
 
     def launched_nodes(self) -> dict[str, LaunchedNode]:
         """The cluster's nodes by name, as their launch described them."""
@@ -60,7 +75,7 @@ class DemoWorld:
 
 def seed_network_and_nodes(world: DemoWorld) -> None:
     ec2 = world.session.client("ec2", region_name=world.region)
-    b = ClusterBuilder(ec2, world.cluster)
+    b = ClusterBuilder(ec2, world.cluster, moto_handler=world.ec2_handler())
     world.builder = b
     b.vpc("10.0.0.0/16")
     b.subnet("private-a", "10.0.0.0/20", f"{world.region}a")

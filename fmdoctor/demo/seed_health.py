@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 
+from fmdoctor.demo import moto_s3
 from fmdoctor.demo.moto_capacity import grant_capacity_block
 from fmdoctor.demo.moto_health import (
     backdate_launch,
@@ -64,13 +65,22 @@ def dcp_files(shards: int = 8, shard_bytes: int = 16 * 1024) -> dict[str, int]:
 
 
 def write_checkpoint(session: boto3.Session, bucket: str, prefix: str, name: str, files: dict[str, int],
-                     written_at: datetime) -> None:
-    """Upload a checkpoint folder as a job would, file by file a second apart, dated ``written_at``."""
-    s3 = session.client("s3")
+                     written_at: datetime, s3_backend: Any = None) -> None:
+    """Upload a checkpoint folder as a job would, file by file a second apart, dated ``written_at``;
+    ``s3_backend``: moto's, when moto answers ``session`` in this process (the objects go straight to it,
+    as moto's PutObject handler stores them: :mod:`fmdoctor.demo.moto_s3`)."""
+    s3 = session.client("s3") if s3_backend is None else None
     for offset, (file_name, size) in enumerate(files.items()):
         key = f"{prefix}{name}/{file_name}"
-        s3.put_object(Bucket=bucket, Key=key, Body=b"\0" * size)
+        _put(s3, s3_backend, bucket, key, b"\0" * size)
         backdate_s3_object(session, bucket, key, written_at + timedelta(seconds=offset))
+
+
+def _put(s3: Any, backend: Any, bucket: str, key: str, body: bytes) -> None:
+    if backend is not None:
+        moto_s3.put_object(backend, bucket, key, body)
+    else:
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
 
 
 def eventbridge_event(detail_type: str, instance_id: str, time: datetime, region: str, account: str,
@@ -105,16 +115,17 @@ def seed_checkpoints(world: DemoWorld) -> None:
     session, now = world.session, datetime.now(UTC)
     s3 = session.client("s3", region_name=world.region)
     s3.create_bucket(Bucket=CHECKPOINT_BUCKET, CreateBucketConfiguration={"LocationConstraint": world.region})
-    s3.put_object(Bucket=CHECKPOINT_BUCKET, Key=f"{CHECKPOINT_PREFIX}config.yaml", Body=b"model: llama-70b\n")
-    s3.put_object(Bucket=CHECKPOINT_BUCKET, Key=f"{CHECKPOINT_PREFIX}tensorboard/events.out.tfevents", Body=b"\0")
+    backend = world.s3_backend()
+    _put(s3, backend, CHECKPOINT_BUCKET, f"{CHECKPOINT_PREFIX}config.yaml", b"model: llama-70b\n")
+    _put(s3, backend, CHECKPOINT_BUCKET, f"{CHECKPOINT_PREFIX}tensorboard/events.out.tfevents", b"\0")
     for step, minutes_ago in ((1600, 215), (1800, 185), (2000, 155), (2200, 125)):
         write_checkpoint(session, CHECKPOINT_BUCKET, CHECKPOINT_PREFIX, f"step-{step:06d}", dcp_files(),
-                         now - timedelta(minutes=minutes_ago))
+                         now - timedelta(minutes=minutes_ago), backend)
     # Fault: the save of step 2400 died after 6 of 8 shards (no .metadata), and nothing came after it.
     partial = {name: size for name, size in dcp_files().items() if name not in {"__6_0.distcp", "__7_0.distcp",
                                                                                  ".metadata"}}
     write_checkpoint(session, CHECKPOINT_BUCKET, CHECKPOINT_PREFIX, "step-002400", partial,
-                     now - timedelta(minutes=95))
+                     now - timedelta(minutes=95), backend)
     location = f"s3://{CHECKPOINT_BUCKET}/{CHECKPOINT_PREFIX}"
     # Fault: the eval job's checkpoint location is configured, but the job has never saved there.
     empty = f"s3://{CHECKPOINT_BUCKET}/{EVAL_PREFIX}"

@@ -1,5 +1,6 @@
-"""The demo seeded the fast way (bulk data handed to moto's backends in this process) is the world seeded through
-requests: the same datapoints in moto, and the same report from ``fmdoctor check --demo``.
+"""The demo seeded the fast way (bulk data handed to moto's backends and handlers in this process) is the world
+seeded through requests: the same datapoints in moto, the same answers from EC2's and S3's APIs for the nodes,
+network and checkpoint objects, and the same report from ``fmdoctor check --demo``.
 
 ``seed_demo(..., moto_here=True)`` is what the demo and bench/world_server.py use; ``moto_here=False`` sends every
 call as a request, as the seeders did before (and as they do against a moto server in another process).
@@ -7,17 +8,19 @@ call as a request, as the seeders did before (and as they do against a moto serv
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import FlexibleChecksumError
 from moto import mock_aws
 
-from fmdoctor.demo import moto_cloudwatch, moto_compat
+from fmdoctor.demo import moto_cloudwatch, moto_compat, moto_ec2, moto_s3, seed_health
 from fmdoctor.demo.endpoint_builder import EndpointBuilder
 from fmdoctor.demo.metrics import A100_40GB, MetricsPublisher
 from fmdoctor.demo.scenario import DEMO_REGION
@@ -145,3 +148,236 @@ def test_the_demo_report_is_the_one_seeded_through_requests(monkeypatch, capsys)
     assert len(before["findings"]) > 30 and before["incidents"] and before["errors"]
     assert after == before
 
+
+
+# --- S3: the checkpoint objects -------------------------------------------------------------------------------
+
+def _s3_world(session: boto3.Session, now: datetime) -> dict[str, Any]:
+    """What S3's APIs answer for the checkpoint bucket, and every field moto keeps for each object."""
+    from moto.s3.models import s3_backends
+
+    s3 = session.client("s3")
+
+    def when(stamp: datetime) -> Any:
+        # Backdated objects carry an exact instant; the others moto stamps at their upload ("now", a second apart).
+        delta = stamp.replace(tzinfo=UTC) - now
+        return "now" if abs(delta.total_seconds()) < 60 else delta
+
+    listed = s3.list_objects_v2(Bucket=seed_health.CHECKPOINT_BUCKET)["Contents"]
+    answers = {}
+    for entry in listed:
+        key = entry["Key"]
+        head = s3.head_object(Bucket=seed_health.CHECKPOINT_BUCKET, Key=key, ChecksumMode="ENABLED")
+        headers = {k: v for k, v in head.pop("ResponseMetadata")["HTTPHeaders"].items()
+                   if k not in {"date", "x-amzn-requestid", "x-amz-request-id", "x-amz-id-2", "last-modified"}}
+        head["LastModified"] = when(head["LastModified"])
+        acl = s3.get_object_acl(Bucket=seed_health.CHECKPOINT_BUCKET, Key=key)
+        acl.pop("ResponseMetadata")
+        tags = s3.get_object_tagging(Bucket=seed_health.CHECKPOINT_BUCKET, Key=key)["TagSet"]
+        body = s3.get_object(Bucket=seed_health.CHECKPOINT_BUCKET, Key=key)["Body"].read()
+        answers[key] = {"listed": {**entry, "LastModified": when(entry["LastModified"])}, "head": head,
+                        "headers": headers, "acl": acl, "tags": tags, "body": body}
+    account = session.client("sts").get_caller_identity()["Account"]
+    bucket = s3_backends[account]["aws"].get_bucket(seed_health.CHECKPOINT_BUCKET)
+    stored = {}
+    for key in bucket.keys.values():
+        fields = {name: (dict(value) if name == "_metadata" else repr(value)) for name, value in vars(key).items()
+                  if name not in {"last_modified", "_time_progressed", "_value_buffer", "lock"}}
+        fields["value"], fields["last_modified"] = key.value, when(key.last_modified)
+        stored[key.name] = fields
+    return {"answers": answers, "stored": stored}
+
+
+def _seed_checkpoints(monkeypatch: pytest.MonkeyPatch, moto_here: bool, now: datetime) -> dict[str, Any]:
+    from fmdoctor.demo.scenario import DemoWorld
+
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:  # type: ignore[override]
+            return now
+
+    monkeypatch.setattr(seed_health, "datetime", Frozen)
+    with mock_aws():
+        session = boto3.Session(region_name=DEMO_REGION, aws_access_key_id="testing", aws_secret_access_key="testing")
+        seed_health.seed_checkpoints(DemoWorld(session=session, moto_here=moto_here))
+        return _s3_world(session, now)
+
+
+def test_checkpoint_objects_handed_to_the_backend_are_those_put_through_requests(monkeypatch):
+    moto_compat.install()
+    now = datetime.now(UTC)
+    through_requests = _seed_checkpoints(monkeypatch, False, now)
+    direct = _seed_checkpoints(monkeypatch, True, now)
+    assert len(through_requests["answers"]) == 44  # 4 whole checkpoints of 9 files, one of 6, config, tensorboard
+    first = through_requests["answers"]["llama-70b/run-0412/step-001600/.metadata"]
+    assert first["listed"]["ChecksumAlgorithm"] == ["CRC32"] and first["head"]["ChecksumCRC32"]
+    assert first["head"]["ContentType"] == "binary/octet-stream" and first["acl"]["Grants"]
+    assert direct == through_requests
+
+
+@pytest.mark.parametrize("drop", ["checksum_algorithm", "checksum_value", "metadata", "acl", "storage"])
+def test_a_field_the_direct_route_dropped_would_show(monkeypatch, drop):
+    """The comparison above sees each field the direct route sets: leave one out (or get it wrong) and it fails."""
+    moto_compat.install()
+    now = datetime.now(UTC)
+    through_requests = _seed_checkpoints(monkeypatch, False, now)
+    real = moto_s3.put_object
+
+    def dropping(backend: Any, bucket: str, key: str, body: bytes) -> Any:
+        stored = real(backend, bucket, key, body)
+        if drop == "checksum_algorithm":
+            stored.checksum_algorithm = None
+        elif drop == "checksum_value":
+            stored.checksum_value = "AAAAAA=="  # moto answers None as a header botocore cannot read: a wrong value
+        elif drop == "metadata":
+            stored._metadata.pop("x-amz-content-sha256")
+        elif drop == "acl":
+            from moto.s3.models import get_canned_acl
+
+            stored.set_acl(get_canned_acl("public-read"))
+        else:
+            stored._storage_class = None
+        return stored
+
+    monkeypatch.setattr(moto_s3, "put_object", dropping)
+    try:
+        differs = _seed_checkpoints(monkeypatch, True, now) != through_requests
+    except FlexibleChecksumError:  # GetObject refuses a body whose stored checksum is not its own
+        differs = drop == "checksum_value"
+    assert differs
+
+
+# --- EC2: the network and the nodes -------------------------------------------------------------------------------
+
+# Generated values differ between any two seedings, by either route: each is read as its kind and the order of its
+# first appearance in the answers, so the two worlds compare by structure (which interface of which instance has
+# which address, in which subnet and group) while every other field compares as it is.
+_GENERATED = re.compile(
+    r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"  # client tokens
+    r"|\b(?:[a-z]+-)+-?[0-9a-f]{8,17}\b"  # ids: i-, eni-, eni-attach-, r-, sg-, subnet-, sir-, cr-, pg-, ...
+    r"|\b(?:ip|ec2)-\d+-\d+-\d+-\d+\b|\b\d+\.\d+\.\d+\.\d+\b"  # addresses and the host names made of them
+    r"|\b(?:[0-9a-f]{2}:){5}[0-9a-f]{2}\b")  # MAC addresses
+
+
+def _canonical(answers: Any, now: datetime) -> Any:
+    def stamp(value: Any) -> Any:
+        if isinstance(value, datetime):  # moto's clock (launch, attach times) or the seeders' (now - 6 days)
+            seconds = (value.replace(tzinfo=UTC) - now).total_seconds()
+            return "recent" if abs(seconds) < 120 else f"{round(seconds / 60)} minutes from the test's start"
+        if isinstance(value, timedelta):
+            return str(value)
+        raise TypeError(type(value))
+
+    text = json.dumps(answers, sort_keys=True, default=stamp)
+    seen: dict[str, str] = {}
+
+    def label(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token not in seen:
+            kind = ("token" if len(token) == 36 and token.count("-") == 4 else "address" if token[0].isdigit()
+                    else "host" if re.match(r"(?:ip|ec2)-\d", token) else "mac" if ":" in token
+                    else token.rsplit("-", 1)[0].rstrip("-"))
+            seen[token] = f"<{kind} {len(seen)}>"
+        return seen[token]
+
+    return json.loads(_GENERATED.sub(label, text))
+
+
+def _ec2_world(session: boto3.Session, world: Any, now: datetime) -> dict[str, Any]:
+    """What EC2's APIs answer for the demo's network and nodes, and the nodes as the builder noted them."""
+    ec2 = session.client("ec2", region_name=DEMO_REGION)
+    answers: dict[str, Any] = {}
+    for operation, key in (("describe_instances", "Reservations"), ("describe_network_interfaces", "NetworkInterfaces"),
+                           ("describe_security_groups", "SecurityGroups"), ("describe_subnets", "Subnets"),
+                           ("describe_placement_groups", "PlacementGroups"),
+                           ("describe_spot_instance_requests", "SpotInstanceRequests"),
+                           ("describe_capacity_reservations", "CapacityReservations"),
+                           ("describe_instance_status", "InstanceStatuses")):
+        answers[key] = getattr(ec2, operation)()[key]
+    # Each interface's addresses lie in its subnet (the labels above keep which, not where).
+    cidrs = {subnet["SubnetId"]: ipaddress.ip_network(subnet["CidrBlock"]) for subnet in answers["Subnets"]}
+    answers["in_subnet"] = [ipaddress.ip_address(a["PrivateIpAddress"]) in cidrs[i["SubnetId"]]
+                            for i in answers["NetworkInterfaces"] for a in i.get("PrivateIpAddresses", [])]
+    answers["launched"] = {name: vars(node) for name, node in world.builder.launched.items()}
+    answers["facts"] = world.facts
+    return _canonical(answers, now)
+
+
+def _seed_nodes(monkeypatch: pytest.MonkeyPatch, moto_here: bool) -> tuple[dict[str, Any], list[str]]:
+    from fmdoctor.demo.scenario import DemoWorld, seed_network_and_nodes
+
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+    now = datetime.now(UTC)
+    with mock_aws():
+        session = boto3.Session(region_name=DEMO_REGION, aws_access_key_id="testing", aws_secret_access_key="testing")
+        world = DemoWorld(session=session, moto_here=moto_here)
+        seed_network_and_nodes(world)
+        interfaces = session.client("ec2", region_name=DEMO_REGION).describe_network_interfaces()["NetworkInterfaces"]
+        addresses = [a["PrivateIpAddress"] for i in interfaces for a in i.get("PrivateIpAddresses", [])]
+        return _ec2_world(session, world, now), addresses
+
+
+def test_nodes_launched_through_moto_s_handler_are_those_launched_through_requests(monkeypatch):
+    moto_compat.install()
+    through_requests, _ = _seed_nodes(monkeypatch, False)
+    direct, addresses = _seed_nodes(monkeypatch, True)
+    reservations = through_requests["Reservations"]
+    assert len(reservations) == 7 and len(through_requests["NetworkInterfaces"]) > 7 * 4
+    gpu_1 = next(i for r in reservations for i in r["Instances"]
+                 if {"Key": "Name", "Value": "gpu-node-1"} in i["Tags"])
+    assert gpu_1["Placement"]["GroupName"] == "demo-llm-pg" and len(gpu_1["NetworkInterfaces"]) == 32
+    assert gpu_1["InstanceLifecycle"] == "capacity-block" and gpu_1["CapacityReservationId"]
+    assert len(through_requests["SpotInstanceRequests"]) == 2
+    assert direct == through_requests and all(direct["in_subnet"])
+    assert len(addresses) == len(set(addresses)) > 7  # no two interfaces share an address (moto_compat's patch)
+
+
+def _without(arguments: dict[str, Any], drop: str) -> dict[str, Any]:
+    arguments = dict(arguments)
+    if drop == "InterfaceType":
+        arguments["NetworkInterfaces"] = [{k: v for k, v in nic.items() if k != drop}
+                                          for nic in arguments["NetworkInterfaces"]]
+    elif drop == "Tag":
+        arguments["TagSpecifications"] = [{**spec, "Tags": spec["Tags"][:-1]}
+                                          for spec in arguments["TagSpecifications"]]
+    else:
+        arguments.pop(drop, None)
+    return arguments
+
+
+@pytest.mark.parametrize("drop", ["Placement", "InstanceMarketOptions", "CapacityReservationSpecification",
+                                  "InterfaceType", "Tag", "ClientToken"])
+def test_an_argument_the_direct_launch_lost_would_show(monkeypatch, drop):
+    """The comparison above sees what each argument of a launch makes: lose one and the worlds differ."""
+    moto_compat.install()
+    through_requests, _ = _seed_nodes(monkeypatch, False)
+    real = moto_ec2.run_instances
+
+    def losing(response: Any, arguments: Any) -> Any:
+        if drop == "ClientToken":  # moto's default token instead of the one botocore generates
+            response_params = dict(arguments)
+            response.params = response_params
+            return [moto_ec2._answered(i) for i in response.run_instances().result.instances]
+        return real(response, _without(arguments, drop))
+
+    monkeypatch.setattr(moto_ec2, "run_instances", losing)
+    direct, _ = _seed_nodes(monkeypatch, True)
+    assert direct != through_requests
+
+
+def test_the_moto_internals_the_direct_routes_call_are_there():
+    """moto's private parts moto_s3 and moto_ec2 call, by name: a moto that renames one fails here, by name, before
+    the comparisons above fail by difference."""
+    import inspect
+
+    from moto.ec2.responses import EC2Response
+    from moto.s3.models import FakeKey, S3Backend
+
+    put = inspect.signature(S3Backend.put_object).parameters
+    assert {"storage", "encryption", "kms_key_id", "bucket_key_enabled", "lock_mode", "lock_legal_status",
+            "lock_until", "checksum_value"} <= set(put)
+    assert all(callable(getattr(FakeKey, name, None)) for name in ("set_metadata", "set_acl"))
+    assert callable(getattr(S3Backend, "put_object_tagging", None))
+    response = EC2Response()
+    assert response.automated_parameter_parsing  # run_instances reads ``params`` as moto's parser fills them
+    assert callable(response.run_instances) and callable(response._get_param)
