@@ -2,6 +2,7 @@
 in ``efa_sg_self_reference.py``). Add a check by writing its module and listing its class here.
 """
 
+from fmdoctor.checks._gpu_sources import start_metric_listings
 from fmdoctor.checks._scheduler import annotate_jobs
 from fmdoctor.checks.accelerator_saturation import AcceleratorSaturation
 from fmdoctor.checks.autoscaling_at_max import AutoscalingAtMax
@@ -88,3 +89,5 @@ ALL_CHECKS = (
 # Run after every check of a run, over all its findings (fmdoctor.engine.registry.Registry.annotators): every
 # finding on a node gets the scheduler's jobs on it.
 ANNOTATORS = (annotate_jobs,)
+# Run when a run starts, before its inventory is read (Registry.starters): the CloudWatch metric listings.
+STARTERS = (start_metric_listings,)

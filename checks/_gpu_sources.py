@@ -7,11 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fmdoctor.engine.check import ACCELERATOR_METRICS
-from fmdoctor.engine.context import CheckContext
+from fmdoctor.engine.context import CheckContext, RunStart
 from fmdoctor.engine.errors import AwsFailure, ConfigError, describe_aws_failure
 from fmdoctor.engine.hyperpod import HyperPodCluster
 from fmdoctor.metrics.cluster import ClusterMetrics, load_cloudwatch
-from fmdoctor.metrics.nodes import shared_lister
+from fmdoctor.metrics.nodes import efa_interfaces as inventory_efa_interfaces
+from fmdoctor.metrics.nodes import run_listings, shared_lister, start_listings
 from fmdoctor.metrics.prometheus import PrometheusClient, PrometheusFailed
 from fmdoctor.metrics.source import Sources, count_calls, load_metrics, plan_sources
 from fmdoctor.metrics.targets import MetricNode, ec2_nodes, hyperpod_nodes, sagemaker_instance_types
@@ -63,8 +64,7 @@ def _targets(ctx: CheckContext) -> Targets:
 
 def efa_interfaces(ctx: CheckContext) -> dict[str, str]:
     """Every EFA interface of a running compute instance -> that instance."""
-    inv = ctx.inventory
-    return {e.id: i.id for i in inv.compute_nodes() if i.state == "running" for e in inv.interfaces_of(i) if e.is_efa}
+    return inventory_efa_interfaces(ctx.inventory)
 
 
 def cluster_metrics(ctx: CheckContext) -> ClusterMetrics:
@@ -98,7 +98,8 @@ def _load(ctx: CheckContext) -> ClusterMetrics:
     def cloudwatch() -> ClusterMetrics:
         client = ctx.client("cloudwatch")
         lister = shared_lister(client, ctx.inventory, settings, ctx.shared)  # the inference fleet's listings too
-        return load_cloudwatch(client, nodes, efa_interfaces(ctx), settings.gpu, ctx.now, lister, accelerators)
+        return load_cloudwatch(client, nodes, efa_interfaces(ctx), settings.gpu, ctx.now, lister, accelerators,
+                               run_listings(client, settings.gpu.window, ctx.shared))
 
     client = None
     if sources.prometheus is not None:
@@ -114,6 +115,14 @@ def wants_accelerators(families: frozenset[str] | None, nodes: list[MetricNode],
     nodes lack GPU series there decides what is asked of it): those runs stay as they were."""
     return (families is None or ACCELERATOR_METRICS in families or any(n.hyperpod for n in nodes)
             or sources.prometheus is not None)
+
+
+def start_metric_listings(run: RunStart) -> None:
+    """Registry starter: the CloudWatch listings of the metric families the run's checks read, begun before its
+    inventory (fmdoctor.metrics.nodes.start_listings); none when the metrics are read from Prometheus only."""
+    if run.settings.metrics.source == "prometheus":
+        return
+    start_listings(run.aws.client("cloudwatch"), run.settings, run.metrics, run.inventory, run.shared.get)
 
 
 def _counter(ctx: CheckContext) -> Callable[[str, str], None]:

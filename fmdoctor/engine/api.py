@@ -25,7 +25,7 @@ from fmdoctor.config import ClusterSettings, Settings
 from fmdoctor.engine import timestamps
 from fmdoctor.engine.aws import Aws, AwsOptions
 from fmdoctor.engine.check import inventory_parts, metric_families
-from fmdoctor.engine.context import RunScope
+from fmdoctor.engine.context import RunScope, RunStart, SharedData
 from fmdoctor.engine.discovery import fetch_inventory, has_tagged_instance
 from fmdoctor.engine.endpoints import endpoint_target_name
 from fmdoctor.engine.errors import (
@@ -333,8 +333,11 @@ class Doctor:
         aws.cancel = cancel  # checks under way stop at their next AWS call, not only those not yet started
         started = time.perf_counter()
         now = self.clock()
+        shared = SharedData()
+        read = shared.start(INVENTORY, lambda: self.inventory(name, aws, parts=inventory_parts(checks)))
+        self.registry.start(RunStart(settings, aws, shared, metric_families(checks), read))  # while it is read
         try:
-            inventory = self.inventory(name, aws, parts=inventory_parts(checks))
+            inventory = read.result()
         except Cancelled:
             return Report(cluster=name, region=aws.region, generated_at=now, status=Status.UNKNOWN,
                           skipped=[Skipped(check=c.id, reason="cancelled") for c in checks],
@@ -351,7 +354,7 @@ class Doctor:
                 demo=self.demo,  # a demo run's report says so however far it got
             )
         scope = RunScope(cluster=name, settings=settings, aws=aws, inventory=inventory, now=now, extras=self.extras,
-                         metrics=metric_families(checks))
+                         metrics=metric_families(checks), shared=shared)
         outcome = run_checks(scope, checks, self.settings.max_workers, progress, cancel, self.registry.annotators)
         return _report(scope, outcome, started)
 

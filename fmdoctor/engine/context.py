@@ -110,6 +110,18 @@ class SharedData:
 _in_loader = threading.local()
 
 
+@dataclass(frozen=True)
+class RunStart:
+    """What a run knows before its inventory is read, for the loads that need none of it (Registry.starters): they
+    begin while the inventory is read, and ``inventory`` tells them when it is (or that it failed)."""
+
+    settings: ClusterSettings
+    aws: Aws
+    shared: SharedData  # the run's, handed on to its RunScope
+    metrics: frozenset[str] | None  # the metric families the run's checks read (RunScope.metrics)
+    inventory: Future[Inventory]
+
+
 @dataclass
 class RunScope:
     """Everything shared by the checks of one run."""

@@ -14,11 +14,16 @@ from fmdoctor.words import suggest
 # Called after a run's checks with the run's scope and all its findings, to add evidence that spans checks
 # (the scheduler's jobs on a node); an annotator never adds or removes findings.
 Annotator = Callable[[Any, Sequence[Finding]], None]
+# Called when a run starts, before its inventory is read, with its RunStart (fmdoctor.engine.context), to begin the
+# loads that need no inventory (CloudWatch's metric listings) while it is read.
+Starter = Callable[[Any], None]
 
 
 class Registry:
-    def __init__(self, check_classes: Iterable[type[Check]], annotators: Sequence[Annotator] = ()):
+    def __init__(self, check_classes: Iterable[type[Check]], annotators: Sequence[Annotator] = (),
+                 starters: Sequence[Starter] = ()):
         self.annotators: tuple[Annotator, ...] = tuple(annotators)
+        self.starters: tuple[Starter, ...] = tuple(starters)
         self._checks: dict[str, Check] = {}
         problems: list[str] = []
         for cls in check_classes:
@@ -29,6 +34,11 @@ class Registry:
                 self._checks[cls.id] = cls()
         if problems:
             raise ValueError("invalid check registry: " + "; ".join(problems))
+
+    def start(self, run: Any) -> None:
+        """Begin the loads of a run that need no inventory (``run``: its RunStart)."""
+        for starter in self.starters:
+            starter(run)
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self._checks.values())
@@ -91,6 +101,6 @@ class Registry:
 
 @lru_cache(maxsize=1)
 def default_registry() -> Registry:
-    from fmdoctor.checks import ALL_CHECKS, ANNOTATORS
+    from fmdoctor.checks import ALL_CHECKS, ANNOTATORS, STARTERS
 
-    return Registry(ALL_CHECKS, ANNOTATORS)
+    return Registry(ALL_CHECKS, ANNOTATORS, STARTERS)
