@@ -243,6 +243,18 @@ class _Stopped(Exception):
     """The run this listing was started for no longer needs it (its inventory failed, or names no such node)."""
 
 
+_listing = threading.local()  # the ListingRun whose call this thread makes
+
+
+def refuse_stopped_listing(**_: Any) -> None:
+    """before-send for ListMetrics (each attempt, retries included): a stopped listing sends nothing more, so a
+    call that is being retried when its run ends (an unreachable endpoint, throttling) ends at its next attempt
+    instead of retrying behind the run's report."""
+    run = getattr(_listing, "run", None)
+    if run is not None and run.stopped:
+        raise _Stopped(f"listing of {run.namespace}/{run.metric} stopped")
+
+
 class ListingRun:
     """One metric name's ListMetrics, under way in a thread of its own from the moment it is made: its pages are
     kept as they arrive, and each consumer (:meth:`listing`) takes the pages already read, then the rest as they
@@ -331,6 +343,7 @@ class ListingRun:
         return Listing(tuple(kept), self.mode, self.calls, tuple(strangers))
 
     def _run(self) -> None:
+        _listing.run = self
         try:
             self._list()
         except BaseException as exc:  # handed to every consumer, named by the call that failed
@@ -392,6 +405,7 @@ class ListingRun:
                         PARTITIONS_IN_FLIGHT, "fmdoctor-list-nodes")
 
     def _list_where(self, dimension: str, value: str) -> None:
+        _listing.run = self  # a partition's thread
         try:
             for page in self.cloudwatch.get_paginator("list_metrics").paginate(
                     **self._base, Dimensions=[{"Name": dimension, "Value": value}]):
@@ -543,6 +557,7 @@ class Sweep:
 
 _READER_ID = "fmdoctor-metric-data"
 _LISTING_READER_ID = "fmdoctor-list-metrics"
+_LISTING_STOP_ID = "fmdoctor-list-metrics-stop"
 _HOLD_ID = "fmdoctor-metric-data-queries"
 _WRITER_ID = "fmdoctor-metric-data-request"
 _HELD = "fmdoctor.metric_data_queries"  # the request context's key for the queries held out of serialization
@@ -659,6 +674,7 @@ def _reader(cloudwatch: Any) -> None:
         return
     events.register("before-parse.cloudwatch.GetMetricData", read_metric_data, unique_id=_READER_ID)
     events.register("before-parse.cloudwatch.ListMetrics", read_list_metrics, unique_id=_LISTING_READER_ID)
+    events.register("before-send.cloudwatch.ListMetrics", refuse_stopped_listing, unique_id=_LISTING_STOP_ID)
     model = getattr(meta, "service_model", None)
     if (getattr(model, "resolved_protocol", None) or getattr(model, "protocol", None)) == "json":
         events.register("provide-client-params.cloudwatch.GetMetricData", hold_metric_data_queries,
