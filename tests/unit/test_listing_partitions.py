@@ -188,11 +188,10 @@ def test_the_partitions_are_listed_side_by_side(cloudwatch):
 
     cloudwatch.meta.events.register_first("before-send.cloudwatch.ListMetrics", hold)
     scope = scope_of(WORLD_NODES, expected=20_000)
-    started = time.perf_counter()
     listing = discover(cloudwatch, "CWAgent", UTIL, lambda s: scope.owner(s) is not None, "InstanceId",
                        WORLD_NODES, partitioning=scope.partitioning, owner=scope.owner)
-    assert listing.mode == "per-index" and peak[0] >= 4
-    assert time.perf_counter() - started < 8 * 0.2  # not the eight held calls one after another
+    assert listing.mode == "per-index" and len(listing.series) == 640
+    assert peak[0] >= 4  # held calls overlapped: not one partition after another
 
 
 def test_a_denied_partition_fails_the_listing_with_its_own_error(cloudwatch):
