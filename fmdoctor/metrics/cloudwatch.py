@@ -191,6 +191,7 @@ class ListingScope:
 class Evidence:
     """What the namespace pages read so far show, for :func:`decide`."""
 
+    total: int = 0  # series seen
     kept: int = 0  # series of our nodes
     narrowable: bool = True  # every kept series names its node by the narrow dimension
     partitionable: bool = True  # every series (ours or not) carries the partition dimension...
@@ -200,6 +201,7 @@ class Evidence:
         narrow = scope.narrow_dimension or ""
         split = scope.partitioning.dimension if scope.partitioning else ""
         for s in series:
+            self.total += 1
             value = s.dim(split) if split else None
             if value is None:
                 self.partitionable = False
@@ -237,6 +239,23 @@ def decide(scope: ListingScope, pages: int, more: bool, seen: Evidence) -> tuple
         extra = sorted(seen.values - set(split.values), key=lambda v: (len(v), v))
         return "partitions", (*split.values, *extra)
     return None
+
+
+# Before the inventory is read, a namespace listing is split only once its own pages prove it deep: this many read
+# and more to come. A 256-node 8-GPU cluster (2,048 series a name) has 5 pages and so is never split this way; at
+# 2,048 nodes (33 pages) the split comes after 6 pages instead of 33 (the pages read are read again by the
+# partitions: 6 calls more a name). Once the inventory is read, :func:`decide` estimates the depth instead.
+PROVEN_DEEP_PAGES = 6
+
+
+def decide_before_inventory(pages: int, more: bool, seen: Evidence) -> tuple[str, tuple[str, ...]] | None:
+    """Split a listing before its inventory is read, on its pages' evidence alone: PROVEN_DEEP_PAGES read and more
+    to come, every series on them per GPU (the partition dimension) and naming its node (so a node the partitions
+    miss can be listed on its own once the inventory says which are ours). The values are those seen; the
+    inventory's G adds any missing (:meth:`ListingRun._list`)."""
+    if not more or pages < PROVEN_DEEP_PAGES or not seen.partitionable or seen.kept == 0 or seen.kept != seen.total:
+        return None
+    return "partitions", tuple(sorted(seen.values, key=lambda v: (len(v), v)))
 
 
 class _Stopped(Exception):
@@ -277,7 +296,8 @@ class ListingRun:
     """
 
     def __init__(self, cloudwatch: Any, namespace: str, metric: str, window: timedelta,
-                 shared: dict[Any, Any] | None = None, scope: ListingScope | None = None):
+                 shared: dict[Any, Any] | None = None, scope: ListingScope | None = None,
+                 split: tuple[str, str] | None = None):
         self.cloudwatch, self.namespace, self.metric = cloudwatch, namespace, metric
         self._base: dict[str, Any] = {"Namespace": namespace, "MetricName": metric}
         if window <= RECENTLY_ACTIVE:
@@ -286,6 +306,10 @@ class ListingRun:
         self._cond = threading.Condition()
         self._pages: list[list[Series]] = []
         self._scope = scope
+        # (partition dimension, node dimension) known before the inventory (the publisher's): with them a listing
+        # proven deep by its own pages is split before the inventory is read (decide_before_inventory)
+        self._split = None if split is None else ListingScope(
+            lambda s, node=split[1]: s.dim(node), split[1], (), Partitioning(split[0], (), 0))
         self._stopped = False
         self._done = False
         self._failure: BaseException | None = None
@@ -368,36 +392,57 @@ class ListingRun:
     def _list(self) -> None:
         seen = Evidence()
         judged = 0  # pages taken into ``seen``
+        blind = Evidence()  # before the inventory: what the pages show with no node known
         decision = None
         for page in self.cloudwatch.get_paginator("list_metrics").paginate(**self._base):
             self._add(page)
+            more = bool(page.get("NextToken"))
             scope = self._scope
             if scope is None:
+                if self._split is not None:
+                    blind.add(self._pages[-1], self._split)
+                    decision = decide_before_inventory(self.calls, more, blind)
+                    if decision is not None:
+                        break
                 continue
             for series in self._pages[judged:]:
                 seen.add(series, scope)
             judged = len(self._pages)
-            decision = decide(scope, self.calls, bool(page.get("NextToken")), seen)
+            decision = decide(scope, self.calls, more, seen)
             if decision is not None:
                 break
         if decision is None:
             return
-        scope = self._scope
-        assert scope is not None
         how, values = decision
         if how == "per-value":
+            scope = self._scope
+            assert scope is not None
             self.mode = f"per-{scope.narrow_dimension}"
             for value in values:  # one after another, as before (each a page or two)
                 self._list_where(scope.narrow_dimension or "", value)
             return
-        split = scope.partitioning
-        assert split is not None
-        self.mode = f"per-{split.dimension}"
-        all_at_once(lambda value: self._list_where(split.dimension, value), list(values), PARTITIONS_IN_FLIGHT,
+        dimension = (self._scope.partitioning.dimension if self._scope is not None and self._scope.partitioning
+                     else self._split.partitioning.dimension if self._split and self._split.partitioning else "")
+        self.mode = f"per-{dimension}"
+        all_at_once(lambda value: self._list_where(dimension, value), list(values), PARTITIONS_IN_FLIGHT,
                     "fmdoctor-list-partitions")
+        with self._cond:  # split before the inventory was read: what it says completes the partitions
+            while self._scope is None and not self._stopped:
+                self._cond.wait()
+            if self._stopped:
+                raise _Stopped(f"listing of {self.namespace}/{self.metric} stopped")
+            scope = self._scope
+        assert scope is not None
+        late = [v for v in (scope.partitioning.values if scope.partitioning else ()) if v not in values]
+        if late:  # GPU indices of the nodes' instance types that the pages read before had not shown
+            all_at_once(lambda value: self._list_where(dimension, value), late, PARTITIONS_IN_FLIGHT,
+                        "fmdoctor-list-partitions")
+        if not scope.narrow_dimension:
+            return
         found = {scope.owner(s) for page in self._pages for s in page}
         missing = [v for v in scope.narrow_values if v not in found]
-        if len(missing) > estimated_pages(split.expected):  # cheaper to read the namespace again
+        expected = scope.partitioning.expected if scope.partitioning else 0
+        if len(missing) > estimated_pages(expected):  # cheaper to read the namespace again
             for page in self.cloudwatch.get_paginator("list_metrics").paginate(**self._base):
                 self._add(page)
         elif missing:

@@ -270,13 +270,19 @@ def listing_key(spec: MetricSpec) -> str:
     return f"cloudwatch.listing:{spec.label}"
 
 
+def _device_dimension(spec: MetricSpec) -> Publisher | None:
+    """The built-in publisher of ``spec``'s GPU metric name, when it names a dimension per GPU."""
+    publisher = next((p for p in BUILT_IN_PUBLISHERS if p.namespace == spec.namespace
+                      and spec.metric in dict(p.metrics).values()), None)
+    return publisher if spec.kind == GPU and publisher is not None and publisher.device_dimension else None
+
+
 def partitioning(spec: MetricSpec, infos: Iterable[InstanceTypeInfo]) -> Partitioning | None:
     """How a deep listing of ``spec``'s name may be split: by its built-in publisher's GPU dimension, over the
     most GPUs any of the nodes' instance types has (``infos``: one per node)."""
-    publisher = next((p for p in BUILT_IN_PUBLISHERS if p.namespace == spec.namespace
-                      and spec.metric in dict(p.metrics).values()), None)
+    publisher = _device_dimension(spec)
     counts = [info.gpus for info in infos]
-    if spec.kind != GPU or publisher is None or publisher.device_dimension is None or not counts or max(counts) < 1:
+    if publisher is None or publisher.device_dimension is None or not counts or max(counts) < 1:
         return None
     values = tuple(publisher.device_value.format(n) for n in range(max(counts)))
     return Partitioning(publisher.device_dimension, values, sum(counts))
@@ -391,8 +397,10 @@ def start_listings(cloudwatch: Any, settings: ClusterSettings, families: frozens
     strings = _strings(memo)
     for spec in early_specs(settings, families):
         window = settings.gpu.window if spec.kind == EFA else accelerator_window(settings)
-        run: ListingRun = memo(listing_key(spec), lambda spec=spec, window=window: ListingRun(
-            cloudwatch, spec.namespace, spec.metric, window, strings))
+        publisher = _device_dimension(spec)
+        split = (publisher.device_dimension, settings.gpu.instance_dimension) if publisher else None
+        run: ListingRun = memo(listing_key(spec), lambda spec=spec, window=window, split=split: ListingRun(
+            cloudwatch, spec.namespace, spec.metric, window, strings, split=split))
         runs.append((spec, run))
 
     def read(done: Future[Inventory]) -> None:

@@ -24,12 +24,14 @@ from fmdoctor.engine.aws import AwsOptions
 from fmdoctor.engine.model import Status
 from fmdoctor.metrics.cloudwatch import (
     DEEP_PAGES,
+    PROVEN_DEEP_PAGES,
     Evidence,
     ListingRun,
     ListingScope,
     Partitioning,
     Series,
     decide,
+    decide_before_inventory,
     discover,
 )
 
@@ -106,6 +108,25 @@ def test_a_scope_without_partitioning_never_splits():
     assert decide(scope, 1, True, evidence(scope, PAGE)) is None
 
 
+BLIND = ListingScope(lambda s: s.dim("InstanceId"), "InstanceId", (), Partitioning("index", (), 0))
+
+
+@pytest.mark.parametrize(("name", "pages", "more", "series", "want"), [
+    ("proven deep by its own pages: split by the indices seen", PROVEN_DEEP_PAGES, True, PAGE,
+     ("partitions", INDICES)),
+    ("one page short of the proof", PROVEN_DEEP_PAGES - 1, True, PAGE, None),
+    ("the last page", PROVEN_DEEP_PAGES, False, PAGE, None),
+    ("a rollup without index", PROVEN_DEEP_PAGES, True, [*PAGE, agent(NODES[9], None)], None),
+    ("a host-only series (no InstanceId)", PROVEN_DEEP_PAGES, True,
+     [*PAGE, agent(NODES[9], "0", with_id=False)], None),
+    ("an index beyond the usual eight", PROVEN_DEEP_PAGES, True, [*PAGE, agent(NODES[9], "10")],
+     ("partitions", (*INDICES, "10"))),
+    ("nothing listed", PROVEN_DEEP_PAGES, True, [], None),
+])
+def test_the_decision_before_the_inventory_is_read(name, pages, more, series, want):
+    assert decide_before_inventory(pages, more, evidence(BLIND, series)) == want, name
+
+
 # ---- against moto ------------------------------------------------------------------------------------------------
 
 
@@ -162,6 +183,36 @@ def test_a_deep_listing_finds_every_series_the_namespace_holds(cloudwatch):
     chain = discover(cloudwatch, "CWAgent", UTIL, lambda s: scope.owner(s) is not None, "InstanceId", nodes)
     assert chain.mode == "namespace" and chain.calls == 2
     assert set(split.series) == set(chain.series) == set(WORLD)
+
+
+def test_a_listing_proven_deep_before_the_inventory_is_split_then_completed_by_it(cloudwatch, monkeypatch):
+    """Split after its first page (PROVEN_DEEP_PAGES lowered to 1 for a two-page world), before anything says which
+    nodes are ours; the inventory then adds the index its instance types have that no page showed ("8" here is
+    listed because a node has it: a 9-GPU type is imagined) and the nodes the partitions missed."""
+    monkeypatch.setattr(cw, "PROVEN_DEEP_PAGES", 1)
+    sent = calls_to(cloudwatch)
+    run = ListingRun(cloudwatch, "CWAgent", UTIL, timedelta(minutes=30), split=("index", "InstanceId"))
+    deadline = time.monotonic() + 10
+    while len(sent) < 9 and time.monotonic() < deadline:  # the namespace page, then the eight partitions
+        time.sleep(0.01)
+    where = [tuple((d["Name"], d["Value"]) for d in p.get("Dimensions", [])) for p in sent]
+    assert where[0] == () and sorted(where[1:]) == [(("index", v),) for v in INDICES]  # no inventory yet
+    nodes = [*WORLD_NODES, ROLLUP, BEYOND, SILENT]
+    run.configure(scope_of(nodes, expected=20_000, values=(*INDICES, "8")))
+    listing = run.listing(lambda s: True)
+    where = [tuple((d["Name"], d["Value"]) for d in p.get("Dimensions", [])) for p in sent]
+    assert where[9] == (("index", "8"),)  # the inventory's late partition: BEYOND is found there
+    assert sorted(where[10:]) == [(("InstanceId", n),) for n in sorted([ROLLUP, SILENT])]
+    assert listing.mode == "per-index" and listing.calls == len(sent) == 12
+    assert set(listing.series) == set(WORLD)
+
+
+def test_a_listing_split_before_an_inventory_that_fails_stops(cloudwatch, monkeypatch):
+    monkeypatch.setattr(cw, "PROVEN_DEEP_PAGES", 1)
+    run = ListingRun(cloudwatch, "CWAgent", UTIL, timedelta(minutes=30), split=("index", "InstanceId"))
+    run.stop()
+    with pytest.raises(Exception, match="stopped"):
+        run.listing(lambda s: True)
 
 
 def test_a_rollup_on_the_first_page_keeps_the_chain(aws):
