@@ -281,7 +281,9 @@ class ListingRun:
 
     A namespace listing needs nothing from the inventory, so a run starts one before the inventory is read
     (``scope`` None); what needs the inventory, which nodes are ours and whether to narrow or partition
-    (:func:`decide`), is given by :meth:`configure` once it is known, and applied at the next page.
+    (:func:`decide`), is given by :meth:`configure` once it is known, and applied at the next page. With ``split``
+    (the publisher's GPU dimension and the node dimension, known from the settings) a listing whose own pages prove
+    it deep is split before that (:func:`decide_before_inventory`), and completed once the inventory is read.
 
     Partitions: ListMetrics pages one NextToken after another, 500 series a page, so a metric name with 16,384
     series (2,048 p4d nodes x 8 GPUs) is 33 calls in a row. The CloudWatch agent's nvidia_smi input tags every GPU's
