@@ -12,8 +12,10 @@ from fmdoctor.engine.errors import AwsFailure, ConfigError, describe_aws_failure
 from fmdoctor.engine.hyperpod import HYPERPOD_CLUSTER, HYPERPOD_NODES, HyperPodCluster
 from fmdoctor.engine.inventory import InstanceTypeInfo
 from fmdoctor.engine.prefetch import EarlyLoad
+from fmdoctor.metrics.cloudwatch import ListingRun
 from fmdoctor.metrics.cluster import ClusterMetrics, load_cloudwatch
-from fmdoctor.metrics.nodes import shared_lister
+from fmdoctor.metrics.nodes import efa_interfaces as inventory_efa_interfaces
+from fmdoctor.metrics.nodes import run_listings, shared_lister, start_listings
 from fmdoctor.metrics.prometheus import PrometheusClient, PrometheusFailed
 from fmdoctor.metrics.source import Sources, count_calls, load_metrics, plan_sources
 from fmdoctor.metrics.targets import MetricNode, ec2_nodes, hyperpod_nodes, sagemaker_instance_types
@@ -59,9 +61,23 @@ HYPERPOD_NODE_TYPES: EarlyLoad[dict[str, InstanceTypeInfo]] = EarlyLoad(
 METRIC_SOURCES: EarlyLoad[Sources] = EarlyLoad(
     "metrics.sources", _sources, ("sagemaker:DescribeCluster", "eks:DescribeAddon", "sagemaker:ListClusterExtensions",
                                   "sagemaker:DescribeClusterExtension"), _configured_hyperpod)
+
+
+def _begin_listings(start: RunStart, _: str) -> list[ListingRun]:
+    """The CloudWatch listings of the metric families the run's checks read, begun before its inventory is read
+    and told by it which nodes are ours (fmdoctor.metrics.nodes.start_listings); none when the metrics are read
+    from Prometheus only, or for a run that has no inventory to tell them."""
+    if start.settings.metrics.source == "prometheus" or start.inventory is None:
+        return []
+    return start_listings(start.client("cloudwatch"), start.settings, start.metrics, start.inventory,
+                          start.shared.get)
+
+
+METRIC_LISTINGS: EarlyLoad[list[ListingRun]] = EarlyLoad("cloudwatch.early-listings", _begin_listings,
+                                                         ("cloudwatch:ListMetrics",))
 # What the GPU and EFA-counter checks read before the inventory is in: a configured HyperPod cluster, its nodes
-# and their types, and where its metrics are.
-PREFETCH = (HYPERPOD_CLUSTER, HYPERPOD_NODES, HYPERPOD_NODE_TYPES, METRIC_SOURCES)
+# and their types, where its metrics are, and the CloudWatch listings of their metric names.
+PREFETCH = (HYPERPOD_CLUSTER, HYPERPOD_NODES, HYPERPOD_NODE_TYPES, METRIC_SOURCES, METRIC_LISTINGS)
 
 
 @dataclass(frozen=True)
@@ -99,8 +115,7 @@ def _targets(ctx: CheckContext) -> Targets:
 
 def efa_interfaces(ctx: CheckContext) -> dict[str, str]:
     """Every EFA interface of a running compute instance -> that instance."""
-    inv = ctx.inventory
-    return {e.id: i.id for i in inv.compute_nodes() if i.state == "running" for e in inv.interfaces_of(i) if e.is_efa}
+    return inventory_efa_interfaces(ctx.inventory)
 
 
 def cluster_metrics(ctx: CheckContext) -> ClusterMetrics:
@@ -125,7 +140,8 @@ def _load(ctx: CheckContext) -> ClusterMetrics:
     def cloudwatch() -> ClusterMetrics:
         client = ctx.client("cloudwatch")
         lister = shared_lister(client, ctx.inventory, settings, ctx.shared)  # the inference fleet's listings too
-        return load_cloudwatch(client, nodes, efa_interfaces(ctx), settings.gpu, ctx.now, lister, accelerators)
+        return load_cloudwatch(client, nodes, efa_interfaces(ctx), settings.gpu, ctx.now, lister, accelerators,
+                               run_listings(client, settings.gpu.window, ctx.shared))
 
     client = None
     if sources.prometheus is not None:

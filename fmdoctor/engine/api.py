@@ -10,6 +10,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -351,19 +352,22 @@ class Doctor:
         started = time.perf_counter()
         now = self.clock()
         shared = SharedData()  # before the inventory: the checks' inventory-free loads start now
-        start = RunStart(name, settings, aws, now, shared, extras=self.extras, region_loads=self.region_loads)
+        first_part: Future[Inventory] = Future()  # the inventory's first part, for loads it configures later
+        start = RunStart(name, settings, aws, now, shared, extras=self.extras, region_loads=self.region_loads,
+                         metrics=metric_families(checks), inventory=first_part)
         start_prefetches(start, checks)
         try:
-            staged = self._staged_inventory(name, settings, aws, inventory_parts(checks), start)
+            try:
+                staged = self._staged_inventory(name, settings, aws, inventory_parts(checks), start)
+            except BaseException as exc:
+                stop.set()
+                first_part.set_exception(exc)  # what it started stops: nothing it brings reaches a report
+                raise
         except Cancelled:
-            stop.set()
             return self._cancelled(name, aws, now, checks, started)
         except _InventoryFailed as failed:
-            stop.set()
             return self._failed(name, aws, now, failed, started)
-        except BaseException:
-            stop.set()
-            raise
+        first_part.set_result(staged.first)
         scope = RunScope(cluster=name, settings=settings, aws=aws, inventory=staged.first, now=now,
                          shared=shared, extras=self.extras, metrics=metric_families(checks), staged=staged,
                          region_loads=self.region_loads)

@@ -123,8 +123,9 @@ class RegionLoads:
 
 @dataclass(frozen=True)
 class RunStart:
-    """What a run has before its inventory: target, settings, clients, clock and the shared memo. A load that
-    needs nothing more (fmdoctor.engine.prefetch) starts from it while the inventory is read."""
+    """What a run has before its inventory: target, settings, clients, clock, the shared memo, the metric families
+    its checks read. A load that needs nothing more (fmdoctor.engine.prefetch) starts from it while the inventory
+    is read; one that needs the inventory's answer later waits for ``inventory``."""
 
     cluster: str
     settings: ClusterSettings
@@ -134,6 +135,10 @@ class RunStart:
     host: Host | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     region_loads: RegionLoads | None = None  # loads shared with other runs in the account and region (fleet)
+    metrics: frozenset[str] | None = None  # the metric families the run's checks read (RunScope.metrics)
+    # The inventory's first part (instances and their details; not the endpoint chain) once read, or its failure:
+    # a load that starts before it and is told by it later (the metric listings: which nodes are ours) waits here.
+    inventory: Future[Inventory] | None = None
 
     @property
     def region(self) -> str:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from fmdoctor.engine.concurrency import all_at_once
 from fmdoctor.engine.errors import note_failed_call
 from fmdoctor.engine.responses import DECODED, CorruptResponse, check_response
 from fmdoctor.engine.slots import waiting
@@ -130,12 +132,16 @@ def discover(
     unmatched: Callable[[Series], str | None] | None = None,
     on_page: OnPage | None = None,
     shared: dict[Any, Any] | None = None,
+    partitioning: Partitioning | None = None,
+    owner: Callable[[Series], str | None] | None = None,
 ) -> Listing:
     """The series of ``metric`` that ``keep`` accepts.
 
     Lists the namespace first; if that takes as many pages as there are ``narrow_values`` and the series
     kept so far all carry ``narrow_dimension`` (so narrowing would lose none of their kind), it starts over
-    with one listing per value. Duplicates (ListMetrics may repeat a series across pages) are dropped.
+    with one listing per value. With ``partitioning`` (and ``owner``, the node a series belongs to), a deep
+    listing is split by the GPU's dimension instead (see :func:`decide`). Duplicates (ListMetrics may repeat
+    a series across pages) are dropped.
     ``unmatched`` names a rejected series whose node could not be told (a hostname nothing maps); those
     names are kept in the listing, so a node without series can be told apart from one nobody could match.
     ``on_page`` is handed each page's kept series as the page arrives (a :class:`Sweep` fetches them while
@@ -143,51 +149,354 @@ def discover(
     ``shared`` is :meth:`Series.from_api`'s, for listings of several metric names: a node's series carry the
     same dimension set under every name (5 GPU metrics), so one tuple serves them all.
     """
-    base: dict[str, Any] = {"Namespace": namespace, "MetricName": metric}
-    if window <= RECENTLY_ACTIVE:
-        base["RecentlyActive"] = "PT3H"
-    budget = len(narrow_values) if narrow_dimension and narrow_values else math.inf
-    _reader(cloudwatch)
-    kept: dict[Series, None] = {}
-    strangers: dict[str, None] = {}
-    shared = {} if shared is None else shared
-    calls = 0
-    narrowable = narrow_dimension is not None
-    for page in cloudwatch.get_paginator("list_metrics").paginate(**base):
-        calls += 1
-        fresh = []
-        for raw in page.get("Metrics", []):
-            series = Series.from_api(raw, shared)
-            if keep(series):
-                fresh.append(series)
-                narrowable = narrowable and series.dim(narrow_dimension or "") is not None
-            elif unmatched is not None and (name := unmatched(series)):
-                strangers[name] = None
-        kept.update(dict.fromkeys(fresh))
-        if on_page is not None and fresh:
-            on_page(fresh)
-        if calls >= budget and narrowable and kept and page.get("NextToken"):
-            listing = _discover_per_value(cloudwatch, base, keep, narrow_dimension or "", narrow_values, calls,
-                                          on_page, shared)
-            return Listing(listing.series, listing.mode, listing.calls, tuple(strangers))
-    return Listing(tuple(kept), "namespace", calls, tuple(strangers))
+    scope = ListingScope(owner or (lambda s: "" if keep(s) else None), narrow_dimension, tuple(narrow_values),
+                         partitioning if owner is not None else None)
+    run = ListingRun(cloudwatch, namespace, metric, window, shared, scope)
+    return run.listing(keep, unmatched, on_page)
 
 
-def _discover_per_value(
-    cloudwatch: Any, base: dict[str, Any], keep: Callable[[Series], bool], dimension: str,
-    values: Sequence[str], spent: int, on_page: OnPage | None, shared: dict[Any, Any],
-) -> Listing:
-    kept: dict[Series, None] = {}
-    calls = spent
-    paginator = cloudwatch.get_paginator("list_metrics")
-    for value in values:
-        for page in paginator.paginate(**base, Dimensions=[{"Name": dimension, "Value": value}]):
-            calls += 1
-            fresh = [s for s in (Series.from_api(raw, shared) for raw in page.get("Metrics", [])) if keep(s)]
-            kept.update(dict.fromkeys(fresh))
-            if on_page is not None and fresh:
-                on_page(fresh)
-    return Listing(tuple(kept), f"per-{dimension}", calls)
+# A namespace listing is split into partitions only when the pages it still has to read, as the inventory
+# estimates them, exceed this many. Below it the chain ends within 8 round trips (under a second at CloudWatch's
+# usual 50-150 ms), while partitions cost up to one rounded-up page each more than the chain (G of them, 8 on
+# every 8-GPU instance type) plus the namespace pages already read: at 64 and 256 p4d nodes (2 and 5 pages a
+# metric name) the listing stays the one chain it was, call for call; at 2,048 (33 pages) it is split.
+DEEP_PAGES = 8
+PAGE_SIZE = 500  # ListMetrics' page (CloudWatch API reference, ListMetrics: "Up to 500 results are returned")
+# Partitions of one metric name listed at once, each a NextToken chain of its own.
+PARTITIONS_IN_FLIGHT = 8
+# CloudWatch's quota on ListMetrics: 25 requests a second per account and Region (adjustable; CloudWatch User
+# Guide, "CloudWatch service quotas", "Rate of ListMetrics requests"). Partitions only shorten a listing while the
+# chains running stay under it: five GPU metric names listed side by side at CloudWatch's usual 100-200 ms a page
+# already ask 25-50 a second, so splitting one of them would add calls (each partition rounds a page up) and
+# throttling, not speed.
+LIST_METRICS_RATE = 25.0
+
+
+def split_within_quota(chains: int, partitions: int, seconds_a_page: float) -> bool:
+    """Whether ``chains`` listings paging now (this one among them), with this one split into ``partitions``,
+    would ask ListMetrics at most LIST_METRICS_RATE times a second, each chain sending a page every
+    ``seconds_a_page`` (as this listing's pages have come)."""
+    return (chains - 1 + partitions) <= LIST_METRICS_RATE * max(seconds_a_page, 0.0)
+
+
+@dataclass(frozen=True)
+class Partitioning:
+    """How a deep listing of one GPU metric name may be split: one listing per value of the dimension that tells
+    a node's GPUs apart (``index`` 0..G-1 for the CloudWatch agent's nvidia_smi_*), ``expected`` the series the
+    nodes should have in all (the sum of their GPUs), from which the namespace chain's pages are estimated."""
+
+    dimension: str
+    values: tuple[str, ...]
+    expected: int
+
+
+@dataclass(frozen=True)
+class ListingScope:
+    """What deciding how to list needs from the inventory: the node each series belongs to (None: not ours), the
+    dimension that names one node (``InstanceId``) and the nodes' values of it, and how to partition if deep."""
+
+    owner: Callable[[Series], str | None]
+    narrow_dimension: str | None = None
+    narrow_values: tuple[str, ...] = ()
+    partitioning: Partitioning | None = None
+
+
+@dataclass
+class Evidence:
+    """What the namespace pages read so far show, for :func:`decide`."""
+
+    total: int = 0  # series seen
+    kept: int = 0  # series of our nodes
+    narrowable: bool = True  # every kept series names its node by the narrow dimension
+    partitionable: bool = True  # every series (ours or not) carries the partition dimension...
+    values: set[str] = field(default_factory=set)  # ...with these values
+
+    def add(self, series: Iterable[Series], scope: ListingScope) -> None:
+        narrow = scope.narrow_dimension or ""
+        split = scope.partitioning.dimension if scope.partitioning else ""
+        for s in series:
+            self.total += 1
+            value = s.dim(split) if split else None
+            if value is None:
+                self.partitionable = False
+            else:
+                self.values.add(value)
+            if scope.owner(s) is not None:
+                self.kept += 1
+                if s.dim(narrow) is None:
+                    self.narrowable = False
+
+
+def estimated_pages(series: int) -> int:
+    return math.ceil(series / PAGE_SIZE)
+
+
+def decide(scope: ListingScope, pages: int, more: bool, seen: Evidence) -> tuple[str, tuple[str, ...]] | None:
+    """Whether a namespace listing that has read ``pages`` pages goes on (None), starts over with one listing per
+    node (``("per-value", node values)``), or is split by the GPU dimension (``("partitions", values)``).
+
+    * Per node, as before partitioning existed: once the chain has cost as many pages as there are nodes and
+      every kept series names its node, listing per node bounds the total at twice the cheaper of the two.
+    * Partitions only on evidence, never on a guess: the chain goes on (``more``), it has shown series of our
+      nodes, every series it has shown carries the partition dimension (an ``aggregation_dimensions`` rollup or
+      a host-only publisher has none, and a partition would never list it) and names its node (so a node the
+      partitions miss can be listed on its own), and the pages still to read, estimated from the inventory,
+      exceed DEEP_PAGES. The values are 0..G-1 and any other value already seen (an index beyond G).
+    """
+    if not more or seen.kept == 0:
+        return None
+    if scope.narrow_dimension and scope.narrow_values and pages >= len(scope.narrow_values) and seen.narrowable:
+        return "per-value", scope.narrow_values
+    split = scope.partitioning
+    if (split is not None and seen.partitionable and seen.narrowable and scope.narrow_dimension
+            and estimated_pages(split.expected) - pages > DEEP_PAGES):
+        extra = sorted(seen.values - set(split.values), key=lambda v: (len(v), v))
+        return "partitions", (*split.values, *extra)
+    return None
+
+
+# Before the inventory is read, a namespace listing is split only once its own pages prove it deep: this many read
+# and more to come. A 256-node 8-GPU cluster (2,048 series a name) has 5 pages and so is never split this way; at
+# 2,048 nodes (33 pages) the split comes after 6 pages instead of 33 (the pages read are read again by the
+# partitions: 6 calls more a name). Once the inventory is read, :func:`decide` estimates the depth instead.
+PROVEN_DEEP_PAGES = 6
+
+
+def decide_before_inventory(pages: int, more: bool, seen: Evidence) -> tuple[str, tuple[str, ...]] | None:
+    """Split a listing before its inventory is read, on its pages' evidence alone: PROVEN_DEEP_PAGES read and more
+    to come, every series on them per GPU (the partition dimension) and naming its node (so a node the partitions
+    miss can be listed on its own once the inventory says which are ours). The values are those seen; the
+    inventory's G adds any missing (:meth:`ListingRun._list`)."""
+    if not more or pages < PROVEN_DEEP_PAGES or not seen.partitionable or seen.kept == 0 or seen.kept != seen.total:
+        return None
+    return "partitions", tuple(sorted(seen.values, key=lambda v: (len(v), v)))
+
+
+class _Stopped(Exception):
+    """The run this listing was started for no longer needs it (its inventory failed, or names no such node)."""
+
+
+_listing = threading.local()  # the ListingRun whose call this thread makes
+
+
+def refuse_stopped_listing(**_: Any) -> None:
+    """before-send for ListMetrics (each attempt, retries included): a stopped listing sends nothing more, so a
+    call that is being retried when its run ends (an unreachable endpoint, throttling) ends at its next attempt
+    instead of retrying behind the run's report."""
+    run = getattr(_listing, "run", None)
+    if run is not None and run.stopped:
+        raise _Stopped(f"listing of {run.namespace}/{run.metric} stopped")
+
+
+class ListingRun:
+    """One metric name's ListMetrics, under way in a thread of its own from the moment it is made: its pages are
+    kept as they arrive, and each consumer (:meth:`listing`) takes the pages already read, then the rest as they
+    come, filtered by its own ``keep``.
+
+    A namespace listing needs nothing from the inventory, so a run starts one before the inventory is read
+    (``scope`` None); what needs the inventory, which nodes are ours and whether to narrow or partition
+    (:func:`decide`), is given by :meth:`configure` once it is known, and applied at the next page. With ``split``
+    (the publisher's GPU dimension and the node dimension, known from the settings) a listing whose own pages prove
+    it deep is split before that (:func:`decide_before_inventory`), and completed once the inventory is read.
+
+    Partitions: ListMetrics pages one NextToken after another, 500 series a page, so a metric name with 16,384
+    series (2,048 p4d nodes x 8 GPUs) is 33 calls in a row. The CloudWatch agent's nvidia_smi input tags every GPU's
+    fields with ``index`` (aws/amazon-cloudwatch-agent plugins/inputs/nvidia_smi/schema_v12/parser.go:
+    ``"index": strconv.Itoa(i)``), and ListMetrics filters by a dimension's value (CloudWatch API reference,
+    ListMetrics ``Dimensions``), so one listing per index value lists the same series in G chains of
+    ceil(nodes / 500) pages side by side: 5 deep instead of 33 at 2,048 nodes, for about 1.2x the calls (each
+    partition rounds up, and the namespace pages read before the split are read again). A node of ours that no
+    partition listed (one publishing only a rollup without ``index``, or only an index beyond those listed) is
+    then listed on its own by ``narrow_dimension``, so it is never read as having no metrics; more such nodes
+    than the namespace has pages, and the whole namespace is listed again instead. A split is made only while the
+    listings paging stay under ListMetrics' quota (:func:`split_within_quota`): past it, partitions add calls and
+    throttling, not speed.
+    """
+
+    _chains = 0  # listings paging now, in this process (they share the account's ListMetrics quota)
+    _chains_lock = threading.Lock()
+
+    def __init__(self, cloudwatch: Any, namespace: str, metric: str, window: timedelta,
+                 shared: dict[Any, Any] | None = None, scope: ListingScope | None = None,
+                 split: tuple[str, str] | None = None):
+        self.cloudwatch, self.namespace, self.metric = cloudwatch, namespace, metric
+        self._base: dict[str, Any] = {"Namespace": namespace, "MetricName": metric}
+        if window <= RECENTLY_ACTIVE:
+            self._base["RecentlyActive"] = "PT3H"
+        self._shared = {} if shared is None else shared
+        self._cond = threading.Condition()
+        self._pages: list[list[Series]] = []
+        self._scope = scope
+        # (partition dimension, node dimension) known before the inventory (the publisher's): with them a listing
+        # proven deep by its own pages is split before the inventory is read (decide_before_inventory)
+        self._split = None if split is None else ListingScope(
+            lambda s, node=split[1]: s.dim(node), split[1], (), Partitioning(split[0], (), 0))
+        self._stopped = False
+        self._done = False
+        self._failure: BaseException | None = None
+        self.calls = 0
+        self.mode = "namespace"
+        _reader(cloudwatch)
+        threading.Thread(target=self._run, name=f"fmdoctor-list-{metric[:40]}", daemon=True).start()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def configure(self, scope: ListingScope) -> None:
+        """What the inventory says (the first scope given is kept: every asker derives it from the same inventory)."""
+        with self._cond:
+            if self._scope is None:
+                self._scope = scope
+                self._cond.notify_all()
+
+    def stop(self) -> None:
+        """No call after the one in flight: the run no longer needs this listing."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    def listing(self, keep: Callable[[Series], bool], unmatched: Callable[[Series], str | None] | None = None,
+                on_page: OnPage | None = None) -> Listing:
+        """The series ``keep`` accepts, each page's handed to ``on_page`` as it is read (or at once, for pages read
+        before this was asked); waits, holding no check slot, until the listing ends, and raises its failure."""
+        kept: dict[Series, None] = {}
+        strangers: dict[str, None] = {}
+        taken = 0
+        with waiting():
+            while True:
+                with self._cond:
+                    while taken == len(self._pages) and not self._done:
+                        self._cond.wait()
+                    batch = self._pages[taken:]
+                    taken += len(batch)
+                    finished = self._done and taken == len(self._pages)
+                for page in batch:
+                    fresh = []
+                    for series in page:
+                        if keep(series):
+                            fresh.append(series)
+                        elif unmatched is not None and (name := unmatched(series)):
+                            strangers[name] = None
+                    kept.update(dict.fromkeys(fresh))
+                    if on_page is not None and fresh:
+                        on_page(fresh)
+                if finished:
+                    break
+        if self._failure is not None:
+            raise self._failure
+        return Listing(tuple(kept), self.mode, self.calls, tuple(strangers))
+
+    def _run(self) -> None:
+        _listing.run = self
+        with ListingRun._chains_lock:
+            ListingRun._chains += 1
+        try:
+            self._list()
+        except BaseException as exc:  # handed to every consumer, named by the call that failed
+            note_failed_call(exc)
+            with self._cond:
+                self._failure = self._failure or exc  # a partition's own failure, not the others' stop it caused
+        finally:
+            with ListingRun._chains_lock:
+                ListingRun._chains -= 1
+            with self._cond:
+                self._done = True
+                self._cond.notify_all()
+
+    def _quota_allows(self, partitions: int, began: float) -> bool:
+        """A split into ``partitions`` keeps the process's listings under ListMetrics' quota (split_within_quota),
+        at the pace this listing's own pages have come."""
+        seconds_a_page = (time.monotonic() - began) / max(self.calls, 1)
+        with ListingRun._chains_lock:
+            chains = ListingRun._chains
+        return split_within_quota(chains, partitions, seconds_a_page)
+
+    def _add(self, page: dict[str, Any]) -> list[Series]:
+        series = [Series.from_api(raw, self._shared) for raw in page.get("Metrics", [])]
+        with self._cond:
+            self.calls += 1
+            self._pages.append(series)
+            self._cond.notify_all()
+            if self._stopped or self._failure is not None:
+                raise _Stopped(f"listing of {self.namespace}/{self.metric} stopped")
+        return series
+
+    def _list(self) -> None:
+        seen = Evidence()
+        judged = 0  # pages taken into ``seen``
+        blind = Evidence()  # before the inventory: what the pages show with no node known
+        decision = None
+        began = time.monotonic()
+        for page in self.cloudwatch.get_paginator("list_metrics").paginate(**self._base):
+            self._add(page)
+            more = bool(page.get("NextToken"))
+            scope = self._scope
+            if scope is None:
+                if self._split is not None:
+                    blind.add(self._pages[-1], self._split)
+                    decision = decide_before_inventory(self.calls, more, blind)
+            else:
+                for series in self._pages[judged:]:
+                    seen.add(series, scope)
+                judged = len(self._pages)
+                decision = decide(scope, self.calls, more, seen)
+            if decision is not None and decision[0] == "partitions" and not self._quota_allows(len(decision[1]),
+                                                                                              began):
+                decision = None  # the chains already ask as fast as the quota lets them: the chain goes on
+            if decision is not None:
+                break
+        if decision is None:
+            return
+        how, values = decision
+        if how == "per-value":
+            scope = self._scope
+            assert scope is not None
+            self.mode = f"per-{scope.narrow_dimension}"
+            for value in values:  # one after another, as before (each a page or two)
+                self._list_where(scope.narrow_dimension or "", value)
+            return
+        dimension = (self._scope.partitioning.dimension if self._scope is not None and self._scope.partitioning
+                     else self._split.partitioning.dimension if self._split and self._split.partitioning else "")
+        self.mode = f"per-{dimension}"
+        all_at_once(lambda value: self._list_where(dimension, value), list(values), PARTITIONS_IN_FLIGHT,
+                    "fmdoctor-list-partitions")
+        with self._cond:  # split before the inventory was read: what it says completes the partitions
+            while self._scope is None and not self._stopped:
+                self._cond.wait()
+            if self._stopped:
+                raise _Stopped(f"listing of {self.namespace}/{self.metric} stopped")
+            scope = self._scope
+        assert scope is not None
+        late = [v for v in (scope.partitioning.values if scope.partitioning else ()) if v not in values]
+        if late:  # GPU indices of the nodes' instance types that the pages read before had not shown
+            all_at_once(lambda value: self._list_where(dimension, value), late, PARTITIONS_IN_FLIGHT,
+                        "fmdoctor-list-partitions")
+        if not scope.narrow_dimension:
+            return
+        found = {scope.owner(s) for page in self._pages for s in page}
+        missing = [v for v in scope.narrow_values if v not in found]
+        expected = scope.partitioning.expected if scope.partitioning else 0
+        if len(missing) > estimated_pages(expected):  # cheaper to read the namespace again
+            for page in self.cloudwatch.get_paginator("list_metrics").paginate(**self._base):
+                self._add(page)
+        elif missing:
+            all_at_once(lambda value: self._list_where(scope.narrow_dimension or "", value), missing,
+                        PARTITIONS_IN_FLIGHT, "fmdoctor-list-nodes")
+
+    def _list_where(self, dimension: str, value: str) -> None:
+        _listing.run = self  # a partition's thread
+        try:
+            for page in self.cloudwatch.get_paginator("list_metrics").paginate(
+                    **self._base, Dimensions=[{"Name": dimension, "Value": value}]):
+                self._add(page)
+        except _Stopped:
+            raise
+        except BaseException as exc:  # the listings beside this one stop at their next page
+            note_failed_call(exc)
+            with self._cond:
+                self._failure = self._failure or exc
+            raise
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +637,7 @@ class Sweep:
 
 _READER_ID = "fmdoctor-metric-data"
 _LISTING_READER_ID = "fmdoctor-list-metrics"
+_LISTING_STOP_ID = "fmdoctor-list-metrics-stop"
 _HOLD_ID = "fmdoctor-metric-data-queries"
 _WRITER_ID = "fmdoctor-metric-data-request"
 _HELD = "fmdoctor.metric_data_queries"  # the request context's key for the queries held out of serialization
@@ -444,6 +754,7 @@ def _reader(cloudwatch: Any) -> None:
         return
     events.register("before-parse.cloudwatch.GetMetricData", read_metric_data, unique_id=_READER_ID)
     events.register("before-parse.cloudwatch.ListMetrics", read_list_metrics, unique_id=_LISTING_READER_ID)
+    events.register("before-send.cloudwatch.ListMetrics", refuse_stopped_listing, unique_id=_LISTING_STOP_ID)
     model = getattr(meta, "service_model", None)
     if (getattr(model, "resolved_protocol", None) or getattr(model, "protocol", None)) == "json":
         events.register("provide-client-params.cloudwatch.GetMetricData", hold_metric_data_queries,

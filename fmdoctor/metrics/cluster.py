@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from fmdoctor.config import GpuSettings
 from fmdoctor.engine.inventory import Inventory
-from fmdoctor.metrics.cloudwatch import Fetched, Series, Sweep
+from fmdoctor.metrics.cloudwatch import Fetched, ListingRun, Series, Sweep
 from fmdoctor.metrics.model import (
     EFA,
     GPU,
@@ -88,9 +88,11 @@ def load_cluster_metrics(cloudwatch: Any, inventory: Inventory, gpu: GpuSettings
 
 def load_cloudwatch(cloudwatch: Any, nodes: Sequence[MetricNode], efa_interfaces: dict[str, str],
                     gpu: GpuSettings, now: datetime, lister: Lister | None = None,
-                    accelerators: bool = True) -> ClusterMetrics:
+                    accelerators: bool = True, runs: Callable[[MetricSpec], ListingRun] | None = None
+                    ) -> ClusterMetrics:
     """The snapshot; without ``accelerators`` only the EFA counters are listed and fetched, and every node is
-    left without GPU/Neuron series (for runs whose checks read none)."""
+    left without GPU/Neuron series (for runs whose checks read none). ``runs`` hands over the run's listings of
+    the names ``lister`` does not list (the EFA counters, begun before the inventory: nodes.start_listings)."""
     start, end = now - gpu.window, now
     kinds: dict[str, str | None] = {n.id: n.kind for n in nodes}
     owners = NodeOwners([n.identity for n in nodes], kinds, gpu)
@@ -109,7 +111,7 @@ def load_cloudwatch(cloudwatch: Any, nodes: Sequence[MetricNode], efa_interfaces
 
     specs = metric_specs(gpu, {n.kind for n in nodes} if accelerators else set(), bool(efa_interfaces))
     sweep = Sweep(cloudwatch, start, end, gpu.period)
-    plan = plan_queries(cloudwatch, specs, owner, narrow, devices, gpu.window, lister, owners.unmatched, sweep)
+    plan = plan_queries(cloudwatch, specs, owner, narrow, devices, gpu.window, lister, owners.unmatched, sweep, runs)
     entries = _entries(plan)
     unmatched = {label: listing.unmatched for label, listing in plan.listings.items() if listing.unmatched}
     listings = {label: listing.mode for label, listing in plan.listings.items()}

@@ -259,7 +259,10 @@ def test_recently_launched_nodes_are_not_judged(builder, run_checks):
     report = run_checks(GPU_IDS)  # default 15-minute grace; moto launched them just now
     assert report.findings == [] and {s.check for s in report.skipped} == set(GPU_IDS)
     assert "launched less than 15m ago" in report.skipped[0].reason
-    assert report.stats.api_calls.get("cloudwatch.ListMetrics") is None  # nothing to ask CloudWatch
+    # Nothing fetched; the only CloudWatch calls are the listings a run begins before its inventory shows whether
+    # any node will be judged (fmdoctor.metrics.nodes.start_listings): one page for each configured GPU metric name.
+    assert report.stats.api_calls.get("cloudwatch.GetMetricData") is None
+    assert report.stats.api_calls.get("cloudwatch.ListMetrics") == 5
 
 
 def test_no_gpu_nodes_is_not_applicable(builder, run_checks):

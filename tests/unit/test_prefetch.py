@@ -105,7 +105,8 @@ def test_only_the_selected_checks_loads_start(sg_fault_cluster):
     assert "s3.ListObjectsV2" in checkpoints.sent
     assert not [c for c in checkpoints.sent if c.startswith("sqs.") or c == "ec2.DescribePlacementGroups"]
     assert [load.name for load in prefetches(default_registry().select(["efa"]))] == [
-        "ec2.placement-groups", "hyperpod.cluster", "hyperpod.nodes", "metrics.hyperpod-types", "metrics.sources"]
+        "ec2.placement-groups", "hyperpod.cluster", "hyperpod.nodes", "metrics.hyperpod-types", "metrics.sources",
+        "cloudwatch.early-listings"]
 
 
 @pytest.fixture

@@ -116,10 +116,14 @@ def test_an_endpoint_that_never_answers_or_resets_ends_in_unknown_not_a_hang(req
     [error] = report.errors
     assert (error.check, error.code) == ("inventory", code)
     assert report.findings == [] and report.status is Status.UNKNOWN and report.exit_code == 3
-    # five attempts of the first call, then the run gave up (placement-group's prefetch retries in a thread of its
-    # own, and stops at its next attempt once the run has)
-    assert len([t for t in by_thread if not t.startswith("fmdoctor-load-")]) == 4
+    # five attempts of the inventory's first call, then the run gave up (placement-group's prefetch and the metric
+    # listings retry in threads of their own, and stop at their next attempt once the run has)
+    assert len([t for t in by_thread if not t.startswith(("fmdoctor-load-", "fmdoctor-list-"))]) == 4
     assert elapsed < BOUND_S
+    deadline = time.monotonic() + BOUND_S  # and the listings end at their next attempt, not five attempts later
+    while any(t.name.startswith("fmdoctor-list-") for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(t.name.startswith("fmdoctor-list-") for t in threading.enumerate())
 
 
 def test_every_client_has_bounded_timeouts_and_adaptive_retries():
