@@ -57,6 +57,10 @@ from scale_world import REGION  # noqa: E402
 RESULTS = HERE / "RESULTS.md"
 ACCOUNT = "123456789012"  # moto's account
 GOALS = {"check": (6, 7), "check --only efa": (3, 3), "why-not --to head --port 22": (4, 4)}
+# Request-rate quotas per account and Region that no order of calls gets past (CloudWatch User Guide, "CloudWatch
+# service quotas": "Rate of ListMetrics requests" 25 per second, "Rate of GetMetricData requests" 500 per second;
+# both adjustable): a run that makes N such calls needs N / rate seconds on AWS however they overlap.
+RATE_QUOTAS = {"cloudwatch.ListMetrics": 25.0, "cloudwatch.GetMetricData": 500.0}
 
 
 @dataclass
@@ -87,6 +91,11 @@ class Row:
     @property
     def rounds(self) -> float:
         return (self.wall_s - self.wall0_s) / self.delay_s
+
+    @property
+    def quota_floor(self) -> float:
+        """The rounds (of the delay) AWS's request-rate quotas alone take for this run's calls (RATE_QUOTAS)."""
+        return max((self.calls[op] / rate for op, rate in RATE_QUOTAS.items()), default=0.0) / self.delay_s
 
 
 def commands(cluster: str, config: Path, url: str, node: str) -> dict[str, list[str]]:
@@ -192,16 +201,17 @@ def markdown(rows: list[Row], throttled: tuple[Row, Row] | None, demo: list[tupl
              delay_ms: int, quick: bool, chain_delay_ms: int = 0) -> str:
     long_chain = f" | chain at {chain_delay_ms:,} ms" if chain_delay_ms else ""
     lines = [f"| command | nodes | rounds ((wall at {delay_ms} ms - wall at 0) / {delay_ms} ms) | chain"
-             f"{long_chain} | goal | wall at 0 / at delay s | CPU s | peak MiB | API calls (made / lower bound) | "
-             "repeated | most in flight | exit |",
-             "|---|---:|---:|---:|" + ("---:|" if chain_delay_ms else "") + "---:|---:|---:|---:|---:|---|---:|---:|"]
+             f"{long_chain} | goal | quota floor (rounds) | wall at 0 / at delay s | CPU s | peak MiB | API calls "
+             "(made / lower bound) | repeated | most in flight | exit |",
+             "|---|---:|---:|---:|" + ("---:|" if chain_delay_ms else "") + "---:|" * 6 + "---|---:|---:|"]
     for r in rows:
         goal = GOALS.get(r.command)
         target = "-" if goal is None else f"<= {goal[0] if r.nodes <= 256 else goal[1]}"
         repeated = ", ".join(f"{op} {n}" for op, n in sorted(r.repeated.items())) or "none"
         size = f"{r.nodes:,}" if r.world == "p4d" else f"{r.nodes} ({r.world})"
         long_cell = f" | {'-' if r.dependency_chain is None else r.dependency_chain}" if chain_delay_ms else ""
-        lines.append(f"| {r.command} | {size} | {r.rounds:.1f} | {r.chain}{long_cell} | {target} | {r.wall0_s:.1f} / "
+        lines.append(f"| {r.command} | {size} | {r.rounds:.1f} | {r.chain}{long_cell} | {target} | "
+                     f"{r.quota_floor:.1f} | {r.wall0_s:.1f} / "
                      f"{r.wall_s:.1f} | {r.cpu_s:.1f} | {r.peak_mib:.0f} | {sum(r.calls.values())} / {r.bound} | "
                      f"{repeated} | {r.in_flight} | {r.exit} |")
     if throttled:
@@ -228,7 +238,10 @@ def markdown(rows: list[Row], throttled: tuple[Row, Row] | None, demo: list[tupl
               "data dependencies, independent calls overlapping there). The lower bound is the "
               "smallest size's distinct calls, cluster-sized listings (DescribeInstances 1,000 a page, ListMetrics "
               "500 a metric name, GetMetricData 500 queries, DescribeSpotInstanceRequests 200 ids) at their "
-              "maximum page size: at the smallest size made equals bound unless a call was repeated."]
+              "maximum page size: at the smallest size made equals bound unless a call was repeated. 'quota floor': "
+              "the rounds CloudWatch's request-rate quotas alone take for the calls made (ListMetrics 25 a second, "
+              "GetMetricData 500 a second, per account and Region: CloudWatch User Guide, 'CloudWatch service "
+              "quotas'); a run cannot finish sooner on AWS at the default quotas, whatever its chain."]
     return "\n".join(lines) + ("\n\n_--quick run_\n" if quick else "\n")
 
 
