@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ from fmdoctor.engine.errors import AwsCallFailed, TargetNotFound
 from fmdoctor.engine.hyperpod import HyperPodCluster
 from fmdoctor.engine.identity import NodeIdentities
 from fmdoctor.engine.inventory import HEAD, INFERENCE, Instance, Inventory
+from fmdoctor.safety.text import hidden
 from fmdoctor.words import suggest
 
 NODE, SECURITY_GROUP, ENDPOINT = "node", "security-group", "endpoint"
@@ -152,10 +154,16 @@ def _generic(text: str, word: str, entity: Entity) -> bool:
 # ('the us-west-2 cluster'), or a node's or resource's id or address ('cluster i-0abc123', 'the cluster 10.0.1.12',
 # 'cluster ip-10-0-1-12'): those are things of a cluster, not its name.
 _CLUSTER_NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]"
-_CLUSTER_BEFORE = re.compile(rf"\bcluster\s+(?:called\s+|named\s+)?[`'\"\u2018\u201c]?({_CLUSTER_NAME})", re.I)
+# 'cluster: x', 'cluster=x', '--cluster=x', 'cluster_name: x' (a configuration or a command line pasted) and 'clusters
+# x and y' name it as 'cluster x' does
+_CLUSTER_BEFORE = re.compile(rf"\bclusters?(?:[-_]name)?(?:\s+|\s*[:=]\s*)(?:called\s+|named\s+)?"
+                             rf"[`'\"\u2018\u201c]?({_CLUSTER_NAME})", re.I)
 # a name starts a word: tried from every letter of a long word, the search took quadratic time (40,000 characters
 # of one word: 35 s)
-_CLUSTER_AFTER = re.compile(rf"(?<![A-Za-z0-9_.\-])({_CLUSTER_NAME})[`'\"\u2019\u201d]?\s+cluster\b", re.I)
+# ('the x EKS cluster', 'the x HyperPod cluster': the kind of cluster between the name and the word)
+_CLUSTER_AFTER = re.compile(rf"(?<![A-Za-z0-9_.\-])({_CLUSTER_NAME})[`'\"\u2019\u201d]?\s+"
+                            r"(?:(?:EKS|HyperPod|Slurm|Kubernetes|k8s|ParallelCluster|SageMaker|PCS)\s+)?"
+                            r"clusters?\b", re.I)
 _NOT_CLUSTER = re.compile(
     r"^(?:(?:ml\.)?[a-z]{1,4}\d+[a-z]{0,4}(?:\.\d*x?large|\.metal[\w-]*)?"  # instance family or type
     r"|\d[\d,]*(?:-\w+)?|\d+(?:st|nd|rd|th)|\d+x\w+"  # a size, an ordinal, a count of accelerators
@@ -169,8 +177,17 @@ _NOT_CLUSTER = re.compile(
 # documented ARN format, https://docs.aws.amazon.com/resilience-hub/latest/APIReference/API_EksSource.html) and its
 # console's ``#/clusters/NAME``, HyperPod's console ``#/cluster-management/NAME`` (a path of another site or a file
 # system's ``/fsx/clusters/run-7`` names no cluster).
-_CLUSTER_PATH = re.compile(r"(arn:aws[\w-]*:eks:[\w-]*:\d*:cluster|console\.(?:aws\.amazon\.com|amazonaws\.cn)/"
-                           r"[^\s#]*#/(?:clusters|cluster-management))/([\w.-]+)", re.I)
+# Every EKS resource of a cluster carries the cluster's name first in its ARN (``nodegroup/CLUSTER/NODEGROUP/UUID``,
+# ``addon/CLUSTER/...``, ``fargateprofile/``, ``identityproviderconfig/``, ``podidentityassociation/``,
+# ``access-entry/``: the Service Authorization Reference's EKS resource types,
+# https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelastickubernetesservice.html), in
+# every partition (aws, aws-cn, aws-us-gov). The consoles: aws.amazon.com, China's amazonaws.cn and GovCloud's
+# amazonaws-us-gov.com, with the cluster after ``#/clusters/`` or, in the EKS console's newer addresses, in the path
+# (``/eks/clusters/NAME``).
+_CLUSTER_PATH = re.compile(r"(arn:aws[\w-]*:eks:[\w-]*:\d*:(?:cluster|nodegroup|addon|fargateprofile|"
+                           r"identityproviderconfig|podidentityassociation|access-entry)"
+                           r"|console\.(?:aws\.amazon\.com|amazonaws\.cn|amazonaws-us-gov\.com)/"
+                           r"(?:[^\s#]*#/(?:clusters|cluster-management)|eks/clusters))/([\w.-]+)", re.I)
 # A SageMaker HyperPod cluster's ARN holds the cluster's id, not its name: ``arn:aws:sagemaker:REGION:ACCOUNT:cluster/
 # ID``, ID twelve lower-case letters and digits (ClusterArn's documented pattern,
 # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterSummary.html; moto writes the name there).
@@ -247,6 +264,7 @@ def cluster_mentions(text: str, known: Iterable[str] = (), names: Callable[[str]
 
     Which of them the conversation can see is the caller's to say (:func:`fmdoctor.assistant.guard` answers for every
     front end)."""
+    text = as_read(text)
     found: dict[str, ClusterMention] = {}
     catalogue = {n.lower(): n for n in known if n}
 
@@ -289,9 +307,22 @@ def cluster_mentions(text: str, known: Iterable[str] = (), names: Callable[[str]
     for pattern in (_CLUSTER_BEFORE, _CLUSTER_AFTER):
         for match in pattern.finditer(text):
             word = match.group(1)
-            if word.lower() in catalogue or (_shaped(word) and not _NOT_CLUSTER.match(word)):
+            # a thing of this cluster beside the word ('the cluster gpu-node-2', 'my cluster: gpu-node-2 is slow')
+            # is one of its things, not a cluster
+            if word.lower() in catalogue or (_shaped(word) and not _NOT_CLUSTER.match(word) and not thing(word)):
                 add(word, BESIDE, match.start(1))
     return sorted(found.values(), key=lambda m: m.start)
+
+
+def as_read(text: str) -> str:
+    """``text`` as a person reads it: compatibility forms folded (NFKC: fullwidth 'ｃｌｕｓｔｅｒ' is 'cluster'), every
+    dash a hyphen (a non-breaking hyphen in 'staging\u20119' is a hyphen to the eye), and characters no one sees
+    (zero-width, bidi, tags: :func:`fmdoctor.safety.text.hidden`) dropped, so 'clus\u200bter' is the word cluster. What
+    looks like another cluster's name is read as one."""
+    if text.isascii():
+        return text
+    folded = unicodedata.normalize("NFKC", text)
+    return "".join("-" if unicodedata.category(c) == "Pd" else c for c in folded if not hidden(c))
 
 
 def _breaks(text: str, start: int, end: int) -> bool:

@@ -211,6 +211,30 @@ def test_a_folder_named_like_a_word_is_no_run():
     ("the us-west-2a cluster or the usw2-az1 cluster", (), []),  # Availability Zones
     ("is /fsx/clusters/run-7/checkpoints fresh?", (), []),  # a path, not a console address
     ("see https://github.com/org/infra/clusters/prod-eks", (), []),
+    # a configuration or a command line pasted: 'cluster: x', 'cluster=x', '--cluster=x', 'cluster_name: x'
+    ("is gpu-node-2 of cluster: staging-9 ok?", (), ["staging-9"]),
+    ("fmdoctor ask --cluster=staging-9 is gpu-node-2 ok", (), ["staging-9"]),
+    ("hyperpod:\n  cluster_name: hp-b\nis gpu-node-2 ok?", (), ["hp-b"]),
+    ("is gpu-node-2 in clusters staging-9 and prod-b?", (), ["staging-9"]),
+    # the kind of cluster between its name and the word
+    ("is gpu-node-2 in the staging-9 EKS cluster? the hp-b HyperPod cluster?", (), ["staging-9", "hp-b"]),
+    ("is the 16-node EKS cluster ok? the p5 Slurm cluster? the us-west-2 EKS cluster?", (), []),
+    ("is the cluster-wide EFA ok? cluster: is it ok?", (), []),
+    # another partition's or an EKS resource's ARN, GovCloud's console, the EKS console's path addresses
+    ("is arn:aws-us-gov:eks:us-gov-west-1:123456789012:cluster/gov-eks ok?", (), ["gov-eks"]),
+    ("arn:aws:eks:us-west-2:123456789012:nodegroup/eks-b/p5-workers/8ec5a1d2-0b3c-4e0f-9d6a-0c1f6a2b3c4d", (),
+     ["eks-b"]),
+    ("arn:aws-cn:eks:cn-north-1:123456789012:addon/eks-cn/vpc-cni/a2c5d6e7-1111-2222-3333-444455556666", (),
+     ["eks-cn"]),
+    ("https://console.amazonaws-us-gov.com/eks/home?region=us-gov-west-1#/clusters/gov-eks", (), ["gov-eks"]),
+    ("https://us-west-2.console.aws.amazon.com/eks/clusters/eks-b?region=us-west-2&selectedTab=nodes", (),
+     ["eks-b"]),
+    # read as a person reads it: fullwidth letters, a zero-width space, a non-breaking hyphen
+    ("is gpu-node-2 of \uff43luster staging-9 ok?", (), ["staging-9"]),
+    ("is gpu-node-2 of clus\u200bter staging-9 ok?", (), ["staging-9"]),
+    ("is gpu-node-2 of cluster staging\u20119 ok?", (), ["staging-9"]),
+    ("is gpu-node-2 of cluster \uff33\uff34\uff21\uff27\uff29\uff2e\uff27-9 ok?", (), ["STAGING-9"]),
+    ("is gpu-node-2 on pr\u200bod-train?", ("prod-train",), ["prod-train"]),  # a configured name, split unseen
 ])
 def test_the_clusters_a_question_names(text, known, named):
     from fmdoctor.engine.entities import clusters_named
@@ -259,6 +283,14 @@ def test_a_name_standing_where_a_clusters_does(text, known, named):
     assert [m.name for m in mentions] == named
     assert all(m.how == e.NAMED or (m.how == PLACED and not m.sure) for m in mentions)
     assert e.clusters_named(text, known) == [m.name for m in mentions if m.how == e.NAMED]  # without the inventory
+
+
+@pytest.mark.parametrize("text, named", [
+    ("is the cluster gpu-node-2 slow? my cluster: gpu-node-3 is down", []),  # its things beside the word
+    ("is the cluster gpu-node-2x slow?", ["gpu-node-2x"]),  # nothing of it: a cluster's name
+])
+def test_a_thing_of_the_cluster_beside_the_word_is_no_cluster(text, named):
+    assert [m.name for m in e.cluster_mentions(text, (), names=lambda w: w.lower() in THINGS)] == named
 
 
 @pytest.mark.parametrize("text, how, cluster_id", [

@@ -34,6 +34,11 @@ def doctor() -> Doctor:
     ("is https://console.aws.amazon.com/eks/home#/clusters/prod-train ok?", "llm-train", "--cluster prod-train"),
     ("is arn:aws:eks:us-west-2:1:cluster/eks-b healthy?", "llm-train", "configured for no cluster eks-b"),
     ("is the llm-train-2 cluster ok?", "llm-train", "configured for no cluster llm-train-2"),  # not a typo
+    ("is gpu-node-2 of \uff43luster pr\u200bod\u2011train ok?", "llm-train", "--cluster prod-train"),  # as read
+    ("fmdoctor ask --cluster=prod-train is gpu-node-2 ok", "llm-train", "--cluster prod-train"),
+    ("is gpu-node-2 in the eks-b EKS cluster ok?", "llm-train", "configured for no cluster eks-b"),
+    ("why is arn:aws-us-gov:eks:us-gov-west-1:1:nodegroup/gov-eks/p5/8ec5 degraded?", "llm-train",
+     "configured for no cluster gov-eks"),
 ])
 def test_another_clusters_question_is_not_answered_about_this_one(question, cluster, said):
     model = scripted(call("check_all"), "should never be asked")
