@@ -210,3 +210,19 @@ def test_the_eks_cluster_its_kubeconfig_context_names_is_this_cluster():
     answer = Assistant(Doctor(settings=settings, connection=Connection(region=REGION)), "llm-train",
                        model=model).ask(f"is {arn} healthy, and the eks-prod-1 cluster?")
     assert len(model.received) == 1 and answer.answer == "Nothing to check.", answer.answer
+
+
+@pytest.mark.usefixtures("one_demo_per_module")
+@pytest.mark.parametrize("question", [
+    "is gpu-node-2 stuck in NCCL_TIMEOUT?",  # an environment variable
+    "is gpu-node-2 hung in all_gather_into_tensor?",  # torch.distributed's collective
+    "is gpu-node-2 healthy in rank-3?",  # a process's rank
+    "is gpu-node-2 slow on rdmap0s26?",  # an EFA device as ibv_devices names it
+    "is gpu-node-2 in kube-system?",  # a namespace every Kubernetes cluster has
+])
+def test_a_word_of_the_trade_where_a_cluster_would_stand_is_answered_on_the_demo(question, capsys):
+    """After a node, 'in X'/'on X' stands where a cluster's name would; a word of the trade there (NOT_NAMES: a
+    collective, a rank, a device, an environment variable, a built-in namespace) is no cluster to ask back about."""
+    assert main(["ask", "--demo", "--format", "json", question]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["tool_calls"] and "I can only see cluster" not in answer["answer"], answer["answer"]
