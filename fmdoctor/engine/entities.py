@@ -278,6 +278,8 @@ def cluster_mentions(text: str, known: Iterable[str] = (), names: Callable[[str]
 
 
     words = [(m.start(), m.end(), m.group(0).rstrip(".:")) for m in WORD.finditer(text)]
+    horizon = words[limit][0] if len(words) > limit else len(text)  # the inventory is asked about what comes before
+    lookup = names
     for index, (start, _, word) in enumerate(words):
         if index >= limit:
             names = None  # past the limit, only what needs no inventory
@@ -309,6 +311,7 @@ def cluster_mentions(text: str, known: Iterable[str] = (), names: Callable[[str]
             word = match.group(1)
             # a thing of this cluster beside the word ('the cluster gpu-node-2', 'my cluster: gpu-node-2 is slow')
             # is one of its things, not a cluster
+            names = lookup if match.start(1) < horizon else None
             if word.lower() in catalogue or (_shaped(word) and not _NOT_CLUSTER.match(word) and not thing(word)):
                 add(word, BESIDE, match.start(1))
     return sorted(found.values(), key=lambda m: m.start)

@@ -383,3 +383,12 @@ def test_a_long_question_is_looked_up_in_the_inventory_as_far_as_find_names_read
     text = "is gpu-node-2 on prod-train healthy? " + " ".join(f"word{i} on x-{i}" for i in range(5000))
     assert [m.name for m in e.cluster_mentions(text, (), names)] == ["prod-train"]
     assert len(asked) <= 2 * 200
+
+
+def test_a_thing_beside_the_word_cluster_in_a_long_question_is_looked_up_within_the_limit():
+    """'the cluster gpu-node-2' opening a question with a pasted log after it is still a thing of the cluster; a name
+    beside 'cluster' past the first 200 words is not looked up (it counts as a cluster's, as without an inventory)."""
+    log = " ".join(f"word{i}" for i in range(500))
+    names = e.cluster_mentions(f"is the cluster gpu-node-2 slow? {log} cluster gpu-node-3",
+                               (), names=lambda w: w.lower() in THINGS)
+    assert [m.name for m in names] == ["gpu-node-3"]
