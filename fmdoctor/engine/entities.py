@@ -97,7 +97,7 @@ def find_entity(inventory: Inventory, text: str, known: Known | None = None) -> 
     """The node, group, endpoint, instance group, file system, job or bucket ``text`` names in ``inventory``
     (see the module). A part of the inventory AWS would not return is passed over, and a miss then says it
     could not be read."""
-    entity = _match(inventory, text.strip(), known or Known())
+    entity = _as_typed_or_read(inventory, text.strip(), known or Known())
     if entity is None:
         raise _not_found(inventory, text.strip(), known or Known())
     return entity
@@ -123,7 +123,7 @@ def mentioned(inventory: Inventory, text: str, known: Known | None = None,
         if not word or word.lower() in _HEAD_WORDS:
             continue
         try:
-            entity = _match(inventory, word, known)
+            entity = _as_typed_or_read(inventory, word, known)
         except TargetNotFound:  # a name several nodes carry: the caller's lookup says so
             entity = None
         if entity is not None and not _generic(text, word, entity):
@@ -364,7 +364,7 @@ def names_a_thing(inventory: Inventory, known: Known | None = None) -> Callable[
     def names(word: str) -> bool:
         if word not in seen:
             try:
-                seen[word] = len(word) <= 256 and _match(inventory, word, known) is not None
+                seen[word] = len(word) <= 256 and _as_typed_or_read(inventory, word, known) is not None
             except TargetNotFound:  # several nodes go by it: a name of this cluster all the same
                 seen[word] = True
         return seen[word]
@@ -433,6 +433,15 @@ def _names(inventory: Inventory, known: Known) -> list[str]:
 
 
 _HEAD_WORDS = ("head", "head-node", "head node")
+
+
+def _as_typed_or_read(inventory: Inventory, query: str, known: Known) -> Entity | None:
+    """The thing ``query`` names as it is typed, else as a person reads it (:func:`as_read`): 'gpu\u2011node\u20112'
+    pasted from a document with non-breaking hyphens is gpu-node-2, not a miss that leaves the question to be answered
+    about the whole cluster. A name that truly holds such characters (a Name tag) still matches as typed."""
+    entity = _match(inventory, query, known)
+    read = as_read(query)
+    return entity if entity is not None or read == query else _match(inventory, read, known)
 
 
 def _match(inventory: Inventory, query: str, known: Known) -> Entity | None:

@@ -123,6 +123,10 @@ def test_a_miss_with_known_names_suggests_them():
     ("is “gpu-node-3” ok? and ‘llm-chat’?", [("gpu-node-3", e.NODE), ("llm-chat", e.ENDPOINT)]),
     ("gpu-node-3’s GPUs, «llm-efa», „run-0412“", [("gpu-node-3", e.NODE), ("llm-efa", e.SECURITY_GROUP),
                                                 ("run-0412", e.JOB)]),
+    # as a person reads it: non-breaking hyphens pasted from a document, fullwidth letters, a zero-width space
+    ("is gpu\u2011node\u20113 ok?", [("gpu\u2011node\u20113", e.NODE)]),
+    ("is \uff47\uff50\uff55-node-3 ok, and llm\u200b-chat?", [("\uff47\uff50\uff55-node-3", e.NODE),
+                                                           ("llm\u200b-chat", e.ENDPOINT)]),
 ])
 def test_names_in_a_sentence_come_from_the_inventory(question, found):
     assert [(word, entity.kind) for word, entity in e.mentioned(_inventory(), question, KNOWN)] == found
