@@ -298,7 +298,7 @@ def cluster_mentions(text: str, known: Iterable[str] = (), names: Callable[[str]
             unknown = following.lower() not in catalogue and names is not None and _placed_name(following)
             # the cheap tests first: the inventory is looked at only for a word that could be a cluster's name
             if (known_plain or unknown) and not thing(following) and (
-                    index == 0 or _breaks(text, words[index - 1][0], start) or thing(words[index - 1][2])
+                    index == 0 or _breaks(text, words[index - 1][0], start) or _after_thing(words, index, thing)
                     or _ends_clause(text, words, index + 1) and any(thing(w) for w in _clause_before(text, words,
                                                                                                      index))):
                 add(following, PLACED, words[index + 1][0])
@@ -315,6 +315,18 @@ def cluster_mentions(text: str, known: Iterable[str] = (), names: Callable[[str]
             if word.lower() in catalogue or (_shaped(word) and not _NOT_CLUSTER.match(word) and not thing(word)):
                 add(word, BESIDE, match.start(1))
     return sorted(found.values(), key=lambda m: m.start)
+
+
+# The word a person puts after a thing's name to say what it is ('the demo-llm-chat endpoint on prod-train', 'gpu-node-2
+# node in staging-9'): the thing stands before it all the same.
+_KIND_NOUN = re.compile(r"^(?:nodes?|instances?|hosts?|servers?|endpoints?|buckets?|(?:security|instance)?[-_]?groups?"
+                        r"|sgs?|file[-_]?systems?|fs|jobs?|runs?)$", re.I)
+
+
+def _after_thing(words: list[tuple[int, int, str]], index: int, thing: Callable[[str], bool]) -> bool:
+    """Whether the word before ``index`` is a thing of the cluster, or a kind word right after one."""
+    before = words[index - 1][2]
+    return thing(before) or (index >= 2 and bool(_KIND_NOUN.match(before)) and thing(words[index - 2][2]))
 
 
 def as_read(text: str) -> str:

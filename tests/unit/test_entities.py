@@ -279,6 +279,9 @@ THINGS = {"gpu-node-2", "gpu-node-3", "demo-llm-chat", "efa-sg", "workers-p5", "
     ("is s3://ckpt/prod-train/run-0412 fresh? see /fsx/prod-train/gpu-node-2", (), []),  # paths
     ("is gpu-node-2 on prod healthy?", (), []),  # 'prod' is a thing of the cluster here (a Name tag)
     ("is gpu-node-2 on gpu-node-2x?", (), ["gpu-node-2x"]),  # no thing of the cluster: maybe another cluster
+    ("is the demo-llm-chat endpoint on prod-train slow?", (), ["prod-train"]),  # its kind between
+    ("is the gpu-node-2 node in staging-9 ok?", (), ["staging-9"]),
+    ("is the job on multi-node slow? the node in us-west-2a?", (), []),  # a kind word after no thing
 ])
 def test_a_name_standing_where_a_clusters_does(text, known, named):
     from fmdoctor.engine.entities import PLACED, cluster_mentions

@@ -226,3 +226,15 @@ def test_a_word_of_the_trade_where_a_cluster_would_stand_is_answered_on_the_demo
     assert main(["ask", "--demo", "--format", "json", question]) == 0
     answer = json.loads(capsys.readouterr().out)
     assert answer["tool_calls"] and "I can only see cluster" not in answer["answer"], answer["answer"]
+
+
+@pytest.mark.usefixtures("one_demo_per_module")
+@pytest.mark.parametrize("question, named", [
+    ("is the demo-llm-chat endpoint on prod-train slow?", "prod-train"),  # a kind word between the thing and place
+    ("is gpu-node-2 of ｃluster staging-9 ok?", "staging-9"),  # fullwidth letters, read as a person reads them
+])
+def test_another_cluster_is_asked_back_on_the_demo(question, named, capsys):
+    assert main(["ask", "--demo", "--format", "json", question]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["tool_calls"] == [] and "I can only see cluster demo-llm-train" in answer["answer"]
+    assert named in answer["answer"], answer["answer"]
