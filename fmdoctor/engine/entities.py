@@ -220,6 +220,7 @@ class ClusterMention:
     how: str
     start: int
     cluster_id: str | None = None
+    arn: str | None = None  # an EKS ARN's cluster, as its ARN (arn:PARTITION:eks:REGION:ACCOUNT:cluster/NAME)
 
     @property
     def sure(self) -> bool:
@@ -268,10 +269,10 @@ def cluster_mentions(text: str, known: Iterable[str] = (), names: Callable[[str]
     found: dict[str, ClusterMention] = {}
     catalogue = {n.lower(): n for n in known if n}
 
-    def add(name: str, how: str, start: int, cluster_id: str | None = None) -> None:
+    def add(name: str, how: str, start: int, cluster_id: str | None = None, arn: str | None = None) -> None:
         name = catalogue.get(name.lower(), name)
         if name not in found or found[name].start > start:
-            found[name] = ClusterMention(name, how, start, cluster_id)
+            found[name] = ClusterMention(name, how, start, cluster_id, arn)
 
     def thing(word: str) -> bool:
         return names is not None and bool(word) and names(word)
@@ -303,7 +304,12 @@ def cluster_mentions(text: str, known: Iterable[str] = (), names: Callable[[str]
                                                                                                      index))):
                 add(following, PLACED, words[index + 1][0])
     for match in _CLUSTER_PATH.finditer(text):
-        add(match.group(2), EKS_ARN if match.group(1).lower().startswith("arn:") else CONSOLE, match.start(2))
+        if match.group(1).lower().startswith("arn:"):  # the same name in another region or account is another cluster
+            partition, _, region, account = match.group(1).split(":")[1:5]
+            add(match.group(2), EKS_ARN, match.start(2), arn=f"arn:{partition}:eks:{region}:{account}:cluster/"
+                                                               f"{match.group(2)}")
+        else:
+            add(match.group(2), CONSOLE, match.start(2))
     for match in _HYPERPOD_ARN.finditer(text):
         add(match.group(0), HYPERPOD_ARN, match.start(), match.group(1))
     for pattern in (_CLUSTER_BEFORE, _CLUSTER_AFTER):

@@ -143,6 +143,10 @@ def test_a_hyperpod_arn_is_read_by_its_id(capsys):
     answer = json.loads(capsys.readouterr().out)
     assert answer["tool_calls"] == [] and "I can only see cluster demo-llm-train" in answer["answer"]
     assert f"whose HyperPod cluster is {own}" in answer["answer"], answer["answer"]
+    elsewhere = own.replace(f":{REGION}:", ":eu-west-1:")  # its id in another region's ARN: another cluster
+    assert elsewhere != own and main(["ask", "--demo", "--format", "json", f"is {elsewhere} healthy?"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["tool_calls"] == [] and f"whose HyperPod cluster is {own}" in answer["answer"], answer["answer"]
 
 
 def _eks_node(aws, **tags):
@@ -238,3 +242,27 @@ def test_another_cluster_is_asked_back_on_the_demo(question, named, capsys):
     answer = json.loads(capsys.readouterr().out)
     assert answer["tool_calls"] == [] and "I can only see cluster demo-llm-train" in answer["answer"]
     assert named in answer["answer"], answer["answer"]
+
+
+@pytest.mark.parametrize("question, refused", [
+    ("is arn:aws:eks:us-west-2:123456789012:cluster/eks-prod-1 healthy?", False),  # its own EKS cluster's ARN
+    ("is arn:aws:eks:eu-west-1:123456789012:cluster/eks-prod-1 healthy?", True),  # its name in another region
+    ("is arn:aws:eks:us-west-2:210987654321:cluster/eks-prod-1 healthy?", True),  # ... in another account
+    ("is arn:aws:eks:us-west-2:123456789012:nodegroup/eks-prod-1/p5/8ec5 ok?", False),  # its node group's ARN
+    ("is arn:aws-cn:eks:cn-north-1:123456789012:nodegroup/eks-prod-1/p5/8ec5 ok?", True),  # another partition's
+    ("is arn:aws:eks:eu-west-1:123456789012:cluster/llm-train healthy?", True),  # its configured name, elsewhere
+])
+def test_an_eks_arn_with_this_clusters_name_in_another_region_or_account_is_another_cluster(question, refused):
+    """EKS names a cluster uniquely only within one account and region: the kubeconfig context says which is this
+    cluster's (arn:aws:eks:us-west-2:123456789012:cluster/eks-prod-1); its name elsewhere is another cluster."""
+    arn = "arn:aws:eks:us-west-2:123456789012:cluster/eks-prod-1"
+    clusters = {"llm-train": {"scheduler": {"kubernetes": {"context": arn}}}, "prod-train": {}}
+    settings = Settings.model_validate({"region": REGION, "clusters": clusters})
+    model = scripted("Nothing to check.")
+    answer = Assistant(Doctor(settings=settings, connection=Connection(region=REGION)), "llm-train",
+                       model=model).ask(question)
+    if refused:
+        assert model.received == [] and "I can only see cluster llm-train" in answer.answer, answer.answer
+        assert "EKS names a cluster uniquely only within one region and account" in answer.answer, answer.answer
+    else:
+        assert len(model.received) == 1 and answer.answer == "Nothing to check.", answer.answer
