@@ -50,8 +50,10 @@ BUCKET_CHECKS = ("s3-unreachable",)  # the path to S3 concerns every bucket in t
 _FSX_ID = re.compile(r"^fs-[0-9a-f]{8,17}$")
 # A word of a question, as a name may be written in it: quotes of every script ('gpu-node-2', "x", `x`, the
 # typographic ‘x’ “x” „x“ «x» a chat client or word processor puts in), punctuation around it, and
-# a possessive ('gpu-node-2’s') are not part of it.
-WORD = re.compile(r"[^\s,;?!()'\"`\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f\u00ab\u00bb\u2039\u203a]+")
+# a possessive ('gpu-node-2’s') are not part of it, nor the marks of Markdown and Slack's mrkdwn around it (*bold*,
+# ~struck~, [x], <x|label>, {x}): no AWS name holds them.
+WORD = re.compile(r"[^\s,;?!()'\"`\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f\u00ab\u00bb\u2039\u203a"
+                  r"*~<>\[\]{}|]+")
 
 
 @dataclass(frozen=True)
@@ -192,9 +194,9 @@ _CLUSTER_PATH = re.compile(r"(arn:aws[\w-]*:eks:[\w-]*:\d*:(?:cluster|nodegroup|
 # ID``, ID twelve lower-case letters and digits (ClusterArn's documented pattern,
 # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterSummary.html; moto writes the name there).
 _HYPERPOD_ARN = re.compile(r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]*:\d*:cluster/([A-Za-z0-9-]+)", re.I)
-# Where a name stands as a cluster's although no kind word says so: 'is gpu-node-2 on prod-train healthy?' (right
+# Where a name stands as a cluster's although no kind word says so: 'is gpu-node-2 on/in/of prod-train healthy?' (right
 # after a thing of the cluster), 'on prod-train, is gpu-node-2 ok?' (opening the question or a clause).
-_PLACES = frozenset({"on", "in"})
+_PLACES = frozenset({"on", "in", "of"})
 # A name EKS or HyperPod would give a cluster: letters, digits, hyphens (and underscores for EKS), starting with a
 # letter or digit, at most 100 characters (EKS CreateCluster's name, as the AWS SDKs document it:
 # https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/eks/aws.sdk.kotlin.services.eks.model/-create-cluster-request/

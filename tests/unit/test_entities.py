@@ -121,6 +121,8 @@ def test_a_miss_with_known_names_suggests_them():
     ("is the head node healthy?", []),  # 'head' is left to the planner (an English word too)
     # typographic quotes and apostrophes (a chat client's, a word processor's) are not part of a name
     ("is “gpu-node-3” ok? and ‘llm-chat’?", [("gpu-node-3", e.NODE), ("llm-chat", e.ENDPOINT)]),
+    ("is *gpu-node-3* ok? and <llm-chat>, [ckpts]?", [("gpu-node-3", e.NODE), ("llm-chat", e.ENDPOINT),
+                                                    ("ckpts", e.BUCKET)]),
     ("gpu-node-3’s GPUs, «llm-efa», „run-0412“", [("gpu-node-3", e.NODE), ("llm-efa", e.SECURITY_GROUP),
                                                 ("run-0412", e.JOB)]),
     # as a person reads it: non-breaking hyphens pasted from a document, fullwidth letters, a zero-width space
@@ -282,6 +284,11 @@ THINGS = {"gpu-node-2", "gpu-node-3", "demo-llm-chat", "efa-sg", "workers-p5", "
     ("is the demo-llm-chat endpoint on prod-train slow?", (), ["prod-train"]),  # its kind between
     ("is the gpu-node-2 node in staging-9 ok?", (), ["staging-9"]),
     ("is the job on multi-node slow? the node in us-west-2a?", (), []),  # a kind word after no thing
+    ("is gpu-node-2 of staging-9 slow?", (), ["staging-9"]),  # 'of' places it as 'on' and 'in' do
+    ("what is the state of gpu-node-2? the rest of gpu-node-3? the logs of step-4000?", (), []),
+    # Markdown's and Slack's marks around a name are no part of it
+    ("is *gpu-node-2* on *staging-9*? and gpu-node-3 in <prod_b>, [hp-c] or ~eks-d~?", (),
+     ["staging-9", "prod_b"]),
 ])
 def test_a_name_standing_where_a_clusters_does(text, known, named):
     from fmdoctor.engine.entities import PLACED, cluster_mentions
