@@ -222,6 +222,9 @@ def test_a_folder_named_like_a_word_is_no_run():
     ("fmdoctor ask --cluster=staging-9 is gpu-node-2 ok", (), ["staging-9"]),
     ("hyperpod:\n  cluster_name: hp-b\nis gpu-node-2 ok?", (), ["hp-b"]),
     ("is gpu-node-2 in clusters staging-9 and prod-b?", (), ["staging-9"]),
+    # the AWS CLI's, eksctl's, HyperPod CLI's and Slurm's own flags (sbatch -M/--clusters)
+    ("aws sagemaker describe-cluster --cluster-name hp-b; eksctl get nodegroup --cluster eks-b", (), ["hp-b", "eks-b"]),
+    ("sbatch --clusters=slurm-b train.sbatch hangs on gpu-node-2", (), ["slurm-b"]),
     # the kind of cluster between its name and the word
     ("is gpu-node-2 in the staging-9 EKS cluster? the hp-b HyperPod cluster?", (), ["staging-9", "hp-b"]),
     ("is the 16-node EKS cluster ok? the p5 Slurm cluster? the us-west-2 EKS cluster?", (), []),
