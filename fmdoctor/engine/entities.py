@@ -345,7 +345,12 @@ def as_read(text: str) -> str:
     if text.isascii():
         return text
     folded = unicodedata.normalize("NFKC", text)
-    return "".join("-" if unicodedata.category(c) == "Pd" else c for c in folded if not hidden(c))
+    return "".join(_READ.get(unicodedata.category(c), c) for c in folded
+                   if not hidden(c) or unicodedata.category(c) in _READ)
+
+
+# every dash is a hyphen to the eye; a line or paragraph separator (hidden, but a break) separates words as a space does
+_READ = {"Pd": "-", "Zl": " ", "Zp": " "}
 
 
 def _breaks(text: str, start: int, end: int) -> bool:

@@ -244,6 +244,7 @@ def test_a_folder_named_like_a_word_is_no_run():
     ("is gpu-node-2 of cluster staging\u20119 ok?", (), ["staging-9"]),
     ("is gpu-node-2 of cluster \uff33\uff34\uff21\uff27\uff29\uff2e\uff27-9 ok?", (), ["STAGING-9"]),
     ("is gpu-node-2 on pr\u200bod-train?", ("prod-train",), ["prod-train"]),  # a configured name, split unseen
+    ("is gpu-node-2 on\u2028prod-train?", ("prod-train",), ["prod-train"]),  # a line separator separates words
 ])
 def test_the_clusters_a_question_names(text, known, named):
     from fmdoctor.engine.entities import clusters_named
