@@ -36,6 +36,7 @@ from fmdoctor.assistant.scope import NOT_NAMES
 from fmdoctor.assistant.session import AssistantContext
 from fmdoctor.config import AgentSettings
 from fmdoctor.engine.entities import (
+    EKS_ARN,
     HYPERPOD_ARN,
     PLACED,
     ClusterMention,
@@ -191,6 +192,10 @@ def _refusal(mention: ClusterMention, ctx: AssistantContext, own: tuple[str, ...
         return _refused(name, cluster, _elsewhere(ctx, f"fmdoctor is configured for {name}: ask about it in a "
                                                        f"conversation about that cluster (fmdoctor ask --cluster "
                                                        f"{shlex.quote(name)} ...)."))
+    if mention.how == EKS_ARN and mention.arn:  # its name in another region's or account's ARN is another cluster
+        where = _arn_elsewhere(mention.arn, ctx, this)
+        if where is not None:
+            return _refused(mention.arn, cluster, _elsewhere(ctx, where))
     if name.lower() in {o.lower() for o in own} or any(mistyped(name, o) for o in own):  # this one, or mistyped
         return None
     if name.lower() in this.identities():  # the name of its EKS cluster or HyperPod cluster, as AWS knows it
@@ -206,6 +211,35 @@ def _refusal(mention: ClusterMention, ctx: AssistantContext, own: tuple[str, ...
     return _refused(name, cluster, unknown)
 
 
+def _arn_elsewhere(arn: str, ctx: AssistantContext, this: _ThisCluster) -> str | None:
+    """Why an EKS cluster's ARN that carries one of this cluster's names is another cluster, or None: EKS names a
+    cluster uniquely within one account and region only, so the ARN is this cluster's when it is one this cluster is
+    known by (its kubeconfig context's, its HyperPod cluster's EKS cluster's), and another's when its region or
+    account is not this cluster's (the region of those ARNs or of its inventory; the account of its known ARNs).
+    Read only for an ARN whose name is this cluster's."""
+    own_name = arn.rsplit("/", 1)[-1].lower() in {o.lower() for o in ctx.own_clusters()}
+    if not own_name and arn.rsplit("/", 1)[-1].lower() not in this.identities():
+        return None  # not this cluster's name: refused or answered as any other name
+    context = (ctx.doctor.cluster_settings(ctx.cluster).scheduler.kubernetes.context or "").lower()
+    if arn.lower() == context:  # from the settings: no call to AWS
+        return None
+    known = [a.lower() for a in (context, *this.identities()) if a.lower().startswith("arn:")]
+    if arn.lower() in known:
+        return None
+    fields = [a.split(":") for a in known if len(a.split(":")) > 5]
+    _, _, _, region, account = arn.lower().split(":")[:5]
+    inventory = this.inventory()
+    regions = {f[3] for f in fields if f[3]} | ({inventory.region.lower()} if inventory and inventory.region else set())
+    accounts = {f[4] for f in fields if f[4]}
+    if region and regions and region not in regions:
+        return (f"That ARN is in region {region}; cluster {ctx.cluster} is in {', '.join(sorted(regions))}, and EKS "
+                f"names a cluster uniquely only within one region and account.")
+    if account and accounts and account not in accounts:
+        return (f"That ARN is in account {account}; cluster {ctx.cluster} is in {', '.join(sorted(accounts))}, and "
+                f"EKS names a cluster uniquely only within one region and account.")
+    return None
+
+
 def _elsewhere(ctx: AssistantContext, how: str) -> str:
     """Where else to ask: ``how``, except in the demo, which has one cluster."""
     return f"The demo has only cluster {ctx.cluster}." if ctx.doctor.demo else how
@@ -218,17 +252,16 @@ def _refused(name: str, cluster: str, how: str) -> str:
 
 
 def _hyperpod_arn(mention: ClusterMention, ctx: AssistantContext, this: _ThisCluster) -> str | None:
-    """A HyperPod ARN holds its cluster's id, not its name: this cluster's when it is its HyperPod cluster's ARN or
-    id (DescribeCluster's ClusterArn); another's when this cluster's HyperPod ARN is known and differs; asked back
-    when it is not known."""
+    """A HyperPod ARN holds its cluster's id, not its name: this cluster's when it is its HyperPod cluster's ARN
+    (DescribeCluster's ClusterArn), region and account included; another's when this cluster's HyperPod ARN is known
+    and differs; asked back when it is not known."""
     arn, cluster = mention.name, ctx.cluster
     hyperpod = this.hyperpod()
     how = _elsewhere(ctx, f"Ask again about {cluster} by its name, or about another cluster in a conversation about "
                           f"it (fmdoctor ask --cluster NAME ...; clusters in its configuration: "
                           f"{', '.join(ctx.doctor.settings.clusters) or 'none'}).")
     if hyperpod is not None and hyperpod.arn:
-        if {arn.lower(), (mention.cluster_id or "").lower()} & {hyperpod.arn.lower(),
-                                                                 hyperpod.arn.rsplit("/", 1)[-1].lower()}:
+        if arn.lower() == hyperpod.arn.lower():  # its id in another region's or account's ARN is no ARN of it
             return None
         return (f"You asked about the HyperPod cluster {arn}, but I can only see cluster {cluster} here, whose "
                 f"HyperPod cluster is {hyperpod.arn}, so I have not answered about {arn} and checked nothing: a "

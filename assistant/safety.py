@@ -30,6 +30,9 @@ def delimit(tool: str, body: str, nonce: str | None = None) -> str:
     """Wrap tool output as data. The markers carry a random nonce that text inside cannot know, and any
     marker-like text inside is defused, so the block cannot be closed early by what a resource tag says."""
     nonce = nonce or _new_nonce()
+    _ISSUED[nonce] = None
+    while len(_ISSUED) > MAX_ISSUED:
+        _ISSUED.pop(next(iter(_ISSUED)), None)
     body = body.replace(CLOSE_TAG, "<\\/tool_output").replace(OPEN_TAG, "<\\tool_output")
     return f'{OPEN_TAG} tool="{tool}" nonce="{nonce}">\n{body}\n{CLOSE_TAG} nonce="{nonce}">'
 
@@ -50,9 +53,16 @@ def undelimit(content: str) -> str:
 
 def without_data(text: str) -> str:
     """``text`` less its :func:`delimit` blocks: the words a person wrote, not the data quoted with them (an alert
-    that ``serve`` hands the assistant with its question)."""
-    return re.sub(r'<tool_output tool="[^"]*" nonce="([0-9a-z]+)">\n.*?\n</tool_output nonce="\1">', " ", text,
-                  flags=re.S)
+    that ``serve`` hands the assistant with its question). Only blocks this process delimited: a block a person
+    typed into a question (with a nonce of their own) is their words, so it cannot hide them from the cluster
+    guard."""
+    return re.sub(r'<tool_output tool="[^"]*" nonce="([0-9a-z]+)">\n.*?\n</tool_output nonce="\1">',
+                  lambda m: " " if m.group(1) in _ISSUED else m.group(0), text, flags=re.S)
+
+
+# The nonces :func:`delimit` gave out, the latest MAX_ISSUED (a block is read in the turn it is made for).
+MAX_ISSUED = 4096
+_ISSUED: dict[str, None] = {}
 
 
 def clean_output(text: str) -> str:

@@ -31,7 +31,17 @@ KIND_BEFORE = re.compile(rf"\b(?:node|instance|host|server|endpoint|bucket|secur
 KIND_AFTER = re.compile(rf"\b({_WORD})\s+(node|instance|host|server|endpoint|bucket|security group|instance group)\b",
                         re.I)
 NOT_NAMES = re.compile(r"^(?:(?:ml\.)?[a-z]+\d+[a-z]*\.(?:\d*x?large|metal)|p9\d|[45]xx|"
-                       r"all[-_]?(?:reduce|gather|to[-_]?all)|reduce[-_]?scatter|"  # NCCL's collectives
+                       # NCCL's collectives, with torch.distributed's forms of them (all_gather_into_tensor,
+                       # reduce_scatter_tensor, all_to_all_single, all_gather_object, *_coalesced) and NCCL's kernels
+                       # as profilers and py-spy name them (ncclDevKernel_AllReduce_Sum_f32_RING_LL)
+                       r"(?:all[-_]?(?:reduce|gather|to[-_]?all)|reduce[-_]?scatter)"
+                       r"(?:[-_](?:into[-_]tensor|tensor|object|single|base|coalesced))*|nccl(?:Dev)?Kernel_\w+|"
+                       r"(?:local|global|node|world|group)?[-_]?rank[-_=]?\d+|"  # a process's rank (rank-3)
+                       # a network device: EFA's RDMA devices as ibv_devices/fi_info name them (rdmap0s31), an EFA
+                       # interface by number, Ethernet and InfiniBand interfaces
+                       r"rdmap\d+s\d+(?:-rdm|-dgrm)?|efa[-_]?\d+|eth\d+|ens\d+|enp\d+s\d+\w*|ib\d+|mlx5_\d+|"
+                       r"(?-i:[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)|"  # an environment variable (NCCL_TIMEOUT, FI_PROVIDER)
+                       r"kube-(?:system|public|node-lease)|"  # the namespaces Kubernetes starts with
                        r"(?:step|global_step|iter|epoch|checkpoint|ckpt)[-_=]?\d+|\d+[smhd]|tcp|udp|ipv4|ipv6|"
                        r"the|a|an|this|that|which|what|each|every|any|all|my|our|your|one|some|its|their|other|same|"
                        r"inference|gpu|training|compute|head|login|spot|worker|hyperpod|sagemaker|s3|efa|new|old|"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextvars
 import re
-import shlex
 from typing import TYPE_CHECKING, Any
 
 from jinja2 import StrictUndefined, Template, TemplateError, UndefinedError
@@ -216,6 +215,18 @@ def _code(value: Any) -> str:
     return visible(value, lines=False).replace("`", "'")
 
 
+def _line(source: str, context: dict[str, Any]) -> str:
+    """One line of fmdoctor's own (the template view's header) with its values placed by the policy the bodies'
+    values follow (:func:`fmdoctor.runbooks.commands.place_values`): a cluster named '-x' or with a backtick is
+    refused or quoted there as it is in the body, not quoted by another rule."""
+    values = Values()
+    reset = _RENDERING.set(values)
+    try:
+        return place_values(compile_body(source).render(context), values, Placeholder)
+    finally:
+        _RENDERING.reset(reset)
+
+
 def _render_template_view(runbook: Runbook, cluster: str | None, region: str | None, demo: bool = False) -> str:
     check = runbook.checks[0]
     target = cluster or "NAME"
@@ -227,10 +238,9 @@ def _render_template_view(runbook: Runbook, cluster: str | None, region: str | N
         "> No finding given: each ⟨…⟩ below is a value taken from a finding. To fill them in with your "
         "cluster's real values:",
         ">",
-        f"> `{command_words('check', demo)} "
-        f"{'' if demo else '--cluster ' + shlex.quote(visible(target, lines=False)) + ' '}"
-        f"--only {check} --format json | "
-        f"fmdoctor runbook show {runbook.id} --finding -`",
+        _line("> `{{ fmdoctor_check }} " + ("" if demo else "--cluster {{ cluster }} ")
+              + "--only {{ check }} --format json | fmdoctor runbook show {{ runbook }} --finding -`",
+              {**commands(demo), "cluster": target, "check": check, "runbook": runbook.id}),
         "",
     ]
     if _VARIANTS.search(runbook.body):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ from fmdoctor.engine.errors import AwsCallFailed, TargetNotFound
 from fmdoctor.engine.hyperpod import HyperPodCluster
 from fmdoctor.engine.identity import NodeIdentities
 from fmdoctor.engine.inventory import HEAD, INFERENCE, Instance, Inventory
+from fmdoctor.safety.text import hidden
 from fmdoctor.words import suggest
 
 NODE, SECURITY_GROUP, ENDPOINT = "node", "security-group", "endpoint"
@@ -48,8 +50,10 @@ BUCKET_CHECKS = ("s3-unreachable",)  # the path to S3 concerns every bucket in t
 _FSX_ID = re.compile(r"^fs-[0-9a-f]{8,17}$")
 # A word of a question, as a name may be written in it: quotes of every script ('gpu-node-2', "x", `x`, the
 # typographic ‘x’ “x” „x“ «x» a chat client or word processor puts in), punctuation around it, and
-# a possessive ('gpu-node-2’s') are not part of it.
-WORD = re.compile(r"[^\s,;?!()'\"`\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f\u00ab\u00bb\u2039\u203a]+")
+# a possessive ('gpu-node-2’s') are not part of it, nor the marks of Markdown and Slack's mrkdwn around it (*bold*,
+# ~struck~, [x], <x|label>, {x}): no AWS name holds them.
+WORD = re.compile(r"[^\s,;?!()'\"`\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f\u00ab\u00bb\u2039\u203a"
+                  r"*~<>\[\]{}|]+")
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,7 @@ def find_entity(inventory: Inventory, text: str, known: Known | None = None) -> 
     """The node, group, endpoint, instance group, file system, job or bucket ``text`` names in ``inventory``
     (see the module). A part of the inventory AWS would not return is passed over, and a miss then says it
     could not be read."""
-    entity = _match(inventory, text.strip(), known or Known())
+    entity = _as_typed_or_read(inventory, text.strip(), known or Known())
     if entity is None:
         raise _not_found(inventory, text.strip(), known or Known())
     return entity
@@ -121,7 +125,7 @@ def mentioned(inventory: Inventory, text: str, known: Known | None = None,
         if not word or word.lower() in _HEAD_WORDS:
             continue
         try:
-            entity = _match(inventory, word, known)
+            entity = _as_typed_or_read(inventory, word, known)
         except TargetNotFound:  # a name several nodes carry: the caller's lookup says so
             entity = None
         if entity is not None and not _generic(text, word, entity):
@@ -152,10 +156,16 @@ def _generic(text: str, word: str, entity: Entity) -> bool:
 # ('the us-west-2 cluster'), or a node's or resource's id or address ('cluster i-0abc123', 'the cluster 10.0.1.12',
 # 'cluster ip-10-0-1-12'): those are things of a cluster, not its name.
 _CLUSTER_NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]"
-_CLUSTER_BEFORE = re.compile(rf"\bcluster\s+(?:called\s+|named\s+)?[`'\"\u2018\u201c]?({_CLUSTER_NAME})", re.I)
+# 'cluster: x', 'cluster=x', '--cluster=x', 'cluster_name: x' (a configuration or a command line pasted) and 'clusters
+# x and y' name it as 'cluster x' does
+_CLUSTER_BEFORE = re.compile(rf"\bclusters?(?:[-_]name)?(?:\s+|\s*[:=]\s*)(?:called\s+|named\s+)?"
+                             rf"[`'\"\u2018\u201c]?({_CLUSTER_NAME})", re.I)
 # a name starts a word: tried from every letter of a long word, the search took quadratic time (40,000 characters
 # of one word: 35 s)
-_CLUSTER_AFTER = re.compile(rf"(?<![A-Za-z0-9_.\-])({_CLUSTER_NAME})[`'\"\u2019\u201d]?\s+cluster\b", re.I)
+# ('the x EKS cluster', 'the x HyperPod cluster': the kind of cluster between the name and the word)
+_CLUSTER_AFTER = re.compile(rf"(?<![A-Za-z0-9_.\-])({_CLUSTER_NAME})[`'\"\u2019\u201d]?\s+"
+                            r"(?:(?:EKS|HyperPod|Slurm|Kubernetes|k8s|ParallelCluster|SageMaker|PCS)\s+)?"
+                            r"clusters?\b", re.I)
 _NOT_CLUSTER = re.compile(
     r"^(?:(?:ml\.)?[a-z]{1,4}\d+[a-z]{0,4}(?:\.\d*x?large|\.metal[\w-]*)?"  # instance family or type
     r"|\d[\d,]*(?:-\w+)?|\d+(?:st|nd|rd|th)|\d+x\w+"  # a size, an ordinal, a count of accelerators
@@ -169,15 +179,24 @@ _NOT_CLUSTER = re.compile(
 # documented ARN format, https://docs.aws.amazon.com/resilience-hub/latest/APIReference/API_EksSource.html) and its
 # console's ``#/clusters/NAME``, HyperPod's console ``#/cluster-management/NAME`` (a path of another site or a file
 # system's ``/fsx/clusters/run-7`` names no cluster).
-_CLUSTER_PATH = re.compile(r"(arn:aws[\w-]*:eks:[\w-]*:\d*:cluster|console\.(?:aws\.amazon\.com|amazonaws\.cn)/"
-                           r"[^\s#]*#/(?:clusters|cluster-management))/([\w.-]+)", re.I)
+# Every EKS resource of a cluster carries the cluster's name first in its ARN (``nodegroup/CLUSTER/NODEGROUP/UUID``,
+# ``addon/CLUSTER/...``, ``fargateprofile/``, ``identityproviderconfig/``, ``podidentityassociation/``,
+# ``access-entry/``: the Service Authorization Reference's EKS resource types,
+# https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelastickubernetesservice.html), in
+# every partition (aws, aws-cn, aws-us-gov). The consoles: aws.amazon.com, China's amazonaws.cn and GovCloud's
+# amazonaws-us-gov.com, with the cluster after ``#/clusters/`` or, in the EKS console's newer addresses, in the path
+# (``/eks/clusters/NAME``).
+_CLUSTER_PATH = re.compile(r"(arn:aws[\w-]*:eks:[\w-]*:\d*:(?:cluster|nodegroup|addon|fargateprofile|"
+                           r"identityproviderconfig|podidentityassociation|access-entry)"
+                           r"|console\.(?:aws\.amazon\.com|amazonaws\.cn|amazonaws-us-gov\.com)/"
+                           r"(?:[^\s#]*#/(?:clusters|cluster-management)|eks/clusters))/([\w.-]+)", re.I)
 # A SageMaker HyperPod cluster's ARN holds the cluster's id, not its name: ``arn:aws:sagemaker:REGION:ACCOUNT:cluster/
 # ID``, ID twelve lower-case letters and digits (ClusterArn's documented pattern,
 # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterSummary.html; moto writes the name there).
 _HYPERPOD_ARN = re.compile(r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]*:\d*:cluster/([A-Za-z0-9-]+)", re.I)
-# Where a name stands as a cluster's although no kind word says so: 'is gpu-node-2 on prod-train healthy?' (right
+# Where a name stands as a cluster's although no kind word says so: 'is gpu-node-2 on/in/of prod-train healthy?' (right
 # after a thing of the cluster), 'on prod-train, is gpu-node-2 ok?' (opening the question or a clause).
-_PLACES = frozenset({"on", "in"})
+_PLACES = frozenset({"on", "in", "of"})
 # A name EKS or HyperPod would give a cluster: letters, digits, hyphens (and underscores for EKS), starting with a
 # letter or digit, at most 100 characters (EKS CreateCluster's name, as the AWS SDKs document it:
 # https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/eks/aws.sdk.kotlin.services.eks.model/-create-cluster-request/
@@ -203,6 +222,7 @@ class ClusterMention:
     how: str
     start: int
     cluster_id: str | None = None
+    arn: str | None = None  # an EKS ARN's cluster, as its ARN (arn:PARTITION:eks:REGION:ACCOUNT:cluster/NAME)
 
     @property
     def sure(self) -> bool:
@@ -247,19 +267,22 @@ def cluster_mentions(text: str, known: Iterable[str] = (), names: Callable[[str]
 
     Which of them the conversation can see is the caller's to say (:func:`fmdoctor.assistant.guard` answers for every
     front end)."""
+    text = as_read(text)
     found: dict[str, ClusterMention] = {}
     catalogue = {n.lower(): n for n in known if n}
 
-    def add(name: str, how: str, start: int, cluster_id: str | None = None) -> None:
+    def add(name: str, how: str, start: int, cluster_id: str | None = None, arn: str | None = None) -> None:
         name = catalogue.get(name.lower(), name)
         if name not in found or found[name].start > start:
-            found[name] = ClusterMention(name, how, start, cluster_id)
+            found[name] = ClusterMention(name, how, start, cluster_id, arn)
 
     def thing(word: str) -> bool:
         return names is not None and bool(word) and names(word)
 
 
     words = [(m.start(), m.end(), m.group(0).rstrip(".:")) for m in WORD.finditer(text)]
+    horizon = words[limit][0] if len(words) > limit else len(text)  # the inventory is asked about what comes before
+    lookup = names
     for index, (start, _, word) in enumerate(words):
         if index >= limit:
             names = None  # past the limit, only what needs no inventory
@@ -278,20 +301,56 @@ def cluster_mentions(text: str, known: Iterable[str] = (), names: Callable[[str]
             unknown = following.lower() not in catalogue and names is not None and _placed_name(following)
             # the cheap tests first: the inventory is looked at only for a word that could be a cluster's name
             if (known_plain or unknown) and not thing(following) and (
-                    index == 0 or _breaks(text, words[index - 1][0], start) or thing(words[index - 1][2])
+                    index == 0 or _breaks(text, words[index - 1][0], start) or _after_thing(words, index, thing)
                     or _ends_clause(text, words, index + 1) and any(thing(w) for w in _clause_before(text, words,
                                                                                                      index))):
                 add(following, PLACED, words[index + 1][0])
     for match in _CLUSTER_PATH.finditer(text):
-        add(match.group(2), EKS_ARN if match.group(1).lower().startswith("arn:") else CONSOLE, match.start(2))
+        if match.group(1).lower().startswith("arn:"):  # the same name in another region or account is another cluster
+            partition, _, region, account = match.group(1).split(":")[1:5]
+            add(match.group(2), EKS_ARN, match.start(2), arn=f"arn:{partition}:eks:{region}:{account}:cluster/"
+                                                               f"{match.group(2)}")
+        else:
+            add(match.group(2), CONSOLE, match.start(2))
     for match in _HYPERPOD_ARN.finditer(text):
         add(match.group(0), HYPERPOD_ARN, match.start(), match.group(1))
     for pattern in (_CLUSTER_BEFORE, _CLUSTER_AFTER):
         for match in pattern.finditer(text):
             word = match.group(1)
-            if word.lower() in catalogue or (_shaped(word) and not _NOT_CLUSTER.match(word)):
+            # a thing of this cluster beside the word ('the cluster gpu-node-2', 'my cluster: gpu-node-2 is slow')
+            # is one of its things, not a cluster
+            names = lookup if match.start(1) < horizon else None
+            if word.lower() in catalogue or (_shaped(word) and not _NOT_CLUSTER.match(word) and not thing(word)):
                 add(word, BESIDE, match.start(1))
     return sorted(found.values(), key=lambda m: m.start)
+
+
+# The word a person puts after a thing's name to say what it is ('the demo-llm-chat endpoint on prod-train', 'gpu-node-2
+# node in staging-9'): the thing stands before it all the same.
+_KIND_NOUN = re.compile(r"^(?:nodes?|instances?|hosts?|servers?|endpoints?|buckets?|(?:security|instance)?[-_]?groups?"
+                        r"|sgs?|file[-_]?systems?|fs|jobs?|runs?)$", re.I)
+
+
+def _after_thing(words: list[tuple[int, int, str]], index: int, thing: Callable[[str], bool]) -> bool:
+    """Whether the word before ``index`` is a thing of the cluster, or a kind word right after one."""
+    before = words[index - 1][2]
+    return thing(before) or (index >= 2 and bool(_KIND_NOUN.match(before)) and thing(words[index - 2][2]))
+
+
+def as_read(text: str) -> str:
+    """``text`` as a person reads it: compatibility forms folded (NFKC: fullwidth 'ｃｌｕｓｔｅｒ' is 'cluster'), every
+    dash a hyphen (a non-breaking hyphen in 'staging\u20119' is a hyphen to the eye), and characters no one sees
+    (zero-width, bidi, tags: :func:`fmdoctor.safety.text.hidden`) dropped, so 'clus\u200bter' is the word cluster. What
+    looks like another cluster's name is read as one."""
+    if text.isascii():
+        return text
+    folded = unicodedata.normalize("NFKC", text)
+    return "".join(_READ.get(unicodedata.category(c), c) for c in folded
+                   if not hidden(c) or unicodedata.category(c) in _READ)
+
+
+# every dash is a hyphen to the eye; a line or paragraph separator (hidden, but a break) separates words as a space does
+_READ = {"Pd": "-", "Zl": " ", "Zp": " "}
 
 
 def _breaks(text: str, start: int, end: int) -> bool:
@@ -330,7 +389,7 @@ def names_a_thing(inventory: Inventory, known: Known | None = None) -> Callable[
     def names(word: str) -> bool:
         if word not in seen:
             try:
-                seen[word] = len(word) <= 256 and _match(inventory, word, known) is not None
+                seen[word] = len(word) <= 256 and _as_typed_or_read(inventory, word, known) is not None
             except TargetNotFound:  # several nodes go by it: a name of this cluster all the same
                 seen[word] = True
         return seen[word]
@@ -399,6 +458,15 @@ def _names(inventory: Inventory, known: Known) -> list[str]:
 
 
 _HEAD_WORDS = ("head", "head-node", "head node")
+
+
+def _as_typed_or_read(inventory: Inventory, query: str, known: Known) -> Entity | None:
+    """The thing ``query`` names as it is typed, else as a person reads it (:func:`as_read`): 'gpu\u2011node\u20112'
+    pasted from a document with non-breaking hyphens is gpu-node-2, not a miss that leaves the question to be answered
+    about the whole cluster. A name that truly holds such characters (a Name tag) still matches as typed."""
+    entity = _match(inventory, query, known)
+    read = as_read(query)
+    return entity if entity is not None or read == query else _match(inventory, read, known)
 
 
 def _match(inventory: Inventory, query: str, known: Known) -> Entity | None:

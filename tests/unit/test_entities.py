@@ -121,8 +121,14 @@ def test_a_miss_with_known_names_suggests_them():
     ("is the head node healthy?", []),  # 'head' is left to the planner (an English word too)
     # typographic quotes and apostrophes (a chat client's, a word processor's) are not part of a name
     ("is “gpu-node-3” ok? and ‘llm-chat’?", [("gpu-node-3", e.NODE), ("llm-chat", e.ENDPOINT)]),
+    ("is *gpu-node-3* ok? and <llm-chat>, [ckpts]?", [("gpu-node-3", e.NODE), ("llm-chat", e.ENDPOINT),
+                                                    ("ckpts", e.BUCKET)]),
     ("gpu-node-3’s GPUs, «llm-efa», „run-0412“", [("gpu-node-3", e.NODE), ("llm-efa", e.SECURITY_GROUP),
                                                 ("run-0412", e.JOB)]),
+    # as a person reads it: non-breaking hyphens pasted from a document, fullwidth letters, a zero-width space
+    ("is gpu\u2011node\u20113 ok?", [("gpu\u2011node\u20113", e.NODE)]),
+    ("is \uff47\uff50\uff55-node-3 ok, and llm\u200b-chat?", [("\uff47\uff50\uff55-node-3", e.NODE),
+                                                           ("llm\u200b-chat", e.ENDPOINT)]),
 ])
 def test_names_in_a_sentence_come_from_the_inventory(question, found):
     assert [(word, entity.kind) for word, entity in e.mentioned(_inventory(), question, KNOWN)] == found
@@ -211,6 +217,34 @@ def test_a_folder_named_like_a_word_is_no_run():
     ("the us-west-2a cluster or the usw2-az1 cluster", (), []),  # Availability Zones
     ("is /fsx/clusters/run-7/checkpoints fresh?", (), []),  # a path, not a console address
     ("see https://github.com/org/infra/clusters/prod-eks", (), []),
+    # a configuration or a command line pasted: 'cluster: x', 'cluster=x', '--cluster=x', 'cluster_name: x'
+    ("is gpu-node-2 of cluster: staging-9 ok?", (), ["staging-9"]),
+    ("fmdoctor ask --cluster=staging-9 is gpu-node-2 ok", (), ["staging-9"]),
+    ("hyperpod:\n  cluster_name: hp-b\nis gpu-node-2 ok?", (), ["hp-b"]),
+    ("is gpu-node-2 in clusters staging-9 and prod-b?", (), ["staging-9"]),
+    # the AWS CLI's, eksctl's, HyperPod CLI's and Slurm's own flags (sbatch -M/--clusters)
+    ("aws sagemaker describe-cluster --cluster-name hp-b; eksctl get nodegroup --cluster eks-b", (), ["hp-b", "eks-b"]),
+    ("sbatch --clusters=slurm-b train.sbatch hangs on gpu-node-2", (), ["slurm-b"]),
+    # the kind of cluster between its name and the word
+    ("is gpu-node-2 in the staging-9 EKS cluster? the hp-b HyperPod cluster?", (), ["staging-9", "hp-b"]),
+    ("is the 16-node EKS cluster ok? the p5 Slurm cluster? the us-west-2 EKS cluster?", (), []),
+    ("is the cluster-wide EFA ok? cluster: is it ok?", (), []),
+    # another partition's or an EKS resource's ARN, GovCloud's console, the EKS console's path addresses
+    ("is arn:aws-us-gov:eks:us-gov-west-1:123456789012:cluster/gov-eks ok?", (), ["gov-eks"]),
+    ("arn:aws:eks:us-west-2:123456789012:nodegroup/eks-b/p5-workers/8ec5a1d2-0b3c-4e0f-9d6a-0c1f6a2b3c4d", (),
+     ["eks-b"]),
+    ("arn:aws-cn:eks:cn-north-1:123456789012:addon/eks-cn/vpc-cni/a2c5d6e7-1111-2222-3333-444455556666", (),
+     ["eks-cn"]),
+    ("https://console.amazonaws-us-gov.com/eks/home?region=us-gov-west-1#/clusters/gov-eks", (), ["gov-eks"]),
+    ("https://us-west-2.console.aws.amazon.com/eks/clusters/eks-b?region=us-west-2&selectedTab=nodes", (),
+     ["eks-b"]),
+    # read as a person reads it: fullwidth letters, a zero-width space, a non-breaking hyphen
+    ("is gpu-node-2 of \uff43luster staging-9 ok?", (), ["staging-9"]),
+    ("is gpu-node-2 of clus\u200bter staging-9 ok?", (), ["staging-9"]),
+    ("is gpu-node-2 of cluster staging\u20119 ok?", (), ["staging-9"]),
+    ("is gpu-node-2 of cluster \uff33\uff34\uff21\uff27\uff29\uff2e\uff27-9 ok?", (), ["STAGING-9"]),
+    ("is gpu-node-2 on pr\u200bod-train?", ("prod-train",), ["prod-train"]),  # a configured name, split unseen
+    ("is gpu-node-2 on\u2028prod-train?", ("prod-train",), ["prod-train"]),  # a line separator separates words
 ])
 def test_the_clusters_a_question_names(text, known, named):
     from fmdoctor.engine.entities import clusters_named
@@ -251,6 +285,14 @@ THINGS = {"gpu-node-2", "gpu-node-3", "demo-llm-chat", "efa-sg", "workers-p5", "
     ("is s3://ckpt/prod-train/run-0412 fresh? see /fsx/prod-train/gpu-node-2", (), []),  # paths
     ("is gpu-node-2 on prod healthy?", (), []),  # 'prod' is a thing of the cluster here (a Name tag)
     ("is gpu-node-2 on gpu-node-2x?", (), ["gpu-node-2x"]),  # no thing of the cluster: maybe another cluster
+    ("is the demo-llm-chat endpoint on prod-train slow?", (), ["prod-train"]),  # its kind between
+    ("is the gpu-node-2 node in staging-9 ok?", (), ["staging-9"]),
+    ("is the job on multi-node slow? the node in us-west-2a?", (), []),  # a kind word after no thing
+    ("is gpu-node-2 of staging-9 slow?", (), ["staging-9"]),  # 'of' places it as 'on' and 'in' do
+    ("what is the state of gpu-node-2? the rest of gpu-node-3? the logs of step-4000?", (), []),
+    # Markdown's and Slack's marks around a name are no part of it
+    ("is *gpu-node-2* on *staging-9*? and gpu-node-3 in <prod_b>, [hp-c] or ~eks-d~?", (),
+     ["staging-9", "prod_b"]),
 ])
 def test_a_name_standing_where_a_clusters_does(text, known, named):
     from fmdoctor.engine.entities import PLACED, cluster_mentions
@@ -259,6 +301,14 @@ def test_a_name_standing_where_a_clusters_does(text, known, named):
     assert [m.name for m in mentions] == named
     assert all(m.how == e.NAMED or (m.how == PLACED and not m.sure) for m in mentions)
     assert e.clusters_named(text, known) == [m.name for m in mentions if m.how == e.NAMED]  # without the inventory
+
+
+@pytest.mark.parametrize("text, named", [
+    ("is the cluster gpu-node-2 slow? my cluster: gpu-node-3 is down", []),  # its things beside the word
+    ("is the cluster gpu-node-2x slow?", ["gpu-node-2x"]),  # nothing of it: a cluster's name
+])
+def test_a_thing_of_the_cluster_beside_the_word_is_no_cluster(text, named):
+    assert [m.name for m in e.cluster_mentions(text, (), names=lambda w: w.lower() in THINGS)] == named
 
 
 @pytest.mark.parametrize("text, how, cluster_id", [
@@ -351,3 +401,12 @@ def test_a_long_question_is_looked_up_in_the_inventory_as_far_as_find_names_read
     text = "is gpu-node-2 on prod-train healthy? " + " ".join(f"word{i} on x-{i}" for i in range(5000))
     assert [m.name for m in e.cluster_mentions(text, (), names)] == ["prod-train"]
     assert len(asked) <= 2 * 200
+
+
+def test_a_thing_beside_the_word_cluster_in_a_long_question_is_looked_up_within_the_limit():
+    """'the cluster gpu-node-2' opening a question with a pasted log after it is still a thing of the cluster; a name
+    beside 'cluster' past the first 200 words is not looked up (it counts as a cluster's, as without an inventory)."""
+    log = " ".join(f"word{i}" for i in range(500))
+    names = e.cluster_mentions(f"is the cluster gpu-node-2 slow? {log} cluster gpu-node-3",
+                               (), names=lambda w: w.lower() in THINGS)
+    assert [m.name for m in names] == ["gpu-node-3"]

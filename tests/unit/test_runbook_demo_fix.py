@@ -128,3 +128,17 @@ def test_every_command_a_demo_findings_runbook_gives_asks_the_demo_and_runs(caps
         code = main([*argv, "--no-progress"] if argv[0] == "check" else argv)
         out = capsys.readouterr()
         assert code in (0, 1, 2), (check, command, code, out.err[-800:])
+
+
+@pytest.mark.parametrize("cluster, shown", [
+    ("prod; rm -rf ~", "--cluster 'prod; rm -rf ~' --only"),  # one shell word
+    ("`id`", "``"),  # a backtick cannot end the code span the command stands in
+    ("-x", "--cluster ⟨refused: starts with a dash"),  # an option, not a value: refused, as in the body
+    ("--demo", "--cluster ⟨refused: starts with a dash"),
+])
+def test_the_template_views_own_command_places_the_cluster_as_the_body_does(cluster, shown):
+    """Without a finding, the view opens with the command that fills it in; its cluster goes through the policy the
+    body's values follow, not a quoting of its own (shlex.quote let '--cluster -x' through as an option)."""
+    runbook = next(r for r in builtin_runbooks() if r.id == "capacity-block-expiring")
+    header = runbook.render(None, cluster=cluster, region="us-west-2").split("\n\n")[2]
+    assert shown in header and "fmdoctor runbook show capacity-block-expiring --finding -" in header, header
