@@ -351,7 +351,9 @@ class Doctor:
         started = time.perf_counter()
         now = self.clock()
         shared = SharedData()  # before the inventory: the checks' inventory-free loads start now
-        start = RunStart(name, settings, aws, now, shared, extras=self.extras, region_loads=self.region_loads)
+        # Loads shared with other runs only where this run signs as they were made (never across accounts).
+        region_loads = self.region_loads if self.region_loads is not None and self.region_loads.serves(aws) else None
+        start = RunStart(name, settings, aws, now, shared, extras=self.extras, region_loads=region_loads)
         start_prefetches(start, checks)
         try:
             staged = self._staged_inventory(name, settings, aws, inventory_parts(checks), start)
@@ -366,7 +368,7 @@ class Doctor:
             raise
         scope = RunScope(cluster=name, settings=settings, aws=aws, inventory=staged.first, now=now,
                          shared=shared, extras=self.extras, metrics=metric_families(checks), staged=staged,
-                         region_loads=self.region_loads)
+                         region_loads=region_loads)
         staged.on_failure(stop.set)  # the later parts failed: the run reports that, not its checks
         try:
             outcome = run_checks(scope, checks, self.settings.max_workers, progress, stop, self.registry.annotators)

@@ -16,11 +16,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from botocore.credentials import Credentials
 
 from fmdoctor.config import Settings
 from fmdoctor.engine.api import Connection, Doctor, new_aws
 from fmdoctor.engine.aws import Aws, AwsOptions
 from fmdoctor.engine.check import Check, validate_check_class
+from fmdoctor.engine.context import RegionLoads
 from fmdoctor.engine.errors import TargetNotFound
 from fmdoctor.engine.model import Severity, Status
 from fmdoctor.engine.prefetch import EarlyLoad, prefetches
@@ -278,6 +280,25 @@ def test_a_fleets_clusters_share_the_loads_of_their_account_and_region(aws, monk
     for cluster in report.clusters:
         assert cluster.report is not None and not [e for e in cluster.report.errors
                                                     if e.check in ("placement-group", "fsx-unreachable")]
+
+
+def test_a_run_of_other_credentials_reads_no_region_loads_made_with_another_accounts(sg_fault_cluster, aws):
+    """A fleet's region loads were made with account 111111111111's role, which has a 'spread' group named pg;
+    the run signs as the default account, whose pg (its nodes') is a 'cluster' group. Reading the shared answer
+    would judge this cluster's group by the other account's: a false warning, and another account's data in
+    the report. The run loads its own instead (and a run of the same credentials still shares, as above)."""
+    role = aws.client("sts").assume_role(RoleArn="arn:aws:iam::111111111111:role/fleet",
+                                         RoleSessionName="fmdoctor-test")["Credentials"]
+    theirs = new_aws(AwsOptions(region=REGION), Credentials(role["AccessKeyId"], role["SecretAccessKey"],
+                                                            role["SessionToken"]))
+    theirs.client("ec2").create_placement_group(GroupName="pg", Strategy="spread")
+    calls = Calls()
+    doctor = _doctor(calls)
+    doctor.region_loads = RegionLoads(theirs)
+    report = doctor.check(CLUSTER, only=["placement-group"])
+    assert report.findings == [] and report.errors == [] and report.stats.checks_run == ["placement-group"]
+    assert calls.sent.count("ec2.DescribePlacementGroups") == 1 and theirs.calls.snapshot() == {
+        "ec2.CreatePlacementGroup": 1}
 
 
 def test_the_demo_worlds_fleet_asks_no_region_level_request_twice():
