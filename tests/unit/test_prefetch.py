@@ -258,6 +258,33 @@ def test_a_check_must_hold_the_iam_actions_of_the_loads_it_prefetches():
         "declares: prefetch test.load calls ec2:DescribePlacementGroups, not in its iam_actions"]
 
 
+def test_every_check_declares_the_loads_it_reads(monkeypatch):
+    """A check that reads an EarlyLoad it does not list in ``prefetch`` gets it only after the inventory (with
+    ``--only`` that check), and its IAM actions are checked against the loads it lists, not those it reads. Every
+    check of the demo's world (EC2 cluster, its HyperPod cluster, Spot queue, Capacity Block, checkpoints) runs
+    once and every load it reads must be one it declares."""
+    from fmdoctor.demo.runtime import demo_environment, demo_settings
+
+    reads: set[tuple[str, str]] = set()
+    lock = threading.Lock()
+    get = EarlyLoad.get
+
+    def recorded(self: EarlyLoad[Any], ctx: Any, subject: str = "") -> Any:
+        with lock:
+            reads.add((ctx.check_id, self.name))
+        return get(self, ctx, subject)
+
+    monkeypatch.setattr(EarlyLoad, "get", recorded)
+    registry = default_registry()
+    with demo_environment() as world:
+        doctor = Doctor(settings=demo_settings(world), connection=Connection(region=world.region),
+                        registry=registry, extras={"demo": world})
+        report = doctor.check(world.cluster)
+    assert report.findings and {"spot-queue", "checkpoints", "ec2.placement-groups"} <= {name for _, name in reads}
+    declared = {(check.id, load.name) for check in registry.select(None) for load in check.prefetch}
+    assert sorted(reads - declared) == []
+
+
 def test_a_fleets_clusters_share_the_loads_of_their_account_and_region(aws, monkeypatch):
     """Three clusters in one account and region: the region-wide answers (placement groups, scheduled events, file
     systems) are asked once for the scope, not once per cluster, and each cluster's report still reads them."""
