@@ -144,6 +144,28 @@ def test_a_run_whose_inventory_fails_makes_no_prefetch_call_after_its_report(sg_
                                                                 ("placement-group", "cancelled")}
 
 
+def test_a_mistyped_cluster_name_makes_no_prefetch_call_after_it_is_not_found(sg_fault_cluster, spot_queue):
+    """The settings (as a top-level default would) name a Spot queue and a checkpoint location; the cluster name
+    is mistyped. The queue's first call is held until the run has raised TargetNotFound: its loader's next call
+    (ReceiveMessage) is refused, and no load sends more than its first call."""
+    settings = Settings.model_validate({"spot": {"queue_url": spot_queue},
+                                        "checkpoints": {"locations": ["s3://ckpt-bucket/run-1/"]}})
+    calls = Calls()
+    raised = threading.Event()
+    calls.on["sqs.GetQueueAttributes"] = lambda: raised.wait(WAIT)
+    doctor = Doctor(settings=settings, connection=Connection(region=REGION), aws_factory=calls.factory)
+    with pytest.raises(TargetNotFound, match="prod-trian"):
+        doctor.check("prod-trian")
+    in_flight = calls.event("sqs.GetQueueAttributes").is_set()
+    raised.set()
+    assert in_flight and _wait_gone("spot-queue")
+    assert "sqs.ReceiveMessage" not in calls.sent
+    prefetched = [c for c in calls.sent if not c.startswith(("ec2.DescribeInstances", "resourcegroupstaggingapi.",
+                                                             "logs.DescribeLogGroups"))]
+    assert len(prefetched) == len(set(prefetched))  # one call per load, none repeated
+    assert calls.sent.count("logs.DescribeLogGroups") <= 3  # one per log-group naming convention of the name
+
+
 def test_a_prefetch_in_its_retries_stops_at_its_next_attempt_once_the_inventory_failed(sg_fault_cluster, faults):
     """DescribePlacementGroups is throttled at every attempt; its second attempt waits for the report (the
     inventory denied). botocore sends retries without a before-call, so only the send of the third attempt can
