@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from botocore.awsrequest import AWSResponse
 from botocore.credentials import Credentials
 
 from fmdoctor.config import Settings
@@ -240,6 +241,48 @@ def test_a_denied_prefetch_is_not_verified_under_every_check_that_reads_it(sg_fa
     assert calls.sent.count("s3.ListObjectsV2") == 1 and calls.sent.count("ec2.DescribePlacementGroups") == 1
     assert not set(readers) & set(report.stats.checks_run)  # none of them counts as verified
     assert report.status is not Status.OK
+
+
+class _Body:
+    def __init__(self, body: bytes):
+        self._body = body
+
+    def stream(self, **_: Any) -> Any:
+        yield self._body
+
+
+@pytest.mark.parametrize("how", ["cut-off", "not-implemented"])
+def test_a_prefetch_that_breaks_is_named_by_its_own_call_under_the_check_that_reads_it(sg_fault_cluster,
+                                                                                       monkeypatch, how):
+    """DescribePlacementGroups answers a 200 whose XML is cut off (as a dropped connection leaves it), or the
+    endpoint does not implement it (moto upstream). The load ran in a thread of its own; the check that reads it
+    made no such call, yet its error names the permission of the call that broke, as when the check made it."""
+    calls = Calls()
+    if how == "cut-off":
+        base = calls.factory
+
+        def factory(options: AwsOptions, credentials: Any = None) -> Aws:
+            aws = base(options, credentials)
+            aws.session.events.register(
+                "before-send.ec2.DescribePlacementGroups", lambda request, **_: AWSResponse(
+                    request.url, 200, {"Content-Type": "text/xml"},
+                    _Body(b"<DescribePlacementGroupsResponse><placementGroupSet><item>")))
+            return aws
+
+        calls.factory = factory  # type: ignore[method-assign]
+    else:
+        from moto.ec2.responses import EC2Response
+
+        def not_implemented(self: Any) -> Any:
+            raise NotImplementedError("The describe_placement_groups action has not been implemented")
+
+        monkeypatch.setattr(EC2Response, "describe_placement_groups", not_implemented)
+    report = _doctor(calls).check(CLUSTER, only=["placement-group", "efa-sg-self-reference"])
+    [error] = report.errors
+    assert (error.check, error.code) == ("placement-group",
+                                         "CorruptResponse" if how == "cut-off" else "NotImplemented")
+    assert error.iam_action == "ec2:DescribePlacementGroups"
+    assert report.status is not Status.OK  # not verified, never healthy
 
 
 def test_a_check_that_reads_no_endpoints_ends_while_the_endpoint_chain_is_held(sg_fault_cluster):
