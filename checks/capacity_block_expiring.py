@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from fmdoctor.checkpoints.facts import CHECKPOINT_FACTS
 from fmdoctor.durations import format_duration
 from fmdoctor.engine.check import Check, NotApplicable, Unverified
 from fmdoctor.engine.context import CheckContext
@@ -10,7 +11,7 @@ from fmdoctor.engine.inventory import Instance
 from fmdoctor.engine.model import Finding, Severity
 from fmdoctor.spot.capacity import CAPACITY_BLOCK, EXTEND_UNTIL, CapacityBlock, describe_capacity_blocks
 from fmdoctor.spot.risk import work_at_risk
-from fmdoctor.spot.sources import queue_read
+from fmdoctor.spot.sources import QUEUE_READ, queue_read
 
 from ._checkpoint import CHECKPOINT_IAM
 from ._common import id_list, plural
@@ -36,6 +37,7 @@ class CapacityBlockExpiring(Check):
     severity = Severity.WARNING
     iam_actions = tuple(dict.fromkeys(("ec2:DescribeInstances", "ec2:DescribeCapacityReservations",
                                        "sqs:GetQueueAttributes", "sqs:ReceiveMessage") + CHECKPOINT_IAM))
+    prefetch = (QUEUE_READ, CHECKPOINT_FACTS)  # the Capacity Block warnings and the newest checkpoint: no inventory
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         reserved = [i for i in ctx.inventory.instances

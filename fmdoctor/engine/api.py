@@ -266,11 +266,18 @@ class Doctor:
     def cluster_settings(self, cluster: str) -> ClusterSettings:
         return self.settings.cluster(cluster, self.overrides)
 
+    def aws_options(self, region: str | None, profile: str | None, endpoint_url: str | None) -> AwsOptions:
+        """The options of every session this doctor's work opens (a run's, a fleet scope's, whose session its
+        clusters' regional loads ride on): the settings' read timeout and a pool for its workers."""
+        return AwsOptions(region=region, profile=profile, endpoint_url=endpoint_url,
+                          max_pool_connections=max(10, self.settings.max_workers * 4),
+                          read_timeout=self.settings.aws.read_timeout.total_seconds())
+
     def connect(self, cluster_settings: ClusterSettings) -> Aws:
         # The AWS SDKs' precedence: a flag, then the environment, then the file (AWS_REGION is what most SDKs and
         # Lambda set, AWS_DEFAULT_REGION what botocore reads; both beat the file's region).
         env = os.environ
-        options = AwsOptions(
+        options = self.aws_options(
             region=self.connection.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
             or cluster_settings.region,
             profile=self.connection.profile or env.get("AWS_PROFILE") or env.get("AWS_DEFAULT_PROFILE")
@@ -279,8 +286,6 @@ class Doctor:
             # service's own first), so the file's endpoint is passed only when none is set.
             endpoint_url=self.connection.endpoint_url or (
                 None if any(k.startswith("AWS_ENDPOINT_URL") for k in env) else self.settings.endpoint_url),
-            max_pool_connections=max(10, self.settings.max_workers * 4),
-            read_timeout=self.settings.aws.read_timeout.total_seconds(),
         )
         try:
             aws = self.aws_factory(options)
@@ -353,7 +358,9 @@ class Doctor:
         now = self.clock()
         shared = SharedData()  # before the inventory: the checks' inventory-free loads start now
         first_part: Future[Inventory] = Future()  # the inventory's first part, for loads it configures later
-        start = RunStart(name, settings, aws, now, shared, extras=self.extras, region_loads=self.region_loads,
+        # Loads shared with other runs only where this run signs as they were made (never across accounts).
+        region_loads = self.region_loads if self.region_loads is not None and self.region_loads.serves(aws) else None
+        start = RunStart(name, settings, aws, now, shared, extras=self.extras, region_loads=region_loads,
                          metrics=metric_families(checks), inventory=first_part)
         start_prefetches(start, checks)
         try:
@@ -370,7 +377,7 @@ class Doctor:
         first_part.set_result(staged.first)
         scope = RunScope(cluster=name, settings=settings, aws=aws, inventory=staged.first, now=now,
                          shared=shared, extras=self.extras, metrics=metric_families(checks), staged=staged,
-                         region_loads=self.region_loads)
+                         region_loads=region_loads)
         staged.on_failure(stop.set)  # the later parts failed: the run reports that, not its checks
         try:
             outcome = run_checks(scope, checks, self.settings.max_workers, progress, stop, self.registry.annotators)

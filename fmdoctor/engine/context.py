@@ -120,6 +120,27 @@ class RegionLoads:
     aws: Aws
     shared: SharedData = field(default_factory=SharedData)
 
+    def serves(self, aws: Aws | None) -> bool:
+        """Whether a run on ``aws`` may read these loads: the same region and endpoint, and the same credentials
+        (one access key: one principal of one account). A run of other credentials (a cluster whose settings name
+        another profile) would judge its own resources by what another account or principal sees (its placement
+        group of the same name, its HyperPod cluster), so it loads its own instead."""
+        if aws is None:
+            return False
+        mine = self.aws
+        return (aws.region == mine.region and aws.options.endpoint_url == mine.options.endpoint_url
+                and _principal(aws) == _principal(mine) is not None)
+
+
+def _principal(aws: Aws) -> str | None:
+    """The access key a session signs with (resolved as its first call would; no request), None when it has
+    none or cannot resolve one (that run's own calls then fail and say why)."""
+    try:
+        credentials = aws.session.get_credentials()
+        return None if credentials is None else str(credentials.get_frozen_credentials().access_key)
+    except Exception:
+        return None
+
 
 @dataclass(frozen=True)
 class RunStart:

@@ -115,8 +115,14 @@ def note_failed_call(exc: BaseException) -> None:
             exc._fmdoctor_call = last  # type: ignore[attr-defined]
 
 
+def _failed_call(exc: BaseException | None) -> tuple[str, str] | None:
+    """The call ``exc`` came from: the one named on it by the thread that made it (a shared load's, re-raised in
+    each check that reads it), else this thread's last."""
+    return getattr(exc, "_fmdoctor_call", None) or getattr(_last_call, "value", None)
+
+
 def _service_of(operation: str | None, exc: BaseException | None = None) -> str | None:
-    last = getattr(exc, "_fmdoctor_call", None) or getattr(_last_call, "value", None)
+    last = _failed_call(exc)
     if last and (operation is None or last[1] == operation):
         return str(last[0])
     return None
@@ -210,30 +216,30 @@ def describe_aws_failure(exc: BaseException) -> AwsFailure | None:
         return AwsFailure("ParamValidationError", str(exc), None, "bad-input")
     if isinstance(exc, ResponseParserError):  # its text carries the whole raw body: never repeat that
         first = str(exc).split("\n", 1)[0][:200]
-        return AwsFailure("CorruptResponse", f"{_call_name()}the response could not be parsed ({first})",
-                          _last_action(), "corrupt")
+        return AwsFailure("CorruptResponse", f"{_call_name(exc)}the response could not be parsed ({first})",
+                          _last_action(exc), "corrupt")
     if isinstance(exc, CorruptResponse):
-        return AwsFailure("CorruptResponse", str(exc), _last_action(), "corrupt")
+        return AwsFailure("CorruptResponse", str(exc), _last_action(exc), "corrupt")
     if isinstance(exc, bex.BotoCoreError):
         return AwsFailure(type(exc).__name__, _bounded(str(exc)), None, "error")
     if isinstance(exc, ProtocolError | http.client.IncompleteRead):  # the body ended before its Content-Length
-        return AwsFailure("CorruptResponse", f"{_call_name()}the response ended before its Content-Length "
-                          f"({type(exc).__name__})", _last_action(), "corrupt")
+        return AwsFailure("CorruptResponse", f"{_call_name(exc)}the response ended before its Content-Length "
+                          f"({type(exc).__name__})", _last_action(exc), "corrupt")
     if isinstance(exc, NotImplementedError):
         # moto (the demo and tests) raises this for APIs it does not emulate.
-        last = getattr(_last_call, "value", None)
+        last = _failed_call(exc)
         action = iam_action_for(*last) if last else None
         return AwsFailure("NotImplemented", str(exc) or "API not implemented by this endpoint", action, "error")
     return None
 
 
-def _last_action() -> str | None:
-    last = getattr(_last_call, "value", None)
+def _last_action(exc: BaseException) -> str | None:
+    last = _failed_call(exc)
     return iam_action_for(*last) if last else None
 
 
-def _call_name() -> str:
-    last = getattr(_last_call, "value", None)
+def _call_name(exc: BaseException) -> str:
+    last = _failed_call(exc)
     return f"{last[0]}.{last[1]}: " if last else ""
 
 

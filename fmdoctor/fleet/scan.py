@@ -226,8 +226,8 @@ class _FleetRun:
         )
 
     def _options(self, region: str, use_profile: bool) -> AwsOptions:
-        return AwsOptions(region=region, profile=self.source_profile if use_profile else None,
-                          endpoint_url=self.endpoint_url)
+        # As a run's own (Doctor.connect): the scope's session carries its clusters' regional loads too.
+        return self.doctor.aws_options(region, self.source_profile if use_profile else None, self.endpoint_url)
 
     def _record_scope(self, result: ScopeResult) -> None:
         with self._lock:

@@ -169,3 +169,19 @@ def test_sharding_splits_accounts_without_overlap(fleet):
     assert seen[0] | seen[1] == set(ACCOUNTS) and not seen[0] & seen[1]
 
 
+
+
+def test_every_session_of_a_scan_reads_as_the_settings_say(fleet):
+    """aws.read_timeout is 90s: the scope sessions (discovery, and the regional loads its clusters share:
+    placement groups, file systems, scheduled events) wait as long as each cluster's own run does, not
+    botocore's 30 s default, which would fail a slow answer the run itself would have waited for."""
+    opened: list[tuple[Scope, AwsOptions]] = []
+
+    def recording(scope, options, credentials):
+        opened.append((scope, options))
+        return new_aws(options, credentials)
+
+    doctor = Doctor(settings=Settings.model_validate({"aws": {"read_timeout": "90s"}}))
+    report = scan(accounts=ACCOUNTS[:1], regions=REGIONS[:1], session_factory=recording, doctor=doctor)
+    assert report.clusters and report.stats.api_calls["ec2.DescribePlacementGroups"] == 1  # shared by the scope
+    assert {options.read_timeout for _, options in opened} == {90.0}

@@ -16,11 +16,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.credentials import Credentials
 
 from fmdoctor.config import Settings
 from fmdoctor.engine.api import Connection, Doctor, new_aws
 from fmdoctor.engine.aws import Aws, AwsOptions
 from fmdoctor.engine.check import Check, validate_check_class
+from fmdoctor.engine.context import RegionLoads
 from fmdoctor.engine.errors import TargetNotFound
 from fmdoctor.engine.model import Severity, Status
 from fmdoctor.engine.prefetch import EarlyLoad, prefetches
@@ -143,6 +146,28 @@ def test_a_run_whose_inventory_fails_makes_no_prefetch_call_after_its_report(sg_
                                                                 ("placement-group", "cancelled")}
 
 
+def test_a_mistyped_cluster_name_makes_no_prefetch_call_after_it_is_not_found(sg_fault_cluster, spot_queue):
+    """The settings (as a top-level default would) name a Spot queue and a checkpoint location; the cluster name
+    is mistyped. The queue's first call is held until the run has raised TargetNotFound: its loader's next call
+    (ReceiveMessage) is refused, and no load sends more than its first call."""
+    settings = Settings.model_validate({"spot": {"queue_url": spot_queue},
+                                        "checkpoints": {"locations": ["s3://ckpt-bucket/run-1/"]}})
+    calls = Calls()
+    raised = threading.Event()
+    calls.on["sqs.GetQueueAttributes"] = lambda: raised.wait(WAIT)
+    doctor = Doctor(settings=settings, connection=Connection(region=REGION), aws_factory=calls.factory)
+    with pytest.raises(TargetNotFound, match="prod-trian"):
+        doctor.check("prod-trian")
+    in_flight = calls.event("sqs.GetQueueAttributes").is_set()
+    raised.set()
+    assert in_flight and _wait_gone("spot-queue")
+    assert "sqs.ReceiveMessage" not in calls.sent
+    prefetched = [c for c in calls.sent if not c.startswith(("ec2.DescribeInstances", "resourcegroupstaggingapi.",
+                                                             "logs.DescribeLogGroups"))]
+    assert len(prefetched) == len(set(prefetched))  # one call per load, none repeated
+    assert calls.sent.count("logs.DescribeLogGroups") <= 3  # one per log-group naming convention of the name
+
+
 def test_a_prefetch_in_its_retries_stops_at_its_next_attempt_once_the_inventory_failed(sg_fault_cluster, faults):
     """DescribePlacementGroups is throttled at every attempt; its second attempt waits for the report (the
     inventory denied). botocore sends retries without a before-call, so only the send of the third attempt can
@@ -219,6 +244,48 @@ def test_a_denied_prefetch_is_not_verified_under_every_check_that_reads_it(sg_fa
     assert report.status is not Status.OK
 
 
+class _Body:
+    def __init__(self, body: bytes):
+        self._body = body
+
+    def stream(self, **_: Any) -> Any:
+        yield self._body
+
+
+@pytest.mark.parametrize("how", ["cut-off", "not-implemented"])
+def test_a_prefetch_that_breaks_is_named_by_its_own_call_under_the_check_that_reads_it(sg_fault_cluster,
+                                                                                       monkeypatch, how):
+    """DescribePlacementGroups answers a 200 whose XML is cut off (as a dropped connection leaves it), or the
+    endpoint does not implement it (moto upstream). The load ran in a thread of its own; the check that reads it
+    made no such call, yet its error names the permission of the call that broke, as when the check made it."""
+    calls = Calls()
+    if how == "cut-off":
+        base = calls.factory
+
+        def factory(options: AwsOptions, credentials: Any = None) -> Aws:
+            aws = base(options, credentials)
+            aws.session.events.register(
+                "before-send.ec2.DescribePlacementGroups", lambda request, **_: AWSResponse(
+                    request.url, 200, {"Content-Type": "text/xml"},
+                    _Body(b"<DescribePlacementGroupsResponse><placementGroupSet><item>")))
+            return aws
+
+        calls.factory = factory  # type: ignore[method-assign]
+    else:
+        from moto.ec2.responses import EC2Response
+
+        def not_implemented(self: Any) -> Any:
+            raise NotImplementedError("The describe_placement_groups action has not been implemented")
+
+        monkeypatch.setattr(EC2Response, "describe_placement_groups", not_implemented)
+    report = _doctor(calls).check(CLUSTER, only=["placement-group", "efa-sg-self-reference"])
+    [error] = report.errors
+    assert (error.check, error.code) == ("placement-group",
+                                         "CorruptResponse" if how == "cut-off" else "NotImplemented")
+    assert error.iam_action == "ec2:DescribePlacementGroups"
+    assert report.status is not Status.OK  # not verified, never healthy
+
+
 def test_a_check_that_reads_no_endpoints_ends_while_the_endpoint_chain_is_held(sg_fault_cluster):
     calls = Calls()
     finished = threading.Event()
@@ -257,6 +324,33 @@ def test_a_check_must_hold_the_iam_actions_of_the_loads_it_prefetches():
         "declares: prefetch test.load calls ec2:DescribePlacementGroups, not in its iam_actions"]
 
 
+def test_every_check_declares_the_loads_it_reads(monkeypatch):
+    """A check that reads an EarlyLoad it does not list in ``prefetch`` gets it only after the inventory (with
+    ``--only`` that check), and its IAM actions are checked against the loads it lists, not those it reads. Every
+    check of the demo's world (EC2 cluster, its HyperPod cluster, Spot queue, Capacity Block, checkpoints) runs
+    once and every load it reads must be one it declares."""
+    from fmdoctor.demo.runtime import demo_environment, demo_settings
+
+    reads: set[tuple[str, str]] = set()
+    lock = threading.Lock()
+    get = EarlyLoad.get
+
+    def recorded(self: EarlyLoad[Any], ctx: Any, subject: str = "") -> Any:
+        with lock:
+            reads.add((ctx.check_id, self.name))
+        return get(self, ctx, subject)
+
+    monkeypatch.setattr(EarlyLoad, "get", recorded)
+    registry = default_registry()
+    with demo_environment() as world:
+        doctor = Doctor(settings=demo_settings(world), connection=Connection(region=world.region),
+                        registry=registry, extras={"demo": world})
+        report = doctor.check(world.cluster)
+    assert report.findings and {"spot-queue", "checkpoints", "ec2.placement-groups"} <= {name for _, name in reads}
+    declared = {(check.id, load.name) for check in registry.select(None) for load in check.prefetch}
+    assert sorted(reads - declared) == []
+
+
 def test_a_fleets_clusters_share_the_loads_of_their_account_and_region(aws, monkeypatch):
     """Three clusters in one account and region: the region-wide answers (placement groups, scheduled events, file
     systems) are asked once for the scope, not once per cluster, and each cluster's report still reads them."""
@@ -279,6 +373,25 @@ def test_a_fleets_clusters_share_the_loads_of_their_account_and_region(aws, monk
     for cluster in report.clusters:
         assert cluster.report is not None and not [e for e in cluster.report.errors
                                                     if e.check in ("placement-group", "fsx-unreachable")]
+
+
+def test_a_run_of_other_credentials_reads_no_region_loads_made_with_another_accounts(sg_fault_cluster, aws):
+    """A fleet's region loads were made with account 111111111111's role, which has a 'spread' group named pg;
+    the run signs as the default account, whose pg (its nodes') is a 'cluster' group. Reading the shared answer
+    would judge this cluster's group by the other account's: a false warning, and another account's data in
+    the report. The run loads its own instead (and a run of the same credentials still shares, as above)."""
+    role = aws.client("sts").assume_role(RoleArn="arn:aws:iam::111111111111:role/fleet",
+                                         RoleSessionName="fmdoctor-test")["Credentials"]
+    theirs = new_aws(AwsOptions(region=REGION), Credentials(role["AccessKeyId"], role["SecretAccessKey"],
+                                                            role["SessionToken"]))
+    theirs.client("ec2").create_placement_group(GroupName="pg", Strategy="spread")
+    calls = Calls()
+    doctor = _doctor(calls)
+    doctor.region_loads = RegionLoads(theirs)
+    report = doctor.check(CLUSTER, only=["placement-group"])
+    assert report.findings == [] and report.errors == [] and report.stats.checks_run == ["placement-group"]
+    assert calls.sent.count("ec2.DescribePlacementGroups") == 1 and theirs.calls.snapshot() == {
+        "ec2.CreatePlacementGroup": 1}
 
 
 def test_the_demo_worlds_fleet_asks_no_region_level_request_twice():
