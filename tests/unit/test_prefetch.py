@@ -28,6 +28,7 @@ from fmdoctor.engine.errors import TargetNotFound
 from fmdoctor.engine.model import Severity, Status
 from fmdoctor.engine.prefetch import EarlyLoad, prefetches
 from fmdoctor.engine.registry import Registry, default_registry
+from fmdoctor.metrics.nodes import early_specs
 
 from ..conftest import CLUSTER, REGION
 
@@ -163,8 +164,10 @@ def test_a_mistyped_cluster_name_makes_no_prefetch_call_after_it_is_not_found(sg
     assert in_flight and _wait_gone("spot-queue")
     assert "sqs.ReceiveMessage" not in calls.sent
     prefetched = [c for c in calls.sent if not c.startswith(("ec2.DescribeInstances", "resourcegroupstaggingapi.",
-                                                             "logs.DescribeLogGroups"))]
+                                                             "logs.DescribeLogGroups", "cloudwatch.ListMetrics"))]
     assert len(prefetched) == len(set(prefetched))  # one call per load, none repeated
+    # the metric listings (one EarlyLoad, one listing per metric name): at most each name's first page
+    assert calls.sent.count("cloudwatch.ListMetrics") <= len(early_specs(settings.cluster("prod-trian"), None))
     assert calls.sent.count("logs.DescribeLogGroups") <= 3  # one per log-group naming convention of the name
 
 
