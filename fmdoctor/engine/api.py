@@ -360,11 +360,12 @@ class Doctor:
         first_part: Future[Inventory] = Future()  # the inventory's first part, for loads it configures later
         # Loads shared with other runs only where this run signs as they were made (never across accounts).
         region_loads = self.region_loads if self.region_loads is not None and self.region_loads.serves(aws) else None
+        families = metric_families(checks)
         start = RunStart(name, settings, aws, now, shared, extras=self.extras, region_loads=region_loads,
-                         metrics=metric_families(checks), inventory=first_part)
-        start_prefetches(start, checks)
+                         metrics=families, inventory=first_part)
         try:
             try:
+                start_prefetches(start, checks)  # inside: a failure here stops what had started, as below
                 staged = self._staged_inventory(name, settings, aws, inventory_parts(checks), start)
             except BaseException as exc:
                 stop.set()
@@ -376,7 +377,7 @@ class Doctor:
             return self._failed(name, aws, now, failed, started)
         first_part.set_result(staged.first)
         scope = RunScope(cluster=name, settings=settings, aws=aws, inventory=staged.first, now=now,
-                         shared=shared, extras=self.extras, metrics=metric_families(checks), staged=staged,
+                         shared=shared, extras=self.extras, metrics=families, staged=staged,
                          region_loads=region_loads)
         staged.on_failure(stop.set)  # the later parts failed: the run reports that, not its checks
         try:
