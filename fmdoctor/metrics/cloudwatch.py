@@ -31,8 +31,9 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -387,10 +388,22 @@ class ListingRun:
             raise self._failure
         return Listing(tuple(kept), self.mode, self.calls, tuple(strangers))
 
-    def _run(self) -> None:
-        _listing.run = self
+    @staticmethod
+    @contextmanager
+    def _paging() -> Iterator[None]:
+        """One NextToken chain paging now, counted for the quota (:meth:`_quota_allows`): the namespace chain, and
+        each partition or node listing on its own while it pages, so a split listing counts as the chains it runs
+        (one count for the whole listing let five names each split into 8 and ask 40 a second under a rule of 25)."""
         with ListingRun._chains_lock:
             ListingRun._chains += 1
+        try:
+            yield
+        finally:
+            with ListingRun._chains_lock:
+                ListingRun._chains -= 1
+
+    def _run(self) -> None:
+        _listing.run = self
         try:
             self._list()
         except BaseException as exc:  # handed to every consumer, named by the call that failed
@@ -398,8 +411,6 @@ class ListingRun:
             with self._cond:
                 self._failure = self._failure or exc  # a partition's own failure, not the others' stop it caused
         finally:
-            with ListingRun._chains_lock:
-                ListingRun._chains -= 1
             with self._cond:
                 self._done = True
                 self._cond.notify_all()
@@ -428,24 +439,25 @@ class ListingRun:
         blind = Evidence()  # before the inventory: what the pages show with no node known
         decision = None
         began = time.monotonic()
-        for page in self.cloudwatch.get_paginator("list_metrics").paginate(**self._base):
-            self._add(page)
-            more = bool(page.get("NextToken"))
-            scope = self._scope
-            if scope is None:
-                if self._split is not None:
-                    blind.add(self._pages[-1], self._split)
-                    decision = decide_before_inventory(self.calls, more, blind)
-            else:
-                for series in self._pages[judged:]:
-                    seen.add(series, scope)
-                judged = len(self._pages)
-                decision = decide(scope, self.calls, more, seen)
-            if decision is not None and decision[0] == "partitions" and not self._quota_allows(len(decision[1]),
-                                                                                              began):
-                decision = None  # the chains already ask as fast as the quota lets them: the chain goes on
-            if decision is not None:
-                break
+        with self._paging():
+            for page in self.cloudwatch.get_paginator("list_metrics").paginate(**self._base):
+                self._add(page)
+                more = bool(page.get("NextToken"))
+                scope = self._scope
+                if scope is None:
+                    if self._split is not None:
+                        blind.add(self._pages[-1], self._split)
+                        decision = decide_before_inventory(self.calls, more, blind)
+                else:
+                    for series in self._pages[judged:]:
+                        seen.add(series, scope)
+                    judged = len(self._pages)
+                    decision = decide(scope, self.calls, more, seen)
+                if decision is not None and decision[0] == "partitions" and not self._quota_allows(
+                        len(decision[1]), began):
+                    decision = None  # the chains already ask as fast as the quota lets them: the chain goes on
+                if decision is not None:
+                    break
         if decision is None:
             return
         how, values = decision
@@ -478,8 +490,9 @@ class ListingRun:
         missing = [v for v in scope.narrow_values if v not in found]
         expected = scope.partitioning.expected if scope.partitioning else 0
         if len(missing) > estimated_pages(expected):  # cheaper to read the namespace again
-            for page in self.cloudwatch.get_paginator("list_metrics").paginate(**self._base):
-                self._add(page)
+            with self._paging():
+                for page in self.cloudwatch.get_paginator("list_metrics").paginate(**self._base):
+                    self._add(page)
         elif missing:
             all_at_once(lambda value: self._list_where(scope.narrow_dimension or "", value), missing,
                         PARTITIONS_IN_FLIGHT, "fmdoctor-list-nodes")
@@ -487,9 +500,10 @@ class ListingRun:
     def _list_where(self, dimension: str, value: str) -> None:
         _listing.run = self  # a partition's thread
         try:
-            for page in self.cloudwatch.get_paginator("list_metrics").paginate(
-                    **self._base, Dimensions=[{"Name": dimension, "Value": value}]):
-                self._add(page)
+            with self._paging():
+                for page in self.cloudwatch.get_paginator("list_metrics").paginate(
+                        **self._base, Dimensions=[{"Name": dimension, "Value": value}]):
+                    self._add(page)
         except _Stopped:
             raise
         except BaseException as exc:  # the listings beside this one stop at their next page

@@ -9,6 +9,7 @@ publishes them (``InstanceId`` appended, ``index`` and ``name`` per GPU); moto a
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -440,3 +441,26 @@ def test_partitioned_and_chained_listings_give_the_same_findings(builder, aws, m
     assert denied.findings == [] and denied.status is Status.UNKNOWN
     assert {e.check for e in denied.errors} >= {"gpu-idle", "gpu-metrics-missing"}
     assert all(e.code == "AccessDenied" for e in denied.errors)
+
+
+def test_a_split_listing_counts_each_partition_paging_against_the_quota(cloudwatch):
+    """The quota rule (split_within_quota) is judged on the chains paging now: a listing split into 8 partitions is
+    8 chains while they page, not 1, or five names each see 'one chain' beside them and all split (40 chains)."""
+    baseline = ListingRun._chains
+    barrier = threading.Barrier(len(INDICES), timeout=10)
+    counted: list[int] = []
+
+    def hold(request: Any, **_: Any) -> None:
+        body = (request.body or b"").replace(b" ", b"")
+        if b'"Name":"index"' in body or b"Dimensions.member.1.Name=index" in body:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait()  # every partition in flight at once
+            counted.append(ListingRun._chains - baseline)
+
+    cloudwatch.meta.events.register_first("before-send.cloudwatch.ListMetrics", hold)
+    scope = scope_of(WORLD_NODES, expected=20_000)
+    listing = discover(cloudwatch, "CWAgent", UTIL, lambda s: scope.owner(s) is not None, "InstanceId",
+                       WORLD_NODES, partitioning=scope.partitioning, owner=scope.owner)
+    assert listing.mode == "per-index"
+    assert max(counted) == len(INDICES)  # the eight partitions, the namespace chain no longer paging
+    assert ListingRun._chains == baseline
