@@ -351,9 +351,12 @@ class ListingRun:
                 self._scope = scope
                 self._cond.notify_all()
 
-    def stop(self) -> None:
-        """No call after the one in flight: the run no longer needs this listing."""
+    def stop(self, unless_configured: bool = False) -> None:
+        """No call after the one in flight: the run no longer needs this listing. ``unless_configured``: only if no
+        asker has configured it yet (an asker reading it needs it, whatever the caller concluded)."""
         with self._cond:
+            if unless_configured and self._scope is not None:
+                return
             self._stopped = True
             self._cond.notify_all()
 

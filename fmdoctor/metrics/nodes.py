@@ -404,17 +404,26 @@ def start_listings(cloudwatch: Any, settings: ClusterSettings, families: frozens
         runs.append((spec, run))
 
     def read(done: Future[Inventory]) -> None:
-        if done.cancelled() or done.exception() is not None:
+        # A future's waiters wake before its callbacks run: a check may already have configured a listing (and be
+        # reading it) when this runs, so a name this inventory has no node for stops only a listing nobody reads.
+        # Whatever this callback fails on (its exception would only be logged by the future), every listing not
+        # configured is stopped, never left waiting for a scope that will not come.
+        try:
+            if done.cancelled() or done.exception() is not None:
+                for _, run in runs:
+                    run.stop()
+                return
+            scopes = listing_scopes(done.result(), settings, memo)
+            for spec, run in runs:
+                scope = scopes.scope(spec)
+                if scope is None:
+                    run.stop(unless_configured=True)
+                else:
+                    run.configure(scope)
+        except BaseException:
             for _, run in runs:
-                run.stop()
-            return
-        scopes = listing_scopes(done.result(), settings, memo)
-        for spec, run in runs:
-            scope = scopes.scope(spec)
-            if scope is None:
-                run.stop()
-            else:
-                run.configure(scope)
+                run.stop(unless_configured=True)
+            raise
 
     inventory.add_done_callback(read)
     return [run for _, run in runs]

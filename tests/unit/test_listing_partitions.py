@@ -464,3 +464,47 @@ def test_a_split_listing_counts_each_partition_paging_against_the_quota(cloudwat
     assert listing.mode == "per-index"
     assert max(counted) == len(INDICES)  # the eight partitions, the namespace chain no longer paging
     assert ListingRun._chains == baseline
+
+
+def test_a_listing_an_asker_reads_is_not_stopped_by_the_inventory_that_names_no_node_for_it(aws):
+    """A future's waiters wake before its callbacks run, so a check can ask for a listing before start_listings'
+    callback has read the inventory. A HyperPod-only target's inventory has no instance (its nodes are not this
+    account's), so that callback would stop the GPU listing the check is reading: the check failed with 'listing
+    stopped' instead of reading the (empty) listing. Held here: the asker configures it, then the callback runs."""
+    from concurrent.futures import Future
+
+    from fmdoctor.config import ClusterSettings
+    from fmdoctor.engine.context import SharedData
+    from fmdoctor.engine.inventory import Inventory
+    from fmdoctor.metrics.nodes import early_specs, shared_lister, start_listings
+
+    client = aws.client("cloudwatch")
+    release = threading.Event()
+
+    def hold(**_: Any) -> None:  # the first page waits until the callback has run
+        release.wait(10)
+
+    client.meta.events.register_first("before-send.cloudwatch.ListMetrics", hold)
+    settings, inventory, memo = ClusterSettings(), Inventory("hp", "us-west-2"), SharedData().get
+    read: Future[Inventory] = Future()
+    runs = start_listings(client, settings, frozenset({"accelerators"}), read, memo)
+    spec = early_specs(settings, frozenset({"accelerators"}))[0]
+    got: list[Any] = []
+
+    def ask() -> None:
+        try:
+            got.append(shared_lister(client, inventory, settings, memo)(spec, None))
+        except Exception as exc:  # the failure is the finding under test
+            got.append(exc)
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    run = runs[0]
+    deadline = time.monotonic() + 10
+    while run._scope is None and time.monotonic() < deadline:  # the asker has configured it and waits
+        time.sleep(0.01)
+    read.set_result(inventory)  # now the callback: no GPU node in this inventory
+    release.set()
+    asker.join(10)
+    assert len(got) == 1 and not isinstance(got[0], Exception), got
+    assert got[0].series == ()
