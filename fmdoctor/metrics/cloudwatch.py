@@ -344,12 +344,17 @@ class ListingRun:
     def stopped(self) -> bool:
         return self._stopped
 
-    def configure(self, scope: ListingScope) -> None:
-        """What the inventory says (the first scope given is kept: every asker derives it from the same inventory)."""
+    def configure(self, scope: ListingScope) -> bool:
+        """What the inventory says (the first scope given is kept: every asker derives it from the same inventory).
+        False when the listing was stopped first: an asker then lists anew (checked here, in one step with the
+        configuring, so a stop cannot come between an asker's look and its reading)."""
         with self._cond:
+            if self._stopped:
+                return False
             if self._scope is None:
                 self._scope = scope
                 self._cond.notify_all()
+            return True
 
     def stop(self, unless_configured: bool = False) -> None:
         """No call after the one in flight: the run no longer needs this listing. ``unless_configured``: only if no

@@ -221,8 +221,7 @@ def plan_queries(
         if listing is None:
             dimension, values = narrow(spec)
             run = runs(spec) if runs is not None else None
-            if run is not None:
-                run.configure(ListingScope(lambda s: owner(spec, s), dimension, tuple(values)))
+            if run is not None and run.configure(ListingScope(lambda s: owner(spec, s), dimension, tuple(values))):
                 listing = run.listing(lambda s: owner(spec, s) is not None, unmatched, on_page)
             else:
                 listing = discover(cloudwatch, spec.namespace, spec.metric, lambda s: owner(spec, s) is not None,
@@ -344,9 +343,8 @@ def shared_lister(cloudwatch: Any, inventory: Inventory, settings: ClusterSettin
             scope = ListingScope(lambda s: scopes.owners.owner(spec, s))
         run = memo(listing_key(spec), lambda: ListingRun(cloudwatch, spec.namespace, spec.metric, window,
                                                          _strings(memo), scope))
-        if run.stopped:  # begun before the inventory and stopped by it: listed anew for this asker
+        if not run.configure(scope):  # begun before the inventory and stopped by it: listed anew for this asker
             run = ListingRun(cloudwatch, spec.namespace, spec.metric, window, _strings(memo), scope)
-        run.configure(scope)
         return run.listing(lambda s: scope.owner(s) is not None, scopes.owners.unmatched, on_page)  # type: ignore[no-any-return]
 
     return lister

@@ -508,3 +508,38 @@ def test_a_listing_an_asker_reads_is_not_stopped_by_the_inventory_that_names_no_
     asker.join(10)
     assert len(got) == 1 and not isinstance(got[0], Exception), got
     assert got[0].series == ()
+
+
+def test_a_listing_stopped_between_an_askers_look_and_its_configuring_is_listed_anew(aws, monkeypatch):
+    """The inventory's callback runs in another thread than the asker: placed here (deterministically) right as the
+    asker configures the listing it found running, it stops that listing first (no node of the kind); the asker
+    must list anew, not read the stopped listing and fail with 'listing stopped'."""
+    from concurrent.futures import Future
+
+    from fmdoctor.config import ClusterSettings
+    from fmdoctor.engine.context import SharedData
+    from fmdoctor.engine.inventory import Inventory
+    from fmdoctor.metrics.nodes import early_specs, shared_lister, start_listings
+
+    client = aws.client("cloudwatch")
+    release = threading.Event()
+
+    def hold(**_: Any) -> None:  # the early listing's first page waits until the callback has run
+        release.wait(10)
+
+    client.meta.events.register_first("before-send.cloudwatch.ListMetrics", hold)
+    settings, inventory, memo = ClusterSettings(), Inventory("hp", "us-west-2"), SharedData().get
+    read: Future[Inventory] = Future()
+    start_listings(client, settings, frozenset({"accelerators"}), read, memo)
+    spec = early_specs(settings, frozenset({"accelerators"}))[0]
+    configure = ListingRun.configure
+
+    def late_callback(self: ListingRun, scope: ListingScope) -> bool:
+        if not read.done():
+            read.set_result(inventory)  # start_listings' callback, in this window
+            release.set()
+        return configure(self, scope)
+
+    monkeypatch.setattr(ListingRun, "configure", late_callback)
+    listing = shared_lister(client, inventory, settings, memo)(spec, None)
+    assert listing is not None and listing.series == ()
